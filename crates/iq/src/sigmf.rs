@@ -1,0 +1,1 @@
+//! SigMF: filled below
