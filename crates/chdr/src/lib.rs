@@ -1,0 +1,14 @@
+//! CHDR streaming for radiohost: the RFNoC CHDR wire codec (64-bit width),
+//! sans-IO cores for sequence tracking, credit-based flow control and an
+//! emulated radio's sample clock, plus the drivers that own sockets: the host
+//! streamer (RX -> process -> TX per packet) and the emulated streaming radio.
+//!
+//! Module map: `wire` (formats), `seq`, `flow`, `rx`, `tx` (sans-IO cores),
+//! `net` (batched UDP syscalls), `streamer`, `radio` (drivers), `stats`.
+
+pub mod flow;
+pub mod net;
+pub mod rx;
+pub mod seq;
+pub mod tx;
+pub mod wire;

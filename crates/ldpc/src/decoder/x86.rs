@@ -1,0 +1,193 @@
+//! AVX2 (32 lanes) and AVX-512BW (64 lanes) kernels: the scalar kernel's arithmetic,
+//! vector by vector. Padding lanes (>= Zc) compute values that are never read back into
+//! real lanes (see the module docs of `decoder`).
+
+use super::{Correction, Dims, Edge};
+use std::arch::x86_64::*;
+
+/// Checks the bounds every kernel relies on before it uses raw pointers.
+fn check_bounds(app: &[i8], edges: &[Edge], c2v: &[i8], work: &[i8], dims: &Dims, w: usize) {
+    assert!(dims.zpad % w == 0 && dims.zpad >= dims.zc);
+    assert!(c2v.len() >= edges.len() * dims.zpad);
+    assert!(work.len() >= edges.len() * w);
+    for ed in edges {
+        assert!(ed.shift < dims.zc);
+        assert!(ed.base + ed.shift + dims.zpad <= app.len());
+        assert!(ed.base + 2 * dims.zc <= app.len());
+    }
+}
+
+#[target_feature(enable = "avx2")]
+fn correct256(m: __m256i, c: Correction) -> __m256i {
+    match c {
+        Correction::Offset(b) => _mm256_subs_epu8(m, _mm256_set1_epi8(b as i8)),
+        Correction::Eighths(k) => {
+            let mut r = _mm256_setzero_si256();
+            if k & 8 != 0 {
+                r = m;
+            }
+            if k & 4 != 0 {
+                r = _mm256_add_epi8(r, _mm256_and_si256(_mm256_srli_epi16(m, 1), _mm256_set1_epi8(0x7f)));
+            }
+            if k & 2 != 0 {
+                r = _mm256_add_epi8(r, _mm256_and_si256(_mm256_srli_epi16(m, 2), _mm256_set1_epi8(0x3f)));
+            }
+            if k & 1 != 0 {
+                r = _mm256_add_epi8(r, _mm256_and_si256(_mm256_srli_epi16(m, 3), _mm256_set1_epi8(0x1f)));
+            }
+            r
+        }
+    }
+}
+
+/// Copies `len` bytes between disjoint ranges with whole vectors (last one overlapping).
+#[target_feature(enable = "avx2")]
+unsafe fn copy_avx2(dst: *mut i8, src: *const i8, len: usize) {
+    if len >= 32 {
+        let mut o = 0;
+        while o + 32 < len {
+            _mm256_storeu_si256(dst.add(o) as *mut __m256i, _mm256_loadu_si256(src.add(o) as *const __m256i));
+            o += 32;
+        }
+        let o = len - 32;
+        _mm256_storeu_si256(dst.add(o) as *mut __m256i, _mm256_loadu_si256(src.add(o) as *const __m256i));
+    } else {
+        for o in 0..len {
+            *dst.add(o) = *src.add(o);
+        }
+    }
+}
+
+/// AVX2 version of `scalar::layer`.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn layer_avx2(app: &mut [i8], edges: &[Edge], c2v: &mut [i8], work: &mut [i8], dims: &Dims, corr: Correction) {
+    const W: usize = 32;
+    check_bounds(app, edges, c2v, work, dims, W);
+    let (zc, zpad) = (dims.zc, dims.zpad);
+    let appp = app.as_mut_ptr();
+    let c2vp = c2v.as_mut_ptr();
+    let wp = work.as_mut_ptr();
+    let one = _mm256_set1_epi8(1);
+    let max127 = _mm256_set1_epi8(127);
+    let all = _mm256_set1_epi8(-1);
+    let mut i0 = 0;
+    while i0 < zpad {
+        let (mut min1, mut min2, mut sgn) = (all, all, _mm256_setzero_si256());
+        for (e, ed) in edges.iter().enumerate() {
+            let a = _mm256_loadu_si256(appp.add(ed.base + ed.shift + i0) as *const __m256i);
+            let c = _mm256_loadu_si256(c2vp.add(e * zpad + i0) as *const __m256i);
+            let t = _mm256_subs_epi8(a, c);
+            _mm256_storeu_si256(wp.add(e * W) as *mut __m256i, t);
+            let m = _mm256_abs_epi8(t);
+            min2 = _mm256_min_epu8(min2, _mm256_max_epu8(min1, m));
+            min1 = _mm256_min_epu8(min1, m);
+            sgn = _mm256_xor_si256(sgn, t);
+        }
+        let m1 = correct256(_mm256_min_epu8(min1, max127), corr);
+        let m2 = correct256(_mm256_min_epu8(min2, max127), corr);
+        for (e, ed) in edges.iter().enumerate() {
+            let t = _mm256_loadu_si256(wp.add(e * W) as *const __m256i);
+            let eq = _mm256_cmpeq_epi8(_mm256_abs_epi8(t), min1);
+            let mag = _mm256_blendv_epi8(m1, m2, eq);
+            let s = _mm256_or_si256(_mm256_xor_si256(t, sgn), one);
+            let c = _mm256_sign_epi8(mag, s);
+            _mm256_storeu_si256(c2vp.add(e * zpad + i0) as *mut __m256i, c);
+            _mm256_storeu_si256(appp.add(ed.base + ed.shift + i0) as *mut __m256i, _mm256_adds_epi8(t, c));
+        }
+        i0 += W;
+    }
+    for ed in edges {
+        let col = appp.add(ed.base);
+        copy_avx2(col, col.add(zc), ed.shift);
+        copy_avx2(col.add(ed.shift + zc), col.add(ed.shift), zc - ed.shift);
+    }
+}
+
+#[target_feature(enable = "avx512f,avx512bw")]
+fn correct512(m: __m512i, c: Correction) -> __m512i {
+    match c {
+        Correction::Offset(b) => _mm512_subs_epu8(m, _mm512_set1_epi8(b as i8)),
+        Correction::Eighths(k) => {
+            let mut r = _mm512_setzero_si512();
+            if k & 8 != 0 {
+                r = m;
+            }
+            if k & 4 != 0 {
+                r = _mm512_add_epi8(r, _mm512_and_si512(_mm512_srli_epi16(m, 1), _mm512_set1_epi8(0x7f)));
+            }
+            if k & 2 != 0 {
+                r = _mm512_add_epi8(r, _mm512_and_si512(_mm512_srli_epi16(m, 2), _mm512_set1_epi8(0x3f)));
+            }
+            if k & 1 != 0 {
+                r = _mm512_add_epi8(r, _mm512_and_si512(_mm512_srli_epi16(m, 3), _mm512_set1_epi8(0x1f)));
+            }
+            r
+        }
+    }
+}
+
+/// Copies `len` bytes between disjoint ranges; the tail uses a masked load/store.
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn copy_avx512(dst: *mut i8, src: *const i8, len: usize) {
+    let mut o = 0;
+    while o + 64 <= len {
+        _mm512_storeu_si512(dst.add(o) as *mut __m512i, _mm512_loadu_si512(src.add(o) as *const __m512i));
+        o += 64;
+    }
+    let rest = len - o;
+    if rest > 0 {
+        let mask: __mmask64 = (1u64 << rest) - 1;
+        _mm512_mask_storeu_epi8(dst.add(o), mask, _mm512_maskz_loadu_epi8(mask, src.add(o)));
+    }
+}
+
+/// AVX-512BW version of `scalar::layer`.
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512BW.
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(crate) unsafe fn layer_avx512(app: &mut [i8], edges: &[Edge], c2v: &mut [i8], work: &mut [i8], dims: &Dims, corr: Correction) {
+    const W: usize = 64;
+    check_bounds(app, edges, c2v, work, dims, W);
+    let (zc, zpad) = (dims.zc, dims.zpad);
+    let appp = app.as_mut_ptr();
+    let c2vp = c2v.as_mut_ptr();
+    let wp = work.as_mut_ptr();
+    let zero = _mm512_setzero_si512();
+    let max127 = _mm512_set1_epi8(127);
+    let all = _mm512_set1_epi8(-1);
+    let mut i0 = 0;
+    while i0 < zpad {
+        let (mut min1, mut min2, mut sgn) = (all, all, zero);
+        for (e, ed) in edges.iter().enumerate() {
+            let a = _mm512_loadu_si512(appp.add(ed.base + ed.shift + i0) as *const __m512i);
+            let c = _mm512_loadu_si512(c2vp.add(e * zpad + i0) as *const __m512i);
+            let t = _mm512_subs_epi8(a, c);
+            _mm512_storeu_si512(wp.add(e * W) as *mut __m512i, t);
+            let m = _mm512_abs_epi8(t);
+            min2 = _mm512_min_epu8(min2, _mm512_max_epu8(min1, m));
+            min1 = _mm512_min_epu8(min1, m);
+            sgn = _mm512_xor_si512(sgn, t);
+        }
+        let m1 = correct512(_mm512_min_epu8(min1, max127), corr);
+        let m2 = correct512(_mm512_min_epu8(min2, max127), corr);
+        for (e, ed) in edges.iter().enumerate() {
+            let t = _mm512_loadu_si512(wp.add(e * W) as *const __m512i);
+            let eq = _mm512_cmpeq_epi8_mask(_mm512_abs_epi8(t), min1);
+            let mag = _mm512_mask_blend_epi8(eq, m1, m2);
+            let neg = _mm512_movepi8_mask(_mm512_xor_si512(t, sgn));
+            let c = _mm512_mask_sub_epi8(mag, neg, zero, mag);
+            _mm512_storeu_si512(c2vp.add(e * zpad + i0) as *mut __m512i, c);
+            _mm512_storeu_si512(appp.add(ed.base + ed.shift + i0) as *mut __m512i, _mm512_adds_epi8(t, c));
+        }
+        i0 += W;
+    }
+    for ed in edges {
+        let col = appp.add(ed.base);
+        copy_avx512(col, col.add(zc), ed.shift);
+        copy_avx512(col.add(ed.shift + zc), col.add(ed.shift), zc - ed.shift);
+    }
+}

@@ -1,0 +1,157 @@
+//! Per-user bit chains shared by the generator, the pipelines and the emulated user:
+//! code blocks (payload + CRC24B) -> LDPC -> symbol bits -> scrambling -> QAM, and
+//! back from LLRs.
+//!
+//! Each data symbol of a user carries `blocks_per_symbol` whole code blocks followed by
+//! zero padding up to the symbol's bit capacity. Scrambling runs over the user's data
+//! symbols of one direction as one sequence (`c_init = rnti * 2^15 + n_id`); data symbol
+//! `s` starts at bit `s * symbol_bits`, so any symbol can be processed on its own.
+
+use radiohost_iq::Cf32;
+use radiohost_ldpc::{
+    DecodeOutcome, Decoder, DecoderConfig, Encoder, LdpcError, MinSum, SimdLevel,
+};
+
+use crate::config::{FrameConfig, BLOCK_CRC_BITS};
+use crate::crc::{self, CrcKind};
+use crate::qam::{Demodulator, Modulator};
+use crate::scramble::{data_c_init, GoldSequence};
+
+/// Scrambling `c_init` of user `k` (RNTI `k + 1`; the cell id comes from the seed).
+pub fn user_c_init(cfg: &FrameConfig, user: usize) -> u32 {
+    data_c_init((user + 1) as u16, (cfg.seed % 1008) as u16)
+}
+
+/// Transmit chain of one user: owns the encoder and scratch.
+pub struct TxChain {
+    encoder: Encoder,
+    modulator: Modulator,
+    block: Vec<u8>,
+    bits: Vec<u8>,
+    payload_bits: usize,
+    tx_bits: usize,
+    blocks_per_symbol: usize,
+}
+
+impl TxChain {
+    pub fn new(cfg: &FrameConfig) -> Self {
+        Self {
+            encoder: Encoder::new(cfg.code),
+            modulator: Modulator::new(cfg.modulation),
+            block: vec![0; cfg.code.payload_bits],
+            bits: vec![0; cfg.symbol_bits()],
+            payload_bits: cfg.block_payload_bits(),
+            tx_bits: cfg.code.tx_bits,
+            blocks_per_symbol: cfg.blocks_per_symbol,
+        }
+    }
+
+    /// Build one data symbol of one user: `payload` holds `blocks_per_symbol` blocks of
+    /// `block_payload_bits` each; `symbols` receives `data_num` QAM symbols.
+    ///
+    /// # Errors
+    /// An [`LdpcError`] for payload bytes that are not bits.
+    pub fn symbol(
+        &mut self,
+        payload: &[u8],
+        c_init: u32,
+        data_symbol_index: usize,
+        symbols: &mut [Cf32],
+    ) -> Result<(), LdpcError> {
+        let pb = self.payload_bits;
+        assert_eq!(payload.len(), pb * self.blocks_per_symbol, "tx chain: payload size");
+        self.bits.fill(0);
+        for (b, chunk) in payload.chunks_exact(pb).enumerate() {
+            self.block[..pb].copy_from_slice(chunk);
+            crc::attach(CrcKind::Crc24B, &mut self.block);
+            let out = &mut self.bits[b * self.tx_bits..(b + 1) * self.tx_bits];
+            self.encoder.encode(&self.block, out)?;
+        }
+        let sb = self.bits.len();
+        GoldSequence::new_at(c_init, data_symbol_index * sb).scramble_bits(&mut self.bits);
+        self.modulator.modulate(&self.bits, symbols);
+        Ok(())
+    }
+}
+
+/// Result of decoding one code block.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockResult {
+    pub crc_ok: bool,
+    pub iterations: u32,
+}
+
+/// Receive chain of one user: demodulation, descrambling, LDPC decoding and CRC.
+pub struct RxChain {
+    decoder: Decoder,
+    demodulator: Demodulator,
+    llrs: Vec<f32>,
+    block: Vec<u8>,
+    payload_bits: usize,
+    tx_bits: usize,
+    blocks_per_symbol: usize,
+}
+
+/// Decoder settings the pipelines use: normalised min-sum, early termination.
+pub fn decoder_config(iterations: usize) -> DecoderConfig {
+    DecoderConfig {
+        max_iterations: iterations,
+        min_sum: MinSum::Normalized(0.75),
+        early_termination: true,
+        simd: SimdLevel::Auto,
+    }
+}
+
+impl RxChain {
+    pub fn new(cfg: &FrameConfig) -> Result<Self, LdpcError> {
+        Ok(Self {
+            decoder: Decoder::try_new(cfg.code, decoder_config(cfg.decoder_iter))?,
+            demodulator: Demodulator::new(cfg.modulation),
+            llrs: vec![0.0; cfg.symbol_bits()],
+            block: vec![0; cfg.code.payload_bits],
+            payload_bits: cfg.block_payload_bits(),
+            tx_bits: cfg.code.tx_bits,
+            blocks_per_symbol: cfg.blocks_per_symbol,
+        })
+    }
+
+    /// Decode one data symbol of one user from its equalised symbols and their noise
+    /// variances; the recovered payload of each block goes to `payload`.
+    ///
+    /// # Errors
+    /// An [`LdpcError`] if the decoder rejects its input (e.g. NaN LLRs).
+    pub fn symbol(
+        &mut self,
+        symbols: &[Cf32],
+        noise_var: &[f32],
+        c_init: u32,
+        data_symbol_index: usize,
+        payload: &mut [u8],
+        results: &mut [BlockResult],
+    ) -> Result<(), LdpcError> {
+        let pb = self.payload_bits;
+        assert_eq!(payload.len(), pb * self.blocks_per_symbol, "rx chain: payload size");
+        assert_eq!(results.len(), self.blocks_per_symbol, "rx chain: results size");
+        self.demodulator.demodulate(symbols, noise_var, &mut self.llrs);
+        let used = self.blocks_per_symbol * self.tx_bits;
+        let sb = self.llrs.len();
+        GoldSequence::new_at(c_init, data_symbol_index * sb)
+            .descramble_llrs(&mut self.llrs[..used]);
+        for b in 0..self.blocks_per_symbol {
+            let llr = &self.llrs[b * self.tx_bits..(b + 1) * self.tx_bits];
+            let DecodeOutcome { iterations, .. } = self.decoder.decode(llr, &mut self.block)?;
+            let ok = crc::check(CrcKind::Crc24B, &self.block);
+            payload[b * pb..(b + 1) * pb].copy_from_slice(&self.block[..pb]);
+            results[b] = BlockResult {
+                crc_ok: ok,
+                iterations: iterations as u32,
+            };
+        }
+        Ok(())
+    }
+}
+
+/// Payload bits per block (re-exported for callers sizing buffers).
+pub fn block_payload_bits(cfg: &FrameConfig) -> usize {
+    cfg.code.payload_bits - BLOCK_CRC_BITS
+}

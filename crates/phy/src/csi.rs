@@ -1,0 +1,209 @@
+//! Pilots and channel estimation.
+//!
+//! Every user sends the same known unit-modulus QPSK sequence (drawn from the NR
+//! Gold sequence with a fixed seed); users are separated by the layout:
+//! * frequency-orthogonal (Agora's default): in a pilot symbol user `k` occupies data
+//!   subcarriers `i` with `i % K == k`; the receiver takes the least-squares estimate
+//!   there and interpolates linearly in between (holding the edge values);
+//! * time-orthogonal: pilot symbol `j` belongs to user `j % K` on every subcarrier.
+//!
+//! Repeated pilot symbols are averaged. Output layout: per data subcarrier an `M x K`
+//! column-major matrix (`csi[(i*K + k)*M + m]`), what [`crate::zf`] consumes.
+
+use radiohost_iq::Cf32;
+
+use crate::config::PilotLayout;
+use crate::scramble::GoldSequence;
+
+/// Seed of the pilot sequence (any fixed value known to both ends).
+const PILOT_C_INIT: u32 = 0x1D_3A5C;
+
+/// The pilot value on each data subcarrier.
+pub fn pilot_sequence(data_num: usize) -> Vec<Cf32> {
+    let mut bits = vec![0u8; 2 * data_num];
+    GoldSequence::new(PILOT_C_INIT).scramble_bits(&mut bits);
+    let a = std::f32::consts::FRAC_1_SQRT_2;
+    bits.chunks_exact(2)
+        .map(|b| Cf32::new(a * (1.0 - 2.0 * b[0] as f32), a * (1.0 - 2.0 * b[1] as f32)))
+        .collect()
+}
+
+/// Which user (if any) sends its pilot on data subcarrier `i` of pilot symbol `j`.
+pub fn pilot_owner(layout: PilotLayout, users: usize, j: usize, i: usize) -> usize {
+    match layout {
+        PilotLayout::FrequencyOrthogonal => i % users,
+        PilotLayout::TimeOrthogonal => j % users,
+    }
+}
+
+/// Channel estimator for one configuration; owns the pilot sequence and scratch.
+#[derive(Clone, Debug)]
+pub struct CsiEstimator {
+    layout: PilotLayout,
+    antennas: usize,
+    users: usize,
+    pilots: Vec<Cf32>,
+    /// Per user, the number of pilot symbols that carried it (time-orthogonal).
+    counts: Vec<u32>,
+}
+
+impl CsiEstimator {
+    pub fn new(layout: PilotLayout, antennas: usize, users: usize, data_num: usize) -> Self {
+        Self {
+            layout,
+            antennas,
+            users,
+            pilots: pilot_sequence(data_num),
+            counts: vec![0; users],
+        }
+    }
+
+    pub fn pilots(&self) -> &[Cf32] {
+        &self.pilots
+    }
+
+    /// Estimate the channel from `pilot_syms` received pilot symbols given as data
+    /// subcarriers, laid out `[symbol][antenna][subcarrier]`.
+    ///
+    /// # Panics
+    /// If the buffer sizes disagree with the configuration (caller bugs).
+    pub fn estimate(&mut self, received: &[Cf32], pilot_syms: usize, csi: &mut [Cf32]) {
+        let (m_n, k_n, d) = (self.antennas, self.users, self.pilots.len());
+        assert_eq!(received.len(), pilot_syms * m_n * d, "csi: received size");
+        assert_eq!(csi.len(), d * k_n * m_n, "csi: output size");
+        assert!(pilot_syms > 0, "csi: no pilot symbols");
+        csi.fill(Cf32::default());
+        self.counts.fill(0);
+        for j in 0..pilot_syms {
+            if self.layout == PilotLayout::TimeOrthogonal {
+                self.counts[j % k_n] += 1;
+            }
+            for m in 0..m_n {
+                let y = &received[(j * m_n + m) * d..][..d];
+                for (i, (yi, p)) in y.iter().zip(&self.pilots).enumerate() {
+                    let k = pilot_owner(self.layout, k_n, j, i);
+                    csi[(i * k_n + k) * m_n + m] += yi * p.conj();
+                }
+            }
+        }
+        match self.layout {
+            PilotLayout::TimeOrthogonal => {
+                for (i_k, h) in csi.chunks_exact_mut(m_n).enumerate() {
+                    let c = self.counts[i_k % k_n].max(1) as f32;
+                    h.iter_mut().for_each(|v| *v /= c);
+                }
+            }
+            PilotLayout::FrequencyOrthogonal => {
+                let inv = 1.0 / pilot_syms as f32;
+                csi.iter_mut().for_each(|v| *v *= inv);
+                self.interpolate(csi);
+            }
+        }
+    }
+
+    /// Fill the subcarriers between each user's pilot comb by linear interpolation.
+    fn interpolate(&self, csi: &mut [Cf32]) {
+        let (m_n, k_n, d) = (self.antennas, self.users, self.pilots.len());
+        let idx = |i: usize, k: usize, m: usize| (i * k_n + k) * m_n + m;
+        for k in 0..k_n {
+            let last = k + (d - 1 - k) / k_n * k_n; // last pilot of user k
+            for i in 0..d {
+                if i % k_n == k {
+                    continue;
+                }
+                let (lo, hi, t) = if i < k {
+                    (k, k, 0.0)
+                } else if i > last {
+                    (last, last, 0.0)
+                } else {
+                    let lo = i - (i - k) % k_n;
+                    (lo, lo + k_n, ((i - lo) as f32) / k_n as f32)
+                };
+                for m in 0..m_n {
+                    let a = csi[idx(lo, k, m)];
+                    let b = csi[idx(hi, k, m)];
+                    csi[idx(i, k, m)] = a + (b - a) * t;
+                }
+            }
+        }
+    }
+}
+
+/// Sum of `|Y|^2` over the null (non-data) bins of one frequency-domain symbol and
+/// how many there were: the receiver's noise measurement.
+pub fn null_bin_energy(freq: &[Cf32], data_start: usize, data_num: usize) -> (f64, usize) {
+    let n = freq.len();
+    let mut sum = 0f64;
+    let mut count = 0;
+    for natural in (0..data_start).chain(data_start + data_num..n) {
+        sum += freq[(natural + n / 2) % n].norm_sqr() as f64;
+        count += 1;
+    }
+    (sum, count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Smooth synthetic channel (a two-tap response) per antenna-user pair.
+    fn channel(i: usize, k: usize, m: usize, d: usize) -> Cf32 {
+        let a = Cf32::new(0.3 + 0.1 * m as f32, -0.2 + 0.05 * k as f32);
+        let b = Cf32::new(0.1 * k as f32, 0.2);
+        a + b * Cf32::from_polar(1.0, -2.0 * std::f32::consts::PI * i as f32 * 2.0 / d as f32 / 8.0)
+    }
+
+    fn run(layout: PilotLayout, syms: usize) -> (Vec<Cf32>, usize, usize, usize) {
+        let (m_n, k_n, d) = (4, 3, 60);
+        let mut est = CsiEstimator::new(layout, m_n, k_n, d);
+        let p = est.pilots().to_vec();
+        let mut rx = vec![Cf32::default(); syms * m_n * d];
+        for j in 0..syms {
+            for m in 0..m_n {
+                for i in 0..d {
+                    let k = pilot_owner(layout, k_n, j, i);
+                    rx[(j * m_n + m) * d + i] = channel(i, k, m, d) * p[i];
+                }
+            }
+        }
+        let mut csi = vec![Cf32::default(); d * k_n * m_n];
+        est.estimate(&rx, syms, &mut csi);
+        (csi, m_n, k_n, d)
+    }
+
+    #[test]
+    fn time_orthogonal_is_exact() {
+        let (csi, m_n, k_n, d) = run(PilotLayout::TimeOrthogonal, 6);
+        for i in 0..d {
+            for k in 0..k_n {
+                for m in 0..m_n {
+                    assert!((csi[(i * k_n + k) * m_n + m] - channel(i, k, m, d)).norm() < 1e-5);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn frequency_orthogonal_interpolates_smooth_channels() {
+        let (csi, m_n, k_n, d) = run(PilotLayout::FrequencyOrthogonal, 1);
+        for i in 0..d {
+            for k in 0..k_n {
+                for m in 0..m_n {
+                    let err = (csi[(i * k_n + k) * m_n + m] - channel(i, k, m, d)).norm();
+                    let tol = if i % k_n == k { 1e-5 } else { 0.02 };
+                    assert!(err < tol, "i {i} k {k} m {m} err {err}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pilots_have_unit_modulus_and_nulls_are_counted() {
+        assert!(pilot_sequence(100).iter().all(|p| (p.norm() - 1.0).abs() < 1e-6));
+        let mut freq = vec![Cf32::new(1.0, 0.0); 16];
+        for i in 0..8 {
+            freq[(4 + i + 8) % 16] = Cf32::new(10.0, 0.0);
+        }
+        assert_eq!(null_bin_energy(&freq, 4, 8), (8.0, 8));
+    }
+}

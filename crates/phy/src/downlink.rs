@@ -1,0 +1,297 @@
+//! Reference downlink and the emulated user receivers that verify it.
+//!
+//! Base station ([`DownlinkPipeline`]): CSI and ZF from the uplink pilots of the same
+//! frame (TDD reciprocity) -> per user CRC, LDPC, scrambling, QAM -> ZF precoding
+//! `x = beta * W^T s` per subcarrier -> IFFT + CP per antenna -> ci16. The first `D`
+//! symbol carries every user's pilot sequence, precoded like data: each user
+//! equalises the following `D` symbols with the gain it measures there.
+//!
+//! Users ([`UserEmulator`]): the air (transposed uplink channel, white noise at
+//! `snr_db`, the user's own AGC and ci16 ADC) and a single-antenna receiver (CP
+//! removal, FFT, gain from the reference symbol, noise from null subcarriers, soft
+//! demodulation, descrambling, LDPC decoding, CRC).
+
+use rand::Rng;
+use radiohost_iq::{Cf32, Ci16};
+
+use crate::channel::{complex_gaussian, ChannelRealization};
+use crate::coding::{user_c_init, BlockResult, RxChain, TxChain};
+use crate::config::{FrameConfig, SymbolKind};
+use crate::csi::pilot_sequence;
+use crate::frontend::{FrontEnd, Synthesizer};
+use crate::generator::TARGET_RMS;
+use crate::uplink::Detector;
+use crate::zf::precode;
+use crate::PhyError;
+
+/// What the base station reports about a transmitted frame.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DownlinkInfo {
+    /// Digital gain from unit total power per subcarrier to ci16 full scale.
+    pub tx_gain: f32,
+    /// Precoder normalisation `beta`.
+    pub beta: f32,
+}
+
+/// The reference downlink pipeline.
+pub struct DownlinkPipeline {
+    cfg: FrameConfig,
+    detector: Detector,
+    tx: TxChain,
+    synth: Synthesizer,
+    pilots: Vec<Cf32>,
+    dl_syms: Vec<usize>,
+    user_syms: Vec<Cf32>,
+    ant_syms: Vec<Cf32>,
+    s: Vec<Cf32>,
+    xm: Vec<Cf32>,
+    time: Vec<Cf32>,
+}
+
+impl DownlinkPipeline {
+    pub fn new(cfg: &FrameConfig) -> Self {
+        let (m, k, d) = (cfg.antennas, cfg.users, cfg.data_num);
+        Self {
+            detector: Detector::new(cfg),
+            tx: TxChain::new(cfg),
+            synth: Synthesizer::new(cfg),
+            pilots: pilot_sequence(d),
+            dl_syms: cfg.symbols_of(SymbolKind::Downlink),
+            user_syms: vec![Cf32::default(); k * d],
+            ant_syms: vec![Cf32::default(); m * d],
+            s: vec![Cf32::default(); k],
+            xm: vec![Cf32::default(); m],
+            time: vec![Cf32::default(); cfg.symbol_len()],
+            cfg: cfg.clone(),
+        }
+    }
+
+    /// From the received frame (`rx_samples`, for its pilots) and each user's payload
+    /// (`downlink_blocks * block_payload_bits` bits), write the transmitted frame into
+    /// `tx_samples` (antenna-major, `frame_len` per antenna; only `D` symbols are
+    /// non-zero).
+    ///
+    /// # Errors
+    /// Wrong buffer sizes, rank-deficient channel, or payload bytes that are not bits.
+    pub fn process_frame(
+        &mut self,
+        rx_samples: &[Ci16],
+        payload: &[Vec<u8>],
+        tx_samples: &mut [Ci16],
+    ) -> Result<DownlinkInfo, PhyError> {
+        let cfg = &self.cfg;
+        let (m_n, k_n, d) = (cfg.antennas, cfg.users, cfg.data_num);
+        let frame_len = cfg.frame_len();
+        if tx_samples.len() != m_n * frame_len {
+            return Err(PhyError::SampleCount {
+                expected: m_n * frame_len,
+                got: tx_samples.len(),
+            });
+        }
+        let pb = cfg.block_payload_bits();
+        let blocks = cfg.blocks_per_symbol;
+        let need = cfg.downlink_blocks() * pb;
+        if payload.len() != k_n || payload.iter().any(|p| p.len() != need) {
+            return Err(PhyError::PayloadSize {
+                users: k_n,
+                bits_per_user: need,
+            });
+        }
+        self.detector.process(rx_samples)?;
+        // beta: total transmit power K per subcarrier on average over the band.
+        let total: f64 = self.detector.noise_gain.iter().map(|&g| g as f64).sum();
+        let beta = (k_n as f64 * d as f64 / total.max(f64::MIN_POSITIVE)).sqrt() as f32;
+        let per_antenna = (k_n * d) as f64 / (cfg.fft_size * m_n) as f64;
+        let tx_gain = TARGET_RMS / per_antenna.sqrt() as f32;
+        tx_samples.fill(Ci16::default());
+        let sym_len = cfg.symbol_len();
+        let mk = m_n * k_n;
+        for (j, &sym) in self.dl_syms.iter().enumerate() {
+            if j == 0 {
+                for k in 0..k_n {
+                    self.user_syms[k * d..(k + 1) * d].copy_from_slice(&self.pilots);
+                }
+            } else {
+                let u = j - 1;
+                for k in 0..k_n {
+                    let bits = &payload[k][u * blocks * pb..(u + 1) * blocks * pb];
+                    let out = &mut self.user_syms[k * d..(k + 1) * d];
+                    self.tx.symbol(bits, user_c_init(cfg, k), u, out)?;
+                }
+            }
+            for i in 0..d {
+                for (k, s) in self.s.iter_mut().enumerate() {
+                    *s = self.user_syms[k * d + i];
+                }
+                precode(&self.detector.w[i * mk..(i + 1) * mk], &self.s, beta, &mut self.xm);
+                for (m, x) in self.xm.iter().enumerate() {
+                    self.ant_syms[m * d + i] = *x;
+                }
+            }
+            for m in 0..m_n {
+                self.synth
+                    .symbol(&self.ant_syms[m * d..(m + 1) * d], tx_gain, &mut self.time);
+                let out = &mut tx_samples[m * frame_len + sym * sym_len..][..sym_len];
+                for (o, t) in out.iter_mut().zip(&self.time) {
+                    *o = Ci16::from_cf32(*t);
+                }
+            }
+        }
+        Ok(DownlinkInfo { tx_gain, beta })
+    }
+}
+
+/// What every emulated user decoded from one downlink frame.
+#[derive(Clone, Debug, Default)]
+pub struct DownlinkUserOutput {
+    pub payload: Vec<Vec<u8>>,
+    pub blocks: Vec<Vec<BlockResult>>,
+}
+
+impl DownlinkUserOutput {
+    pub fn for_config(cfg: &FrameConfig) -> Self {
+        Self {
+            payload: vec![vec![0; cfg.downlink_blocks() * cfg.block_payload_bits()]; cfg.users],
+            blocks: vec![vec![BlockResult::default(); cfg.downlink_blocks()]; cfg.users],
+        }
+    }
+}
+
+/// K emulated single-antenna users: the air plus each user's receiver.
+pub struct UserEmulator {
+    cfg: FrameConfig,
+    front: FrontEnd,
+    synth: Synthesizer,
+    rx: RxChain,
+    pilots: Vec<Cf32>,
+    dl_syms: Vec<usize>,
+    /// Base-station symbols on the data subcarriers, `[symbol][antenna][subcarrier]`.
+    bs_freq: Vec<Cf32>,
+    user_freq: Vec<Cf32>,
+    user_time: Vec<Cf32>,
+    user_frame: Vec<Ci16>,
+    rx_freq: Vec<Cf32>,
+    gain: Vec<Cf32>,
+    eq: Vec<Cf32>,
+    nv: Vec<f32>,
+}
+
+impl UserEmulator {
+    /// # Errors
+    /// If the LDPC decoder rejects the code parameters.
+    pub fn new(cfg: &FrameConfig) -> Result<Self, PhyError> {
+        let (m, d) = (cfg.antennas, cfg.data_num);
+        let dl_syms = cfg.symbols_of(SymbolKind::Downlink);
+        let ns = dl_syms.len();
+        Ok(Self {
+            front: FrontEnd::new(cfg),
+            synth: Synthesizer::new(cfg),
+            rx: RxChain::new(cfg)?,
+            pilots: pilot_sequence(d),
+            bs_freq: vec![Cf32::default(); ns * m * d],
+            user_freq: vec![Cf32::default(); d],
+            user_time: vec![Cf32::default(); ns * cfg.symbol_len()],
+            user_frame: vec![Ci16::default(); cfg.frame_len()],
+            rx_freq: vec![Cf32::default(); ns * d],
+            gain: vec![Cf32::default(); d],
+            eq: vec![Cf32::default(); d],
+            nv: vec![0.0; d],
+            dl_syms,
+            cfg: cfg.clone(),
+        })
+    }
+
+    /// Pass the base station's frame through the air to every user and decode.
+    ///
+    /// # Errors
+    /// Wrong sample count or an LDPC input error.
+    pub fn receive<R: Rng>(
+        &mut self,
+        bs_tx: &[Ci16],
+        info: &DownlinkInfo,
+        channel: &ChannelRealization,
+        rng: &mut R,
+        out: &mut DownlinkUserOutput,
+    ) -> Result<(), PhyError> {
+        let cfg = &self.cfg;
+        let (m_n, k_n, d) = (cfg.antennas, cfg.users, cfg.data_num);
+        let frame_len = cfg.frame_len();
+        if bs_tx.len() != m_n * frame_len {
+            return Err(PhyError::SampleCount {
+                expected: m_n * frame_len,
+                got: bs_tx.len(),
+            });
+        }
+        let ns = self.dl_syms.len();
+        if ns < 2 {
+            return Ok(());
+        }
+        // Back to per-subcarrier transmit symbols (undo the BS's FFT scale and gain).
+        for m in 0..m_n {
+            let frame = &bs_tx[m * frame_len..(m + 1) * frame_len];
+            self.front
+                .antenna(frame, &self.dl_syms, &mut self.bs_freq, m * d, m_n * d);
+        }
+        let unscale = 1.0 / (info.tx_gain * (cfg.fft_size as f32).sqrt());
+        let noise_var = cfg.noise_var();
+        let sym_len = cfg.symbol_len();
+        let blocks = cfg.blocks_per_symbol;
+        let pb = cfg.block_payload_bits();
+        for k in 0..k_n {
+            // The air: y_k = sum_m H[m][k] x_m (reciprocal channel), then noise.
+            let mut power = 0f64;
+            for j in 0..ns {
+                for (i, r) in self.user_freq.iter_mut().enumerate() {
+                    let h = &channel.at(i)[k * m_n..(k + 1) * m_n];
+                    let mut acc = Cf32::default();
+                    for (m, hm) in h.iter().enumerate() {
+                        acc += hm * self.bs_freq[(j * m_n + m) * d + i];
+                    }
+                    *r = acc * unscale;
+                }
+                let t = &mut self.user_time[j * sym_len..(j + 1) * sym_len];
+                self.synth.symbol(&self.user_freq, 1.0, t);
+                for v in t.iter_mut() {
+                    *v += complex_gaussian(rng, noise_var);
+                    power += v.norm_sqr() as f64;
+                }
+            }
+            // The user's AGC and ADC.
+            let agc = TARGET_RMS / ((power / (ns * sym_len) as f64).sqrt() as f32).max(1e-12);
+            self.user_frame.fill(Ci16::default());
+            for (j, &sym) in self.dl_syms.iter().enumerate() {
+                let src = &self.user_time[j * sym_len..(j + 1) * sym_len];
+                let dst = &mut self.user_frame[sym * sym_len..(sym + 1) * sym_len];
+                for (o, v) in dst.iter_mut().zip(src) {
+                    *o = Ci16::from_cf32(v * agc);
+                }
+            }
+            // The user's receiver.
+            let (e, c) = self
+                .front
+                .antenna(&self.user_frame, &self.dl_syms, &mut self.rx_freq, 0, d);
+            let noise = (e / c.max(1) as f64) as f32;
+            for (i, g) in self.gain.iter_mut().enumerate() {
+                *g = self.rx_freq[i] * self.pilots[i].conj();
+            }
+            for j in 1..ns {
+                let u = j - 1;
+                for i in 0..d {
+                    let g = self.gain[i];
+                    let p = g.norm_sqr().max(1e-20);
+                    self.eq[i] = self.rx_freq[j * d + i] * g.conj() / p;
+                    self.nv[i] = noise / p;
+                }
+                self.rx.symbol(
+                    &self.eq,
+                    &self.nv,
+                    user_c_init(cfg, k),
+                    u,
+                    &mut out.payload[k][u * blocks * pb..(u + 1) * blocks * pb],
+                    &mut out.blocks[k][u * blocks..(u + 1) * blocks],
+                )?;
+            }
+        }
+        Ok(())
+    }
+}

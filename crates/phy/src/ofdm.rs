@@ -1,0 +1,201 @@
+//! OFDM: batched FFT/IFFT planned once, cyclic-prefix removal and insertion, and the
+//! mapping between FFT bins and data subcarriers.
+//!
+//! Transforms are unnormalised (rustfft's convention); the transmitter applies
+//! `1/sqrt(N)` once so that a unit-energy subcarrier gives unit-energy time samples
+//! per subcarrier and white noise keeps its variance through the receiver's FFT up
+//! to the known factor `N`.
+
+use std::sync::Arc;
+
+use radiohost_iq::{Cf32, Ci16};
+use rustfft::{Fft, FftPlanner};
+
+/// Forward and inverse transforms of one size with their scratch, planned once.
+pub struct OfdmFft {
+    size: usize,
+    forward: Arc<dyn Fft<f32>>,
+    inverse: Arc<dyn Fft<f32>>,
+    scratch: Vec<Cf32>,
+}
+
+impl std::fmt::Debug for OfdmFft {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OfdmFft").field("size", &self.size).finish()
+    }
+}
+
+impl OfdmFft {
+    /// Plan both directions for `size`-point transforms (any size > 0).
+    pub fn new(size: usize) -> Self {
+        let mut planner = FftPlanner::<f32>::new();
+        let forward = planner.plan_fft_forward(size);
+        let inverse = planner.plan_fft_inverse(size);
+        let scratch_len = forward
+            .get_inplace_scratch_len()
+            .max(inverse.get_inplace_scratch_len());
+        Self {
+            size,
+            forward,
+            inverse,
+            scratch: vec![Cf32::default(); scratch_len],
+        }
+    }
+
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// In-place forward transform of every `size`-long chunk of `data`.
+    ///
+    /// # Panics
+    /// If `data.len()` is not a multiple of the size (a caller bug).
+    pub fn forward_batch(&mut self, data: &mut [Cf32]) {
+        assert_eq!(data.len() % self.size, 0, "forward_batch: partial transform");
+        self.forward.process_with_scratch(data, &mut self.scratch);
+    }
+
+    /// In-place inverse transform (unnormalised) of every `size`-long chunk of `data`.
+    ///
+    /// # Panics
+    /// If `data.len()` is not a multiple of the size (a caller bug).
+    pub fn inverse_batch(&mut self, data: &mut [Cf32]) {
+        assert_eq!(data.len() % self.size, 0, "inverse_batch: partial transform");
+        self.inverse.process_with_scratch(data, &mut self.scratch);
+    }
+}
+
+/// Drop the cyclic prefix of one received symbol (`cp_len + N` ci16 samples) and
+/// convert the remaining `N` samples into `out`.
+///
+/// # Panics
+/// If `symbol.len() != cp_len + out.len()` (a caller bug).
+pub fn remove_cp_ci16(symbol: &[Ci16], cp_len: usize, out: &mut [Cf32]) {
+    assert_eq!(symbol.len(), cp_len + out.len(), "remove_cp: length mismatch");
+    const SCALE: f32 = 1.0 / i16::MAX as f32;
+    for (o, s) in out.iter_mut().zip(&symbol[cp_len..]) {
+        *o = Cf32::new(s.re as f32 * SCALE, s.im as f32 * SCALE);
+    }
+}
+
+/// Drop the cyclic prefix of one cf32 symbol into `out`.
+///
+/// # Panics
+/// If `symbol.len() != cp_len + out.len()` (a caller bug).
+pub fn remove_cp(symbol: &[Cf32], cp_len: usize, out: &mut [Cf32]) {
+    assert_eq!(symbol.len(), cp_len + out.len(), "remove_cp: length mismatch");
+    out.copy_from_slice(&symbol[cp_len..]);
+}
+
+/// Write `body` with its cyclic prefix (its last `cp_len` samples) in front into
+/// `out` (`cp_len + body.len()`), multiplying by `gain`.
+///
+/// # Panics
+/// If the lengths do not match (a caller bug).
+pub fn add_cp(body: &[Cf32], cp_len: usize, gain: f32, out: &mut [Cf32]) {
+    let n = body.len();
+    assert_eq!(out.len(), cp_len + n, "add_cp: length mismatch");
+    assert!(cp_len <= n, "add_cp: prefix longer than the symbol");
+    for (o, s) in out[..cp_len].iter_mut().zip(&body[n - cp_len..]) {
+        *o = s * gain;
+    }
+    for (o, s) in out[cp_len..].iter_mut().zip(body) {
+        *o = s * gain;
+    }
+}
+
+/// FFT bin of data subcarrier `i` when data subcarriers occupy bins
+/// `data_start .. data_start + data_num` counted in "natural" order with DC at
+/// `fft_size / 2` (the Agora convention of `ofdm_data_start`). Returns the rustfft bin
+/// (DC at 0).
+pub fn data_bin(fft_size: usize, data_start: usize, i: usize) -> usize {
+    (data_start + i + fft_size / 2) % fft_size
+}
+
+/// Gather the data subcarriers of one frequency-domain symbol.
+pub fn gather_data(freq: &[Cf32], data_start: usize, out: &mut [Cf32]) {
+    let n = freq.len();
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = freq[data_bin(n, data_start, i)];
+    }
+}
+
+/// Scatter data subcarriers into a zeroed frequency-domain symbol.
+pub fn scatter_data(data: &[Cf32], data_start: usize, freq: &mut [Cf32]) {
+    let n = freq.len();
+    freq.fill(Cf32::default());
+    for (i, d) in data.iter().enumerate() {
+        freq[data_bin(n, data_start, i)] = *d;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::f64::consts::PI;
+
+    fn naive_dft(x: &[Cf32], sign: f64) -> Vec<Cf32> {
+        let n = x.len();
+        (0..n)
+            .map(|k| {
+                let (mut re, mut im) = (0f64, 0f64);
+                for (t, v) in x.iter().enumerate() {
+                    let a = sign * 2.0 * PI * ((k * t) % n) as f64 / n as f64;
+                    re += v.re as f64 * a.cos() - v.im as f64 * a.sin();
+                    im += v.re as f64 * a.sin() + v.im as f64 * a.cos();
+                }
+                Cf32::new(re as f32, im as f32)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn batches_match_naive_dft() {
+        for n in [64usize, 256, 300] {
+            let batch = 3;
+            let x: Vec<Cf32> = (0..n * batch)
+                .map(|i| Cf32::new(((i * 7) % 13) as f32 - 6.0, ((i * 5) % 11) as f32 - 5.0))
+                .collect();
+            let mut fft = OfdmFft::new(n);
+            let mut f = x.clone();
+            fft.forward_batch(&mut f);
+            let mut inv = x.clone();
+            fft.inverse_batch(&mut inv);
+            for b in 0..batch {
+                let chunk = &x[b * n..(b + 1) * n];
+                for (sign, got) in [(-1.0, &f), (1.0, &inv)] {
+                    let expect = naive_dft(chunk, sign);
+                    let err: f32 = expect
+                        .iter()
+                        .zip(&got[b * n..(b + 1) * n])
+                        .map(|(a, b)| (a - b).norm())
+                        .fold(0.0, f32::max);
+                    assert!(err < 1e-3 * n as f32, "n={n} err={err}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn cp_roundtrip_and_bins() {
+        let body: Vec<Cf32> = (0..16).map(|i| Cf32::new(i as f32, 0.0)).collect();
+        let mut sym = vec![Cf32::default(); 20];
+        add_cp(&body, 4, 2.0, &mut sym);
+        assert_eq!(sym[0], Cf32::new(24.0, 0.0));
+        let mut back = vec![Cf32::default(); 16];
+        remove_cp(&sym, 4, &mut back);
+        assert_eq!(back[3], Cf32::new(6.0, 0.0));
+        let ci: Vec<Ci16> = sym.iter().map(|s| Ci16::new(s.re as i16, 1)).collect();
+        remove_cp_ci16(&ci, 4, &mut back);
+        assert!((back[1].re - 2.0 / 32767.0).abs() < 1e-9);
+        assert_eq!(data_bin(16, 2, 0), 10);
+        assert_eq!(data_bin(16, 2, 6), 0);
+        let d: Vec<Cf32> = (1..=4).map(|i| Cf32::new(i as f32, 0.0)).collect();
+        let mut freq = vec![Cf32::new(9.0, 9.0); 16];
+        scatter_data(&d, 6, &mut freq);
+        let mut g = vec![Cf32::default(); 4];
+        gather_data(&freq, 6, &mut g);
+        assert_eq!(g, d);
+        assert_eq!(freq.iter().filter(|v| v.norm() > 0.0).count(), 4);
+    }
+}

@@ -1,0 +1,282 @@
+//! Zero-forcing for one subcarrier: the detector `W = (H^H H)^-1 H^H` through a
+//! Cholesky factorisation of the Gram matrix, equalisation `x = W y`, and the
+//! reciprocity precoder `P = W^T`.
+//!
+//! Layouts (all `Cf32`, no allocation per call):
+//! * channel `h`: `M x K`, column-major (user `k`'s antenna vector is `h[k*M..(k+1)*M]`),
+//!   which is also how CSI estimation writes it;
+//! * detector `w`: `K x M`, row-major (`w[k*M..(k+1)*M]` is user `k`'s combiner).
+//!
+//! Why Cholesky instead of a general solver: `H^H H` is Hermitian positive definite
+//! whenever `H` has full column rank, so `G = L L^H` costs `K^3/6` and is stable
+//! without pivoting; applying `L^-1` then `L^-H` to `H^H` row by row produces `W`
+//! directly, and `diag((H^H H)^-1) = ||w_k||^2` comes for free (it scales each
+//! user's post-equaliser noise).
+
+use radiohost_iq::Cf32;
+
+/// The Gram matrix was not positive definite: the users' channels are (numerically)
+/// linearly dependent on this subcarrier.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("zero-forcing: Gram matrix not positive definite at user {user} (pivot {pivot:e}); channels are linearly dependent, too few antennas or a dead pilot")]
+pub struct ZfError {
+    pub user: usize,
+    pub pivot: f32,
+}
+
+/// Caller-owned scratch for [`zf_detector`]: the `K x K` Cholesky factor.
+#[derive(Debug, Clone)]
+pub struct ZfScratch {
+    l: Vec<Cf32>,
+    diag_inv: Vec<f32>,
+    k: usize,
+}
+
+impl ZfScratch {
+    pub fn new(users: usize) -> Self {
+        Self {
+            l: vec![Cf32::default(); users * users],
+            diag_inv: vec![0.0; users],
+            k: users,
+        }
+    }
+}
+
+#[inline]
+fn dot_conj(a: &[Cf32], b: &[Cf32]) -> Cf32 {
+    // sum conj(a) * b with separate accumulators so the loop vectorises.
+    let (mut re, mut im) = (0f32, 0f32);
+    for (x, y) in a.iter().zip(b) {
+        re += x.re * y.re + x.im * y.im;
+        im += x.re * y.im - x.im * y.re;
+    }
+    Cf32::new(re, im)
+}
+
+/// Compute the ZF detector of one subcarrier.
+///
+/// `h`: `M*K` channel (column-major), `w`: `K*M` output (row-major),
+/// `noise_gain`: `K` outputs, `[(H^H H)^-1]_kk` (post-equaliser noise per unit of
+/// receiver noise variance).
+///
+/// # Panics
+/// If the slice lengths disagree with `m`, `k` or the scratch (caller bugs).
+pub fn zf_detector(
+    h: &[Cf32],
+    m: usize,
+    k: usize,
+    scratch: &mut ZfScratch,
+    w: &mut [Cf32],
+    noise_gain: &mut [f32],
+) -> Result<(), ZfError> {
+    assert_eq!(h.len(), m * k, "zf: channel size");
+    assert_eq!(w.len(), m * k, "zf: detector size");
+    assert_eq!(noise_gain.len(), k, "zf: noise gain size");
+    assert_eq!(scratch.k, k, "zf: scratch for another K");
+    let l = &mut scratch.l;
+    // Cholesky, column by column, building the Gram entries on the fly.
+    for j in 0..k {
+        let hj = &h[j * m..(j + 1) * m];
+        let mut d = dot_conj(hj, hj).re;
+        for p in 0..j {
+            d -= l[j * k + p].norm_sqr();
+        }
+        if d.is_nan() || d <= f32::EPSILON * 16.0 * dot_conj(hj, hj).re.max(f32::MIN_POSITIVE) {
+            return Err(ZfError { user: j, pivot: d });
+        }
+        let ljj = d.sqrt();
+        l[j * k + j] = Cf32::new(ljj, 0.0);
+        scratch.diag_inv[j] = 1.0 / ljj;
+        for i in j + 1..k {
+            // G[i][j] = h_i^H h_j
+            let mut s = dot_conj(&h[i * m..(i + 1) * m], hj);
+            for p in 0..j {
+                s -= l[i * k + p] * l[j * k + p].conj();
+            }
+            l[i * k + j] = s * scratch.diag_inv[j];
+        }
+    }
+    // Forward substitution L Z = H^H (row i of H^H is conj(h_i)); Z overwrites w.
+    for i in 0..k {
+        let (done, rest) = w.split_at_mut(i * m);
+        let zi = &mut rest[..m];
+        for (z, x) in zi.iter_mut().zip(&h[i * m..(i + 1) * m]) {
+            *z = x.conj();
+        }
+        for p in 0..i {
+            let c = l[i * k + p];
+            for (z, zp) in zi.iter_mut().zip(&done[p * m..(p + 1) * m]) {
+                *z -= c * zp;
+            }
+        }
+        let inv = scratch.diag_inv[i];
+        for z in zi.iter_mut() {
+            *z *= inv;
+        }
+    }
+    // Back substitution L^H W = Z, last row first.
+    for i in (0..k).rev() {
+        let (head, tail) = w.split_at_mut((i + 1) * m);
+        let wi = &mut head[i * m..];
+        for p in i + 1..k {
+            // (L^H)[i][p] = conj(L[p][i])
+            let c = l[p * k + i].conj();
+            let off = (p - i - 1) * m;
+            for (x, wp) in wi.iter_mut().zip(&tail[off..off + m]) {
+                *x -= c * wp;
+            }
+        }
+        let inv = scratch.diag_inv[i];
+        let mut norm = 0.0;
+        for x in wi.iter_mut() {
+            *x *= inv;
+            norm += x.norm_sqr();
+        }
+        noise_gain[i] = norm;
+    }
+    Ok(())
+}
+
+/// Equalise one subcarrier: `x[k] = sum_m w[k][m] y[m]`.
+///
+/// # Panics
+/// If the slice lengths disagree (caller bugs).
+#[inline]
+pub fn equalize(w: &[Cf32], y: &[Cf32], x: &mut [Cf32]) {
+    let m = y.len();
+    assert_eq!(w.len(), m * x.len(), "equalize: detector size");
+    for (xk, wk) in x.iter_mut().zip(w.chunks_exact(m)) {
+        let (mut re, mut im) = (0f32, 0f32);
+        for (a, b) in wk.iter().zip(y) {
+            re += a.re * b.re - a.im * b.im;
+            im += a.re * b.im + a.im * b.re;
+        }
+        *xk = Cf32::new(re, im);
+    }
+}
+
+/// Precode one subcarrier with the transposed detector: `out[m] = g * sum_k w[k][m] s[k]`,
+/// so that a user seeing the reciprocal channel `H^T` receives `g * s[k]` alone.
+///
+/// # Panics
+/// If the slice lengths disagree (caller bugs).
+#[inline]
+pub fn precode(w: &[Cf32], s: &[Cf32], gain: f32, out: &mut [Cf32]) {
+    let m = out.len();
+    assert_eq!(w.len(), m * s.len(), "precode: detector size");
+    out.fill(Cf32::default());
+    for (sk, wk) in s.iter().zip(w.chunks_exact(m)) {
+        let c = sk * gain;
+        for (o, a) in out.iter_mut().zip(wk) {
+            *o += a * c;
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use num_complex::Complex64;
+
+    /// Dense Gauss-Jordan inverse with partial pivoting, in f64.
+    pub fn inverse_f64(a: &[Complex64], n: usize) -> Vec<Complex64> {
+        let mut aug = vec![Complex64::default(); n * 2 * n];
+        for i in 0..n {
+            for j in 0..n {
+                aug[i * 2 * n + j] = a[i * n + j];
+            }
+            aug[i * 2 * n + n + i] = Complex64::new(1.0, 0.0);
+        }
+        for c in 0..n {
+            let piv = (c..n)
+                .max_by(|&x, &y| aug[x * 2 * n + c].norm().total_cmp(&aug[y * 2 * n + c].norm()))
+                .unwrap();
+            for j in 0..2 * n {
+                aug.swap(c * 2 * n + j, piv * 2 * n + j);
+            }
+            let p = aug[c * 2 * n + c];
+            for j in 0..2 * n {
+                aug[c * 2 * n + j] /= p;
+            }
+            for r in 0..n {
+                if r != c {
+                    let f = aug[r * 2 * n + c];
+                    for j in 0..2 * n {
+                        let v = aug[c * 2 * n + j];
+                        aug[r * 2 * n + j] -= f * v;
+                    }
+                }
+            }
+        }
+        (0..n * n).map(|i| aug[(i / n) * 2 * n + n + i % n]).collect()
+    }
+
+    fn random_channel(m: usize, k: usize, seed: u64) -> Vec<Cf32> {
+        let mut s = seed;
+        (0..m * k)
+            .map(|_| {
+                let mut next = || {
+                    s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+                };
+                Cf32::new(next(), next())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn matches_dense_pseudo_inverse() {
+        for (m, k) in [(8usize, 2usize), (16, 4), (64, 16), (4, 4), (1, 1)] {
+            let h = random_channel(m, k, (m * 31 + k) as u64);
+            let mut w = vec![Cf32::default(); m * k];
+            let mut ng = vec![0.0; k];
+            zf_detector(&h, m, k, &mut ZfScratch::new(k), &mut w, &mut ng).unwrap();
+            // Reference: (H^H H)^-1 H^H in f64.
+            let h64: Vec<Complex64> = h.iter().map(|c| Complex64::new(c.re as f64, c.im as f64)).collect();
+            let mut g = vec![Complex64::default(); k * k];
+            for i in 0..k {
+                for j in 0..k {
+                    g[i * k + j] = (0..m).map(|r| h64[i * m + r].conj() * h64[j * m + r]).sum();
+                }
+            }
+            let gi = inverse_f64(&g, k);
+            let mut max_err = 0f64;
+            let scale: f64 = gi.iter().map(|v| v.norm()).fold(0.0, f64::max);
+            for i in 0..k {
+                for r in 0..m {
+                    let expect: Complex64 = (0..k).map(|j| gi[i * k + j] * h64[j * m + r].conj()).sum();
+                    let got = w[i * m + r];
+                    max_err = max_err.max((expect - Complex64::new(got.re as f64, got.im as f64)).norm());
+                }
+                assert!((ng[i] as f64 - gi[i * k + i].re).abs() < 1e-3 * scale, "noise gain {m}x{k}");
+            }
+            assert!(max_err < 1e-4 * scale.max(1.0), "{m}x{k}: err {max_err}");
+            // W H = I and precoding through H^T reaches each user alone.
+            let s: Vec<Cf32> = (0..k).map(|i| Cf32::new(i as f32 + 1.0, -(i as f32))).collect();
+            let mut y = vec![Cf32::default(); m];
+            for r in 0..m {
+                y[r] = (0..k).map(|j| h[j * m + r] * s[j]).sum();
+            }
+            let mut x = vec![Cf32::default(); k];
+            equalize(&w, &y, &mut x);
+            let mut tx = vec![Cf32::default(); m];
+            precode(&w, &s, 0.5, &mut tx);
+            for i in 0..k {
+                assert!((x[i] - s[i]).norm() < 1e-3 * (1.0 + scale as f32), "equalize {m}x{k}");
+                let rx: Cf32 = (0..m).map(|r| h[i * m + r] * tx[r]).sum();
+                assert!((rx - s[i] * 0.5).norm() < 1e-3 * (1.0 + scale as f32), "precode {m}x{k}");
+            }
+        }
+    }
+
+    #[test]
+    fn dependent_channels_are_an_error() {
+        let mut h = random_channel(8, 2, 5);
+        let (a, b) = h.split_at_mut(8);
+        b.copy_from_slice(a);
+        let mut w = vec![Cf32::default(); 16];
+        let err = zf_detector(&h, 8, 2, &mut ZfScratch::new(2), &mut w, &mut [0.0; 2]).unwrap_err();
+        assert_eq!(err.user, 1);
+        assert!(err.to_string().contains("linearly dependent"));
+    }
+}

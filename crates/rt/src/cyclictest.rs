@@ -1,0 +1,245 @@
+//! Running Debian's `cyclictest` (package rt-tests) with the timer probe's
+//! parameters and reading its per-sample output (`-v -N`: one
+//! `thread:cycle:latency_ns` line per wake-up), so both land in the same
+//! histogram type and are compared like for like.
+
+use std::process::Command;
+use std::time::Duration;
+
+use thiserror::Error;
+
+use crate::config::Policy;
+use crate::stats::LatencyHistogram;
+
+/// Why cyclictest gave no figures.
+#[derive(Debug, Error)]
+pub enum CyclictestError {
+    /// Binary missing.
+    #[error("cyclictest not found ({0}): install it with `apt-get install -y rt-tests`")]
+    NotInstalled(std::io::Error),
+    /// It ran but failed.
+    #[error("`{cmdline}` exited with {status}: {stderr}")]
+    Failed {
+        /// Command run.
+        cmdline: String,
+        /// Exit status.
+        status: String,
+        /// Its stderr (last lines).
+        stderr: String,
+    },
+    /// Its output held no sample lines.
+    #[error("no `thread:cycle:latency` sample lines in cyclictest output (starts: {0:?})")]
+    NoSamples(String),
+}
+
+/// One sample line of `cyclictest -v`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SampleLine {
+    /// Measurement thread index.
+    pub thread: u32,
+    /// Wake-up counter of that thread.
+    pub cycle: u64,
+    /// Latency in the unit cyclictest was asked for (ns with `-N`).
+    pub value: i64,
+}
+
+/// Parses one line; `None` for anything that is not a sample line (banners,
+/// `Thread 0 Interval: 1000`, `# /dev/cpu_dma_latency set to 0us`).
+pub fn parse_line(line: &str) -> Option<SampleLine> {
+    let mut parts = line.split(':');
+    let thread = parts.next()?.trim().parse().ok()?;
+    let cycle = parts.next()?.trim().parse().ok()?;
+    let value = parts.next()?.trim().parse().ok()?;
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(SampleLine {
+        thread,
+        cycle,
+        value,
+    })
+}
+
+/// Samples of thread 0 found in an output text.
+#[derive(Debug)]
+pub struct Parsed {
+    /// Latencies (ns when run with `-N`).
+    pub histogram: LatencyHistogram,
+    /// Cycles missing between consecutive sample lines (lost verbose output).
+    pub gaps: u64,
+}
+
+/// Reads all sample lines of thread 0 into a histogram.
+pub fn parse_output(text: &str) -> Result<Parsed, CyclictestError> {
+    let mut histogram = LatencyHistogram::new();
+    let mut gaps = 0u64;
+    let mut last: Option<u64> = None;
+    for s in text.lines().filter_map(parse_line).filter(|s| s.thread == 0) {
+        histogram.record_signed(s.value);
+        if let Some(prev) = last {
+            gaps += s.cycle.saturating_sub(prev.saturating_add(1));
+        }
+        last = Some(s.cycle);
+    }
+    if histogram.is_empty() {
+        let start: String = text.chars().take(200).collect();
+        return Err(CyclictestError::NoSamples(start));
+    }
+    Ok(Parsed { histogram, gaps })
+}
+
+/// Parameters, mirroring the timer probe's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CyclictestRun {
+    /// Policy of the measurement thread.
+    pub policy: Policy,
+    /// Priority (0 for `other`).
+    pub priority: i32,
+    /// CPU to pin to.
+    pub cpu: Option<usize>,
+    /// Wake-up period.
+    pub interval: Duration,
+    /// Number of wake-ups.
+    pub samples: u64,
+    /// `-m`: mlockall.
+    pub lock_memory: bool,
+    /// `Some(us)`: hold /dev/cpu_dma_latency at `us` (`--latency`); `None`:
+    /// leave power management alone (`--default-system`).
+    pub pm_qos_us: Option<u32>,
+}
+
+impl CyclictestRun {
+    /// Command-line arguments.
+    pub fn args(&self) -> Vec<String> {
+        let mut a = vec![
+            "-N".to_string(),
+            "-v".into(),
+            "-t".into(),
+            "1".into(),
+            "-d".into(),
+            "0".into(),
+            format!("--loops={}", self.samples),
+            format!("--interval={}", self.interval.as_micros().max(1)),
+            format!("--policy={}", self.policy),
+            format!("--priority={}", self.priority),
+        ];
+        if let Some(cpu) = self.cpu {
+            a.push(format!("--affinity={cpu}"));
+        }
+        if self.lock_memory {
+            a.push("--mlockall".into());
+        }
+        match self.pm_qos_us {
+            Some(us) => a.push(format!("--latency={us}")),
+            None => a.push("--default-system".into()),
+        }
+        a
+    }
+
+    /// The command line, for reports.
+    pub fn cmdline(&self) -> String {
+        format!("cyclictest {}", self.args().join(" "))
+    }
+
+    /// Runs cyclictest to completion and parses its samples.
+    pub fn run(&self) -> Result<Parsed, CyclictestError> {
+        let out = Command::new("cyclictest")
+            .args(self.args())
+            .output()
+            .map_err(CyclictestError::NotInstalled)?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            let tail: Vec<&str> = err.lines().rev().take(5).collect();
+            return Err(CyclictestError::Failed {
+                cmdline: self.cmdline(),
+                status: out.status.to_string(),
+                stderr: tail.into_iter().rev().collect::<Vec<_>>().join(" | "),
+            });
+        }
+        parse_output(&String::from_utf8_lossy(&out.stdout))
+    }
+}
+
+/// Whether a `cyclictest` binary can be started.
+pub fn available() -> bool {
+    Command::new("cyclictest")
+        .arg("--help")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const OUTPUT: &str = "# /dev/cpu_dma_latency set to 0us\nThread 0 Interval: 1000\n\
+        \x20      0:       0:   10716\n       0:       1:    9851\n\
+        \x20      0:       4:   18459\n       1:       0:  999999\n";
+
+    #[test]
+    fn parses_sample_lines_only() {
+        assert_eq!(
+            parse_line("       0:       1:    9851"),
+            Some(SampleLine {
+                thread: 0,
+                cycle: 1,
+                value: 9851
+            })
+        );
+        assert_eq!(parse_line("Thread 0 Interval: 1000"), None);
+        assert_eq!(parse_line("1:2:3:4"), None);
+        let p = parse_output(OUTPUT).unwrap();
+        let s = p.histogram.summary();
+        assert_eq!((s.samples, s.min_ns), (3, 9851));
+        assert!(s.max_ns >= 18459 && s.max_ns < 18500);
+        assert_eq!(p.gaps, 2);
+        assert!(matches!(
+            parse_output("Using 1 cpus.\n"),
+            Err(CyclictestError::NoSamples(_))
+        ));
+    }
+
+    #[test]
+    fn args_mirror_the_probe() {
+        let run = CyclictestRun {
+            policy: Policy::Fifo,
+            priority: 80,
+            cpu: Some(1),
+            interval: Duration::from_micros(1000),
+            samples: 10_000,
+            lock_memory: true,
+            pm_qos_us: None,
+        };
+        let c = run.cmdline();
+        for part in [
+            "--policy=fifo",
+            "--priority=80",
+            "--affinity=1",
+            "--interval=1000",
+            "--loops=10000",
+            "--mlockall",
+            "--default-system",
+            "-N",
+            "-v",
+        ] {
+            assert!(c.contains(part), "{c} lacks {part}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn formatted_samples_parse_back(t in 0u32..64, c in 0u64..u64::MAX, v in any::<i64>()) {
+            let line = format!("{t:8}:{c:8}:{v:8}");
+            prop_assert_eq!(parse_line(&line), Some(SampleLine { thread: t, cycle: c, value: v }));
+        }
+
+        #[test]
+        fn never_panics(s in "\\PC{0,40}") {
+            let _ = parse_line(&s);
+            let _ = parse_output(&s);
+        }
+    }
+}

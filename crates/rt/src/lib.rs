@@ -1,0 +1,36 @@
+//! radiohost's real-time execution layer.
+//!
+//! - [`ThreadConfig`]: policy, priority, CPU set, memory locking and stack
+//!   prefault for a time-critical thread; [`ThreadConfig::apply`] reports per
+//!   step what the kernel granted (read back) or why it refused and how to fix
+//!   it. [`spawn_configured`] / [`RtThreadBuilder`] start a thread that
+//!   configures itself first.
+//! - [`audit`]: what on this machine silently hurts latency (RT throttling,
+//!   missing CPU isolation, deep C-states, governors, limits, capabilities).
+//! - [`clock`]: monotonic/TAI ns clocks, absolute-deadline sleep, a [`Clock`]
+//!   trait with a manual clock for simulations.
+//! - [`stats`]: HDR latency histogram with min/median/P99/P99.9/max/jitter.
+//! - [`probe`]: latency probes (timer wake-up, UDP ping-pong) and [`load`], a
+//!   bounded background load shaped like a parallel kernel build.
+//! - [`cyclictest`]: runs Debian's cyclictest and parses its samples, the
+//!   baseline the timer probe is compared against.
+//!
+//! Linux only.
+
+mod apply_steps;
+pub mod audit;
+pub mod clock;
+pub mod config;
+pub mod cpulist;
+pub mod cyclictest;
+pub mod load;
+pub mod pmqos;
+pub mod probe;
+pub mod spawn;
+pub mod stats;
+pub mod sys;
+
+pub use clock::{monotonic_ns, tai_ns, Clock, ClockId, ManualClock, MonotonicClock, TaiClock};
+pub use config::{ApplyReport, ConfigError, Observed, Outcome, Policy, Step, ThreadConfig};
+pub use spawn::{spawn_configured, JoinError, RtThread, RtThreadBuilder, SpawnError};
+pub use stats::{LatencyHistogram, Summary};
