@@ -248,7 +248,7 @@ impl TxCore {
         let last_end = self.queue.back().map(|q| q.ts + q.len as u64).or(self.clock);
         let Some(ts) = p.timestamp.or(last_end) else {
             // An untimed first packet starts "now".
-            return self.enqueue(p, now, now, 0, actions);
+            return self.enqueue(p, now, 0, 0, actions);
         };
         let cut = self.clock.map_or(now, |c| c.max(now));
         let n = p.num_samples();

@@ -88,6 +88,7 @@ pub struct Receiver {
     psk: Option<Psk>,
     sender: Option<SocketAddr>,
     session: Option<u32>,
+    started: bool,
     geo: Option<Geometry>,
     sha256: Option<[u8; 32]>,
     ring: Vec<u8>,
@@ -116,6 +117,7 @@ impl Receiver {
             psk,
             sender: cfg.sender,
             session: cfg.session,
+            started: false,
             geo: None,
             sha256: None,
             ring: Vec::new(),
@@ -278,7 +280,8 @@ impl Receiver {
         if !self.adopt_geometry(object_len, seg_size) {
             return;
         }
-        if self.sender.is_none() {
+        if !self.started {
+            self.started = true;
             self.sender = Some(from);
             self.session = Some(pkt.session);
             self.events.push_back(ReceiverEvent::Started { from, object_len });

@@ -193,7 +193,9 @@ mod tests {
         assert_eq!(parse_line("1:2:3:4"), None);
         let p = parse_output(OUTPUT).unwrap();
         let s = p.histogram.summary();
-        assert_eq!((s.samples, s.min_ns), (3, 9851));
+        // Above 2048 ns HDR buckets read up to 0.1 % high.
+        assert_eq!(s.samples, 3);
+        assert!(s.min_ns >= 9851 && s.min_ns < 9862, "{}", s.min_ns);
         assert!(s.max_ns >= 18459 && s.max_ns < 18500);
         assert_eq!(p.gaps, 2);
         assert!(matches!(

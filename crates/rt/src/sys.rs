@@ -127,9 +127,11 @@ pub fn rlimit_memlock() -> io::Result<Rlimit> {
     rlimit(libc::RLIMIT_MEMLOCK)
 }
 
-/// Reads `/proc/self/status`.
+/// Reads the calling *thread's* status (capabilities are per thread; VmLck
+/// and the other memory fields are per process either way).
 pub fn proc_self_status() -> io::Result<String> {
-    std::fs::read_to_string("/proc/self/status")
+    std::fs::read_to_string("/proc/thread-self/status")
+        .or_else(|_| std::fs::read_to_string("/proc/self/status"))
 }
 
 /// Looks up a `Key:\tvalue` field of a `/proc/<pid>/status` text.
@@ -145,7 +147,7 @@ pub fn effective_caps(status: &str) -> Option<u64> {
     u64::from_str_radix(status_field(status, "CapEff")?, 16).ok()
 }
 
-/// Whether the calling process has capability `cap` in its effective set.
+/// Whether the calling thread has capability `cap` in its effective set.
 pub fn has_capability(cap: u32) -> bool {
     proc_self_status()
         .ok()

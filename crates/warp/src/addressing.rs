@@ -10,36 +10,53 @@ pub const TRIGGER_PORT: u16 = 10000;
 
 /// How node addresses are laid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Addressing {
-    /// All nodes on 127.0.0.1, node n on port 9000+n, triggers to 127.0.0.1:10000.
-    Loopback,
-    /// Real WARPLab layout: node n at 10.0.0.(n+1):9000+n, triggers broadcast to
-    /// 10.0.0.255:10000. For use inside a network namespace.
-    WarpLab,
+pub struct Addressing {
+    /// Real WARPLab layout: node n at 10.0.0.(n+1), triggers broadcast to
+    /// 10.0.0.255 (for use inside a network namespace). Otherwise everything is on
+    /// 127.0.0.1.
+    pub warplab: bool,
+    /// Node n listens on `base_port + n`.
+    pub base_port: u16,
+    pub trigger_port: u16,
 }
 
 impl Addressing {
+    pub const LOOPBACK: Self = Self {
+        warplab: false,
+        base_port: NODE_BASE_PORT,
+        trigger_port: TRIGGER_PORT,
+    };
+    pub const WARPLAB: Self = Self {
+        warplab: true,
+        base_port: NODE_BASE_PORT,
+        trigger_port: TRIGGER_PORT,
+    };
+
+    /// The same layout on other ports (several testbeds on one machine).
+    pub fn with_ports(self, base_port: u16, trigger_port: u16) -> Self {
+        Self { base_port, trigger_port, ..self }
+    }
+
     pub fn node_addr(self, node: u16) -> SocketAddr {
-        let ip = match self {
-            Addressing::Loopback => Ipv4Addr::LOCALHOST,
-            Addressing::WarpLab => Ipv4Addr::new(10, 0, 0, (node + 1).min(254) as u8),
+        let ip = if self.warplab {
+            Ipv4Addr::new(10, 0, 0, (node + 1).min(254) as u8)
+        } else {
+            Ipv4Addr::LOCALHOST
         };
-        SocketAddr::new(IpAddr::V4(ip), NODE_BASE_PORT + node)
+        SocketAddr::new(IpAddr::V4(ip), self.base_port.wrapping_add(node))
     }
 
     pub fn trigger_addr(self) -> SocketAddr {
-        let ip = match self {
-            Addressing::Loopback => Ipv4Addr::LOCALHOST,
-            Addressing::WarpLab => Ipv4Addr::new(10, 0, 0, 255),
-        };
-        SocketAddr::new(IpAddr::V4(ip), TRIGGER_PORT)
+        let ip = if self.warplab { Ipv4Addr::new(10, 0, 0, 255) } else { Ipv4Addr::LOCALHOST };
+        SocketAddr::new(IpAddr::V4(ip), self.trigger_port)
     }
 
     /// Where the emulator binds its trigger socket.
     pub fn trigger_bind_addr(self) -> SocketAddr {
-        match self {
-            Addressing::Loopback => self.trigger_addr(),
-            Addressing::WarpLab => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), TRIGGER_PORT),
+        if self.warplab {
+            SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), self.trigger_port)
+        } else {
+            self.trigger_addr()
         }
     }
 }
@@ -78,7 +95,7 @@ mod tests {
     fn packet_sizes() {
         assert_eq!(FramePayload::Jumbo.samples_per_packet(), 2231);
         assert_eq!(FramePayload::Standard.samples_per_packet(), 359);
-        assert_eq!(Addressing::WarpLab.node_addr(3).to_string(), "10.0.0.4:9003");
-        assert_eq!(Addressing::Loopback.node_addr(15).port(), 9015);
+        assert_eq!(Addressing::WARPLAB.node_addr(3).to_string(), "10.0.0.4:9003");
+        assert_eq!(Addressing::LOOPBACK.node_addr(15).port(), 9015);
     }
 }

@@ -1,0 +1,560 @@
+//! Runs many emulated nodes behind paced link models, in one event-loop thread.
+//!
+//! The network modelled: each node has its own link (default 1 Gbit/s each way) to
+//! a switch, and the host reaches the switch over one or two shared host links
+//! (default 10 Gbit/s each). A datagram from the host crosses its host link, then
+//! the node's link, and is handled at its modelled arrival time; a node's replies
+//! cross the node link, then the host link, and leave the emulator's socket at
+//! their modelled arrival time. Packets enter the shared host link in the order of
+//! the times they reach it, so concurrent nodes share it fairly.
+
+use crate::addressing::{Addressing, FramePayload};
+use crate::node::{NodeAction, NodeCore, NodeCounters, ReadJob};
+use crate::wire::{self, SAMPLE_PACKET_OVERHEAD};
+use radiohost_testbed::link::{Fate, Link, LinkConfig, LinkStats};
+use radiohost_testbed::pacing::tighten_timer_slack;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Debug)]
+pub struct EmulatorConfig {
+    /// Number of nodes; node n has ID `first_node + n`.
+    pub nodes: u16,
+    pub first_node: u16,
+    pub addressing: Addressing,
+    /// Largest UDP payload the nodes accept and send.
+    pub payload: FramePayload,
+    /// Each node's link to the switch (both directions).
+    pub node_link: LinkConfig,
+    /// Each host link (both directions); nodes are split evenly across them.
+    pub host_link: LinkConfig,
+    pub host_links: usize,
+    /// Bind the trigger socket (only one emulator per address can).
+    pub listen_for_triggers: bool,
+}
+
+impl Default for EmulatorConfig {
+    fn default() -> Self {
+        Self {
+            nodes: 16,
+            first_node: 0,
+            addressing: Addressing::LOOPBACK,
+            payload: FramePayload::Jumbo,
+            node_link: LinkConfig {
+                rate_bps: 1e9,
+                delay: Duration::from_micros(5),
+                queue_limit_bytes: 1 << 20,
+                ..Default::default()
+            },
+            host_link: LinkConfig {
+                rate_bps: 10e9,
+                delay: Duration::from_micros(5),
+                queue_limit_bytes: 4 << 20,
+                ..Default::default()
+            },
+            host_links: 1,
+            listen_for_triggers: true,
+        }
+    }
+}
+
+impl EmulatorConfig {
+    /// Which host link serves node index `i` (contiguous halves for two links, the
+    /// way a host splits nodes across two interfaces).
+    pub fn host_link_of(&self, i: usize) -> usize {
+        let per_link = (self.nodes as usize).div_ceil(self.host_links.max(1));
+        (i / per_link.max(1)).min(self.host_links.max(1) - 1)
+    }
+}
+
+/// Counters of the whole emulator.
+#[derive(Clone, Debug, Default)]
+pub struct EmulatorStats {
+    pub nodes: Vec<NodeCounters>,
+    pub node_links_down: Vec<LinkStats>,
+    pub node_links_up: Vec<LinkStats>,
+    pub host_links_down: Vec<LinkStats>,
+    pub host_links_up: Vec<LinkStats>,
+    /// Datagrams larger than the configured payload (dropped).
+    pub oversized: u64,
+    /// Replies the socket refused (host gone or buffer full).
+    pub send_errors: u64,
+}
+
+struct Shared {
+    nodes: Vec<NodeCore>,
+    stats: EmulatorStats,
+}
+
+/// A running emulator; stops when dropped.
+pub struct Emulator {
+    addrs: Vec<SocketAddr>,
+    trigger_addr: Option<SocketAddr>,
+    shared: Arc<Mutex<Shared>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl Emulator {
+    pub fn start(cfg: EmulatorConfig) -> io::Result<Self> {
+        let mut sockets = Vec::new();
+        let mut addrs = Vec::new();
+        for n in 0..cfg.nodes {
+            let addr = cfg.addressing.node_addr(cfg.first_node + n);
+            let sock = UdpSocket::bind(addr).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("node {} cannot bind {addr}: {e} (another emulator running?)", cfg.first_node + n),
+                )
+            })?;
+            sock.set_nonblocking(true)?;
+            set_buffers(&sock, 8 << 20);
+            addrs.push(sock.local_addr()?);
+            sockets.push(sock);
+        }
+        let trigger = if cfg.listen_for_triggers {
+            let addr = cfg.addressing.trigger_bind_addr();
+            let s = UdpSocket::bind(addr).map_err(|e| {
+                io::Error::new(e.kind(), format!("cannot bind the trigger socket {addr}: {e}"))
+            })?;
+            s.set_nonblocking(true)?;
+            s.set_broadcast(true)?;
+            Some(s)
+        } else {
+            None
+        };
+        let trigger_addr = trigger.as_ref().map(|s| s.local_addr()).transpose()?;
+        let nodes: Vec<NodeCore> = (0..cfg.nodes).map(|n| NodeCore::new(cfg.first_node + n)).collect();
+        let shared = Arc::new(Mutex::new(Shared {
+            nodes,
+            stats: EmulatorStats::default(),
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut lp = EventLoop::new(cfg, sockets, trigger, shared.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("warp-emulator".into())
+            .spawn(move || lp.run())?;
+        Ok(Self {
+            addrs,
+            trigger_addr,
+            shared,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Address of node index `i`.
+    pub fn node_addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    pub fn trigger_addr(&self) -> Option<SocketAddr> {
+        self.trigger_addr
+    }
+
+    /// Look at (or change) the nodes, e.g. to verify buffers in tests.
+    pub fn with_nodes<R>(&self, f: impl FnOnce(&mut [NodeCore]) -> R) -> R {
+        f(&mut self.shared.lock().expect("emulator lock").nodes)
+    }
+
+    pub fn stats(&self) -> EmulatorStats {
+        let s = self.shared.lock().expect("emulator lock");
+        let mut stats = s.stats.clone();
+        stats.nodes = s.nodes.iter().map(|n| n.counters().clone()).collect();
+        stats
+    }
+
+    /// Stop and report the error that ended the loop, if any.
+    pub fn stop(mut self) -> io::Result<EmulatorStats> {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.join().map_err(|_| io::Error::other("emulator thread panicked"))??;
+        }
+        Ok(self.stats())
+    }
+
+    /// Block until the stop flag is set (for the CLI).
+    pub fn wait(mut self) -> io::Result<()> {
+        if let Some(t) = self.thread.take() {
+            t.join().map_err(|_| io::Error::other("emulator thread panicked"))??;
+        }
+        Ok(())
+    }
+
+    /// A handle that stops the emulator when set.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn set_buffers(sock: &UdpSocket, bytes: usize) {
+    let s = socket2::SockRef::from(sock);
+    // Best effort: the kernel caps these at net.core.{r,w}mem_max.
+    let _ = s.set_recv_buffer_size(bytes);
+    let _ = s.set_send_buffer_size(bytes);
+}
+
+/// A datagram from the host, waiting for its modelled arrival at a node.
+struct Arrival {
+    node: usize,
+    from: SocketAddr,
+    bytes: Vec<u8>,
+}
+
+/// The reply stream of one node: what it still has to put on its link.
+#[derive(Default)]
+struct Outbox {
+    /// Single replies (write acks) not yet on the link, with when they were ready.
+    acks: std::collections::VecDeque<(SocketAddr, Vec<u8>, Duration)>,
+    /// Read jobs not yet fully on the link, with the next packet index.
+    reads: std::collections::VecDeque<(SocketAddr, ReadJob, usize, Duration)>,
+    /// Whether this node has an entry in the link-entry heap.
+    scheduled: bool,
+}
+
+/// A packet that has crossed everything and leaves at `due`.
+enum Departure {
+    Ack(Vec<u8>),
+    ReadPacket(ReadJob, usize),
+}
+
+struct Timed<T> {
+    due: Duration,
+    order: u64,
+    item: T,
+}
+
+impl<T> PartialEq for Timed<T> {
+    fn eq(&self, o: &Self) -> bool {
+        (self.due, self.order) == (o.due, o.order)
+    }
+}
+impl<T> Eq for Timed<T> {}
+impl<T> PartialOrd for Timed<T> {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl<T> Ord for Timed<T> {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.due, self.order).cmp(&(o.due, o.order))
+    }
+}
+
+type Heap<T> = BinaryHeap<Reverse<Timed<T>>>;
+
+struct EventLoop {
+    cfg: EmulatorConfig,
+    sockets: Vec<UdpSocket>,
+    trigger: Option<UdpSocket>,
+    shared: Arc<Mutex<Shared>>,
+    stop: Arc<AtomicBool>,
+    epoch: Instant,
+    order: u64,
+    node_down: Vec<Link>,
+    node_up: Vec<Link>,
+    host_down: Vec<Link>,
+    host_up: Vec<Link>,
+    /// Host datagrams in flight towards nodes, by modelled arrival time.
+    arrivals: Heap<Arrival>,
+    outboxes: Vec<Outbox>,
+    /// Last time offered to each node's uplink (offers must not go back in time).
+    last_offer: Vec<Duration>,
+    /// Nodes whose next reply packet reaches the shared host link at `due`.
+    link_entries: Heap<(usize, SocketAddr)>,
+    /// Reply packets leaving the emulator at `due`.
+    departures: Heap<(usize, SocketAddr, Departure)>,
+    spare: Vec<Vec<u8>>,
+    oversized: u64,
+    send_errors: u64,
+}
+
+/// How far ahead of the wall clock the loop may compute link entries: a new
+/// request cannot produce a packet sooner than this.
+const LOOKAHEAD: Duration = Duration::from_micros(5);
+
+impl EventLoop {
+    fn new(
+        cfg: EmulatorConfig,
+        sockets: Vec<UdpSocket>,
+        trigger: Option<UdpSocket>,
+        shared: Arc<Mutex<Shared>>,
+        stop: Arc<AtomicBool>,
+    ) -> Self {
+        let n = cfg.nodes as usize;
+        let seeded = |base: &LinkConfig, salt: u64| {
+            let mut c = base.clone();
+            c.seed = c.seed.wrapping_mul(1_000_003).wrapping_add(salt);
+            Link::new(c)
+        };
+        let hl = cfg.host_links.max(1);
+        Self {
+            node_down: (0..n).map(|i| seeded(&cfg.node_link, 2 * i as u64)).collect(),
+            node_up: (0..n).map(|i| seeded(&cfg.node_link, 2 * i as u64 + 1)).collect(),
+            host_down: (0..hl).map(|i| seeded(&cfg.host_link, 1000 + 2 * i as u64)).collect(),
+            host_up: (0..hl).map(|i| seeded(&cfg.host_link, 1001 + 2 * i as u64)).collect(),
+            outboxes: (0..n).map(|_| Outbox::default()).collect(),
+            last_offer: vec![Duration::ZERO; n],
+            cfg,
+            sockets,
+            trigger,
+            shared,
+            stop,
+            epoch: Instant::now(),
+            order: 0,
+            arrivals: BinaryHeap::new(),
+            link_entries: BinaryHeap::new(),
+            departures: BinaryHeap::new(),
+            spare: Vec::new(),
+            oversized: 0,
+            send_errors: 0,
+        }
+    }
+
+    fn next_order(&mut self) -> u64 {
+        self.order += 1;
+        self.order
+    }
+
+    fn run(&mut self) -> io::Result<()> {
+        tighten_timer_slack();
+        let mut buf = vec![0u8; 65536];
+        let mut out = vec![0u8; wire::MAX_DATAGRAM];
+        let mut fds: Vec<libc::pollfd> = self
+            .sockets
+            .iter()
+            .chain(self.trigger.iter())
+            .map(|s| libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+            .collect();
+        while !self.stop.load(Ordering::Relaxed) {
+            let wait = self.time_to_next_event();
+            if wait > Duration::from_micros(50) {
+                poll(&mut fds, wait - Duration::from_micros(30))?;
+            } else {
+                std::hint::spin_loop();
+                poll(&mut fds, Duration::ZERO)?;
+            }
+            self.receive(&mut buf)?;
+            self.process(&mut out);
+        }
+        self.publish();
+        Ok(())
+    }
+
+    fn time_to_next_event(&self) -> Duration {
+        let now = self.epoch.elapsed();
+        [
+            self.arrivals.peek().map(|Reverse(t)| t.due),
+            self.link_entries.peek().map(|Reverse(t)| t.due.saturating_sub(LOOKAHEAD)),
+            self.departures.peek().map(|Reverse(t)| t.due),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .map_or(Duration::from_millis(20), |due| due.saturating_sub(now))
+        .min(Duration::from_millis(20))
+    }
+
+    fn receive(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        if let Some(trigger) = &self.trigger {
+            while let Some((n, _)) = recv_nonblocking(trigger, buf)? {
+                let mut shared = self.shared.lock().expect("emulator lock");
+                let mut sink = [0u8; 64];
+                for node in shared.nodes.iter_mut() {
+                    node.handle(&buf[..n], &mut sink);
+                }
+            }
+        }
+        let max = self.cfg.payload.udp_payload();
+        for i in 0..self.sockets.len() {
+            while let Some((n, from)) = recv_nonblocking(&self.sockets[i], buf)? {
+                if n > max {
+                    self.oversized += 1;
+                    continue;
+                }
+                let now = self.epoch.elapsed();
+                let wire_bytes = n + FramePayload::WIRE_OVERHEAD;
+                let hl = self.cfg.host_link_of(i);
+                let Fate::Deliver { at, .. } = self.host_down[hl].offer(now, wire_bytes) else {
+                    continue;
+                };
+                let Fate::Deliver { at, .. } = self.node_down[i].offer(at, wire_bytes) else {
+                    continue;
+                };
+                let mut bytes = self.spare.pop().unwrap_or_default();
+                bytes.clear();
+                bytes.extend_from_slice(&buf[..n]);
+                let order = self.next_order();
+                self.arrivals.push(Reverse(Timed { due: at, order, item: Arrival { node: i, from, bytes } }));
+            }
+        }
+        Ok(())
+    }
+
+    fn process(&mut self, out: &mut [u8]) {
+        let now = self.epoch.elapsed();
+        let shared = self.shared.clone();
+        let mut shared = shared.lock().expect("emulator lock");
+        // 1. Requests that have reached their node.
+        while self.arrivals.peek().is_some_and(|Reverse(t)| t.due <= now) {
+            let Reverse(Timed { due, item: a, .. }) = self.arrivals.pop().expect("peeked");
+            match shared.nodes[a.node].handle(&a.bytes, out) {
+                NodeAction::None => {}
+                NodeAction::Reply(n) => self.outboxes[a.node].acks.push_back((a.from, out[..n].to_vec(), due)),
+                NodeAction::Read(job) => {
+                    if self.read_fits(&job) {
+                        self.outboxes[a.node].reads.push_back((a.from, job, 0, due));
+                    } else {
+                        self.oversized += 1;
+                    }
+                }
+            }
+            self.spare.push(a.bytes);
+            self.schedule_node(a.node);
+        }
+        // 2. Reply packets reaching the shared host link, in time order.
+        while self
+            .link_entries
+            .peek()
+            .is_some_and(|Reverse(t)| t.due <= now + LOOKAHEAD)
+        {
+            let Reverse(Timed { due, item: (node, to), .. }) = self.link_entries.pop().expect("peeked");
+            self.outboxes[node].scheduled = false;
+            if let Some((departure, bytes)) = self.take_next_packet(node) {
+                let hl = self.cfg.host_link_of(node);
+                if let Fate::Deliver { at, .. } = self.host_up[hl].offer(due, bytes) {
+                    let order = self.next_order();
+                    self.departures.push(Reverse(Timed { due: at, order, item: (node, to, departure) }));
+                }
+            }
+            self.schedule_node(node);
+        }
+        // 3. Packets that have arrived at the host: send them now.
+        while self.departures.peek().is_some_and(|Reverse(t)| t.due <= now) {
+            let Reverse(Timed { item: (node, to, d), .. }) = self.departures.pop().expect("peeked");
+            let n = match &d {
+                Departure::Ack(bytes) => {
+                    out[..bytes.len()].copy_from_slice(bytes);
+                    bytes.len()
+                }
+                Departure::ReadPacket(job, index) => shared.nodes[node].encode_read_packet(job, *index, out),
+            };
+            if self.sockets[node].send_to(&out[..n], to).is_err() {
+                self.send_errors += 1;
+            }
+        }
+        shared.stats.oversized = self.oversized;
+        shared.stats.send_errors = self.send_errors;
+        drop(shared);
+        if self.order % 64 == 0 {
+            self.publish();
+        }
+    }
+
+    /// Reply packets must fit the configured frame size.
+    fn read_fits(&self, job: &ReadJob) -> bool {
+        job.request.bytes_per_packet as usize + SAMPLE_PACKET_OVERHEAD <= self.cfg.payload.udp_payload()
+    }
+
+    /// Put a node's next reply packet on its link, if it has one and none is
+    /// already on its way to the host link.
+    fn schedule_node(&mut self, node: usize) {
+        let ob = &self.outboxes[node];
+        if ob.scheduled {
+            return;
+        }
+        let next = if let Some((to, bytes, ready)) = ob.acks.front() {
+            Some((*to, bytes.len(), *ready))
+        } else {
+            ob.reads.front().map(|(to, job, i, ready)| {
+                let (_, _, count) = job.packet(*i);
+                (*to, wire::SAMPLE_PACKET_OVERHEAD + 4 * count as usize, *ready)
+            })
+        };
+        let Some((to, len, ready)) = next else { return };
+        // The packet waits behind its predecessors on the node's link (FIFO).
+        let now = ready.max(self.last_offer[node]);
+        self.last_offer[node] = now;
+        match self.node_up[node].offer(now, len + FramePayload::WIRE_OVERHEAD) {
+            Fate::Deliver { at, .. } => {
+                self.outboxes[node].scheduled = true;
+                let order = self.next_order();
+                self.link_entries.push(Reverse(Timed { due: at, order, item: (node, to) }));
+            }
+            Fate::Dropped(_) => {
+                // Lost on the node's link: skip it and try the next packet.
+                self.take_next_packet(node);
+                self.schedule_node(node);
+            }
+        }
+    }
+
+    /// Remove the node's next reply packet from its outbox; returns it with its
+    /// wire size.
+    fn take_next_packet(&mut self, node: usize) -> Option<(Departure, usize)> {
+        let ob = &mut self.outboxes[node];
+        if let Some((_, bytes, _)) = ob.acks.pop_front() {
+            let len = bytes.len() + FramePayload::WIRE_OVERHEAD;
+            return Some((Departure::Ack(bytes), len));
+        }
+        let (_, job, i, _) = ob.reads.front_mut()?;
+        let (job, index) = (*job, *i);
+        *i += 1;
+        if *i >= job.packet_count() {
+            ob.reads.pop_front();
+        }
+        let (_, _, count) = job.packet(index);
+        let len = wire::SAMPLE_PACKET_OVERHEAD + 4 * count as usize + FramePayload::WIRE_OVERHEAD;
+        Some((Departure::ReadPacket(job, index), len))
+    }
+
+    fn publish(&self) {
+        let mut s = self.shared.lock().expect("emulator lock");
+        s.stats.node_links_down = self.node_down.iter().map(|l| l.stats().clone()).collect();
+        s.stats.node_links_up = self.node_up.iter().map(|l| l.stats().clone()).collect();
+        s.stats.host_links_down = self.host_down.iter().map(|l| l.stats().clone()).collect();
+        s.stats.host_links_up = self.host_up.iter().map(|l| l.stats().clone()).collect();
+    }
+}
+
+fn recv_nonblocking(sock: &UdpSocket, buf: &mut [u8]) -> io::Result<Option<(usize, SocketAddr)>> {
+    match sock.recv_from(buf) {
+        Ok(r) => Ok(Some(r)),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+        // ICMP errors from replies to a host that has gone away: not fatal.
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<()> {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `fds` is a valid slice of pollfd for the duration of the call.
+    let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+    Ok(())
+}

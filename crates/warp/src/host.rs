@@ -1,0 +1,392 @@
+//! The host transport: read, write and trigger the IQ buffers of many nodes at once.
+//!
+//! Robust by construction rather than by timing heuristics:
+//! * every expected reply packet is tracked by its start index; after a quiet
+//!   period only the missing ranges are asked for again;
+//! * every request carries a fresh sequence number, and replies whose number does
+//!   not belong to the operation in progress (late answers to an earlier one) are
+//!   ignored and counted, as are duplicates, malformed datagrams and datagrams
+//!   from addresses that are not our nodes;
+//! * writes are verified by the node's checksum; a node whose checksum stays wrong
+//!   is rewritten packet by packet, each packet acknowledged;
+//! * retries are bounded, the quiet period doubles on each retry, and a failure
+//!   names the node, its address and what was missing.
+
+mod read;
+mod write;
+
+use crate::addressing::FramePayload;
+use crate::mmsg::RecvBatch;
+use crate::wire::{self, PacketType, RfBuffer, TransportHeader, BROADCAST_ID};
+use radiohost_iq::WarpWord;
+use std::collections::HashMap;
+use std::fmt;
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+use thiserror::Error;
+
+/// The host's WARPLab node ID (nodes address their replies to it).
+pub const HOST_ID: u16 = 0xFFFE;
+
+/// One node as the host sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NodeTarget {
+    pub id: u16,
+    pub addr: SocketAddr,
+    /// Index into [`HostConfig::interfaces`] of the local address that talks to it.
+    pub interface: usize,
+}
+
+/// Concurrency of an operation over several nodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// All nodes at once.
+    Parallel,
+    /// One node after another (the classic WARPLab behaviour; the baseline).
+    Serial,
+}
+
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    /// Local addresses to send from; nodes are assigned to them by `NodeTarget::interface`.
+    pub interfaces: Vec<SocketAddr>,
+    pub payload: FramePayload,
+    /// Quiet period after which missing replies are re-requested.
+    pub timeout: Duration,
+    /// Re-requests per operation before giving up.
+    pub retries: u32,
+    /// Socket buffer size to ask the kernel for.
+    pub socket_buffer: usize,
+    pub trigger_addr: SocketAddr,
+    pub mode: Mode,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        Self {
+            interfaces: vec!["127.0.0.1:0".parse().expect("valid address")],
+            payload: FramePayload::Jumbo,
+            timeout: Duration::from_millis(20),
+            retries: 5,
+            socket_buffer: 32 << 20,
+            trigger_addr: crate::Addressing::LOOPBACK.trigger_addr(),
+            mode: Mode::Parallel,
+        }
+    }
+}
+
+/// Counters of everything the host ignored or repeated.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HostStats {
+    pub datagrams: u64,
+    pub stale_replies: u64,
+    pub duplicate_replies: u64,
+    pub malformed: u64,
+    pub unexpected_source: u64,
+    pub unexpected_reply: u64,
+    pub rerequests: u64,
+    pub write_retries: u64,
+    pub write_fallbacks: u64,
+}
+
+/// What the kernel granted for one socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SocketBuffers {
+    pub local: SocketAddr,
+    pub requested: usize,
+    pub recv_granted: usize,
+    pub send_granted: usize,
+}
+
+/// One node that an operation could not complete.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeFailure {
+    pub id: u16,
+    pub addr: SocketAddr,
+    pub op: &'static str,
+    pub tries: u32,
+    pub timeout: Duration,
+    pub what: String,
+}
+
+impl fmt::Display for NodeFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "node {} ({}) did not complete {} after {} tries (last timeout {} ms): {}",
+            self.id,
+            self.addr,
+            self.op,
+            self.tries,
+            self.timeout.as_millis(),
+            self.what
+        )
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum TransportError {
+    #[error("{}; is `radiohost warp emulate` running and are the node addresses right?",
+        .0.iter().map(|f| f.to_string()).collect::<Vec<_>>().join("; "))]
+    Nodes(Vec<NodeFailure>),
+    #[error("cannot use local interface {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: io::Error,
+    },
+    #[error("socket error: {0}")]
+    Io(#[from] io::Error),
+    #[error("invalid request: {0}")]
+    Invalid(String),
+}
+
+pub struct WarpHost {
+    cfg: HostConfig,
+    nodes: Vec<NodeTarget>,
+    by_addr: HashMap<SocketAddr, usize>,
+    sockets: Vec<UdpSocket>,
+    buffers: Vec<SocketBuffers>,
+    next_seq: u16,
+    batch: RecvBatch,
+    stats: HostStats,
+}
+
+impl WarpHost {
+    pub fn new(cfg: HostConfig, nodes: Vec<NodeTarget>) -> Result<Self, TransportError> {
+        if cfg.interfaces.is_empty() {
+            return Err(TransportError::Invalid("at least one local interface is needed".into()));
+        }
+        if let Some(n) = nodes.iter().find(|n| n.interface >= cfg.interfaces.len()) {
+            return Err(TransportError::Invalid(format!(
+                "node {} uses interface {} but only {} are configured",
+                n.id,
+                n.interface,
+                cfg.interfaces.len()
+            )));
+        }
+        let mut sockets = Vec::new();
+        let mut buffers = Vec::new();
+        for &addr in &cfg.interfaces {
+            let sock = UdpSocket::bind(addr).map_err(|source| TransportError::Bind { addr, source })?;
+            sock.set_nonblocking(true)?;
+            sock.set_broadcast(true)?;
+            buffers.push(grow_buffers(&sock, cfg.socket_buffer)?);
+            sockets.push(sock);
+        }
+        let by_addr = nodes.iter().enumerate().map(|(i, n)| (n.addr, i)).collect();
+        Ok(Self {
+            batch: RecvBatch::new(64, wire::MAX_DATAGRAM + 64),
+            cfg,
+            nodes,
+            by_addr,
+            sockets,
+            buffers,
+            next_seq: 1,
+            stats: HostStats::default(),
+        })
+    }
+
+    pub fn nodes(&self) -> &[NodeTarget] {
+        &self.nodes
+    }
+
+    pub fn config(&self) -> &HostConfig {
+        &self.cfg
+    }
+
+    pub fn set_mode(&mut self, mode: Mode) {
+        self.cfg.mode = mode;
+    }
+
+    pub fn stats(&self) -> &HostStats {
+        &self.stats
+    }
+
+    /// Socket buffer sizes asked for and granted, per local interface.
+    pub fn socket_buffers(&self) -> &[SocketBuffers] {
+        &self.buffers
+    }
+
+    /// A fresh sequence number.
+    fn take_seq(&mut self) -> u16 {
+        let seq = self.next_seq;
+        self.next_seq = self.next_seq.wrapping_add(1);
+        seq
+    }
+
+    fn header(&self, node: usize, seq: u16, flags: u16) -> TransportHeader {
+        TransportHeader {
+            dest_id: self.nodes[node].id,
+            src_id: HOST_ID,
+            pkt_type: PacketType::HostToNode,
+            seq_num: seq,
+            flags,
+        }
+    }
+
+    fn check_nodes(&self, nodes: &[usize]) -> Result<(), TransportError> {
+        match nodes.iter().find(|&&n| n >= self.nodes.len()) {
+            Some(n) => Err(TransportError::Invalid(format!(
+                "node index {n} out of range (0..{})",
+                self.nodes.len()
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// Read `count` samples from `start` of `buffer` on each of `nodes` (indices
+    /// into [`WarpHost::nodes`]). Returns one vector per node, in order.
+    pub fn read_iq(
+        &mut self,
+        nodes: &[usize],
+        buffer: RfBuffer,
+        start: u32,
+        count: u32,
+    ) -> Result<Vec<Vec<WarpWord>>, TransportError> {
+        self.check_nodes(nodes)?;
+        match self.cfg.mode {
+            Mode::Parallel => read::read_nodes(self, nodes, buffer, start, count),
+            Mode::Serial => {
+                let mut out = Vec::with_capacity(nodes.len());
+                for &n in nodes {
+                    out.extend(read::read_nodes(self, &[n], buffer, start, count)?);
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    /// Write `samples[i]` to `buffer` of `nodes[i]` from `start`, verifying each
+    /// node's checksum.
+    pub fn write_iq(
+        &mut self,
+        nodes: &[usize],
+        buffer: RfBuffer,
+        start: u32,
+        samples: &[&[WarpWord]],
+    ) -> Result<(), TransportError> {
+        self.check_nodes(nodes)?;
+        if samples.len() != nodes.len() {
+            return Err(TransportError::Invalid(format!(
+                "{} sample buffers for {} nodes",
+                samples.len(),
+                nodes.len()
+            )));
+        }
+        match self.cfg.mode {
+            Mode::Parallel => write::write_nodes(self, nodes, buffer, start, samples),
+            Mode::Serial => {
+                for (i, &n) in nodes.iter().enumerate() {
+                    write::write_nodes(self, &[n], buffer, start, &samples[i..=i])?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Broadcast a trigger with bitmask `trigger_ids` (fire and forget, as on WARP).
+    pub fn trigger(&mut self, trigger_ids: u32) -> Result<(), TransportError> {
+        let mut buf = [0u8; 32];
+        let seq = self.take_seq();
+        let t = TransportHeader {
+            dest_id: BROADCAST_ID,
+            src_id: HOST_ID,
+            pkt_type: PacketType::Trigger,
+            seq_num: seq,
+            flags: 0,
+        };
+        let n = wire::encode_trigger(&mut buf, &t, trigger_ids).expect("trigger fits");
+        self.sockets[0].send_to(&buf[..n], self.cfg.trigger_addr)?;
+        Ok(())
+    }
+
+    /// Receive whatever arrives within `timeout` on any interface and hand each
+    /// decoded datagram from a known node to `on_reply(node_index, datagram)`.
+    /// Returns true if anything arrived.
+    fn receive(
+        &mut self,
+        timeout: Duration,
+        mut on_reply: impl FnMut(&mut HostStats, usize, &wire::Datagram<'_>),
+    ) -> Result<bool, TransportError> {
+        let mut any = false;
+        let per_socket = if self.sockets.len() == 1 { timeout } else { timeout / self.sockets.len() as u32 };
+        for s in 0..self.sockets.len() {
+            let fd = self.sockets[s].as_raw_fd();
+            let mut wait = per_socket;
+            loop {
+                let n = self.batch.recv(fd, wait)?;
+                if n == 0 {
+                    break;
+                }
+                any = true;
+                wait = Duration::ZERO;
+                for i in 0..n {
+                    let (bytes, from) = self.batch.get(i);
+                    self.stats.datagrams += 1;
+                    let Some(&node) = from.and_then(|a| self.by_addr.get(&a)) else {
+                        self.stats.unexpected_source += 1;
+                        continue;
+                    };
+                    match wire::decode(bytes) {
+                        Ok(d) if d.transport.pkt_type == PacketType::NodeToHost
+                            && d.transport.src_id == self.nodes[node].id =>
+                        {
+                            on_reply(&mut self.stats, node, &d)
+                        }
+                        Ok(_) => self.stats.unexpected_reply += 1,
+                        Err(_) => self.stats.malformed += 1,
+                    }
+                }
+            }
+        }
+        Ok(any)
+    }
+
+    fn send(&self, node: usize, bytes: &[u8]) -> Result<(), TransportError> {
+        let target = self.nodes[node];
+        loop {
+            match self.sockets[target.interface].send_to(bytes, target.addr) {
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
+                // A previous datagram bounced (port unreachable); this one may not.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// Ask for `bytes` of socket buffer (forcing past rmem_max when privileged) and
+/// report what the kernel granted.
+fn grow_buffers(sock: &UdpSocket, bytes: usize) -> io::Result<SocketBuffers> {
+    let fd = sock.as_raw_fd();
+    let val = bytes.min(i32::MAX as usize) as libc::c_int;
+    for (force, plain) in [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)] {
+        // SAFETY: setsockopt with a valid fd and an int option value.
+        let set = |opt| unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&val as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if set(force) != 0 {
+            set(plain);
+        }
+    }
+    let s = socket2::SockRef::from(sock);
+    Ok(SocketBuffers {
+        local: sock.local_addr()?,
+        requested: bytes,
+        recv_granted: s.recv_buffer_size()?,
+        send_granted: s.send_buffer_size()?,
+    })
+}
+
+#[cfg(test)]
+mod tests;

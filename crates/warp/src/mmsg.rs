@@ -1,0 +1,107 @@
+//! Batched UDP receive and send (recvmmsg/sendmmsg): one syscall for many
+//! datagrams, which matters when 16 nodes answer with hundreds of jumbo frames.
+
+use socket2::SockAddr;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+/// Receive buffers for up to `count` datagrams per call.
+pub struct RecvBatch {
+    bufs: Vec<Vec<u8>>,
+    iovecs: Vec<libc::iovec>,
+    addrs: Vec<libc::sockaddr_storage>,
+    msgs: Vec<libc::mmsghdr>,
+    received: usize,
+}
+
+// SAFETY: the raw pointers in iovecs/msgs only ever point into this struct's own
+// vectors and are rebuilt before every use.
+unsafe impl Send for RecvBatch {}
+
+impl RecvBatch {
+    pub fn new(count: usize, size: usize) -> Self {
+        // SAFETY: all-zero is a valid value for these plain C structs.
+        let zero_addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let zero_msg: libc::mmsghdr = unsafe { std::mem::zeroed() };
+        Self {
+            bufs: vec![vec![0u8; size]; count],
+            iovecs: vec![libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; count],
+            addrs: vec![zero_addr; count],
+            msgs: vec![zero_msg; count],
+            received: 0,
+        }
+    }
+
+    /// Wait up to `timeout` for the socket to become readable, then take every
+    /// datagram waiting (up to the batch size). Returns how many arrived.
+    pub fn recv(&mut self, fd: RawFd, timeout: Duration) -> io::Result<usize> {
+        self.received = 0;
+        if !wait_readable(fd, timeout)? {
+            return Ok(0);
+        }
+        for i in 0..self.bufs.len() {
+            self.iovecs[i] = libc::iovec {
+                iov_base: self.bufs[i].as_mut_ptr().cast(),
+                iov_len: self.bufs[i].len(),
+            };
+            let m = &mut self.msgs[i].msg_hdr;
+            m.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
+            m.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+            m.msg_iov = &mut self.iovecs[i];
+            m.msg_iovlen = 1;
+            m.msg_control = std::ptr::null_mut();
+            m.msg_controllen = 0;
+            m.msg_flags = 0;
+            self.msgs[i].msg_len = 0;
+        }
+        // SAFETY: msgs points to `len` initialised mmsghdr whose buffers live in self.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd,
+                self.msgs.as_mut_ptr(),
+                self.msgs.len() as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
+                // An ICMP port-unreachable from an earlier send; not our datagrams.
+                io::ErrorKind::ConnectionRefused => Ok(0),
+                _ => Err(e),
+            };
+        }
+        self.received = n as usize;
+        Ok(self.received)
+    }
+
+    /// Datagram `i` of the last `recv` and who sent it.
+    pub fn get(&self, i: usize) -> (&[u8], Option<SocketAddr>) {
+        assert!(i < self.received, "datagram index out of range");
+        let len = self.msgs[i].msg_len as usize;
+        let namelen = self.msgs[i].msg_hdr.msg_namelen;
+        // SAFETY: the kernel wrote a sockaddr of `namelen` bytes into addrs[i].
+        let addr = unsafe { SockAddr::new(self.addrs[i], namelen) };
+        (&self.bufs[i][..len], addr.as_socket())
+    }
+}
+
+/// Poll one fd for readability; true if readable before the timeout.
+pub fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
+    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: one valid pollfd.
+    let rc = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
+    }
+    Ok(rc > 0)
+}
