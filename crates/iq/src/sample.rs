@@ -71,7 +71,10 @@ mod tests {
 
     #[test]
     fn saturates_instead_of_wrapping() {
-        assert_eq!(Ci16::from_cf32(Cf32::new(2.0, -2.0)), Ci16::new(i16::MAX, i16::MIN));
+        assert_eq!(
+            Ci16::from_cf32(Cf32::new(2.0, -2.0)),
+            Ci16::new(i16::MAX, i16::MIN)
+        );
         assert_eq!(Ci16::from_cf32(Cf32::new(f32::NAN, 0.0)), Ci16::new(0, 0));
     }
 

@@ -45,7 +45,10 @@ pub enum SigMfError {
     #[error("{0} samples were given, which is not a multiple of num_channels = {1}")]
     ChannelMismatch(usize, usize),
     #[error("cannot write {wanted} samples into a recording whose datatype is {datatype}")]
-    WrongWriter { wanted: &'static str, datatype: &'static str },
+    WrongWriter {
+        wanted: &'static str,
+        datatype: &'static str,
+    },
 }
 
 /// Sample formats of the data file.
@@ -95,19 +98,39 @@ impl DataType {
 pub struct Global {
     #[serde(rename = "core:datatype")]
     pub datatype: String,
-    #[serde(rename = "core:sample_rate", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "core:sample_rate",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub sample_rate: Option<f64>,
     #[serde(rename = "core:version")]
     pub version: String,
-    #[serde(rename = "core:num_channels", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "core:num_channels",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub num_channels: Option<usize>,
-    #[serde(rename = "core:description", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "core:description",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub description: Option<String>,
-    #[serde(rename = "core:author", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "core:author",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub author: Option<String>,
     #[serde(rename = "core:hw", skip_serializing_if = "Option::is_none", default)]
     pub hw: Option<String>,
-    #[serde(rename = "core:recorder", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "core:recorder",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub recorder: Option<String>,
     /// Fields we do not interpret (other namespaces), kept for round trips.
     #[serde(flatten)]
@@ -119,9 +142,17 @@ pub struct Global {
 pub struct Capture {
     #[serde(rename = "core:sample_start")]
     pub sample_start: u64,
-    #[serde(rename = "core:frequency", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "core:frequency",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub frequency: Option<f64>,
-    #[serde(rename = "core:datetime", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "core:datetime",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub datetime: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -132,15 +163,35 @@ pub struct Capture {
 pub struct Annotation {
     #[serde(rename = "core:sample_start")]
     pub sample_start: u64,
-    #[serde(rename = "core:sample_count", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "core:sample_count",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub sample_count: Option<u64>,
-    #[serde(rename = "core:label", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "core:label",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub label: Option<String>,
-    #[serde(rename = "core:comment", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "core:comment",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub comment: Option<String>,
-    #[serde(rename = "core:freq_lower_edge", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "core:freq_lower_edge",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub freq_lower_edge: Option<f64>,
-    #[serde(rename = "core:freq_upper_edge", skip_serializing_if = "Option::is_none", default)]
+    #[serde(
+        rename = "core:freq_upper_edge",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
     pub freq_upper_edge: Option<f64>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -330,7 +381,7 @@ fn check_writer(meta: &Meta, wanted: DataType, samples: usize) -> Result<(), Sig
             datatype: meta.datatype().map_or("unsupported", DataType::name),
         });
     }
-    if samples % meta.channels() != 0 {
+    if !samples.is_multiple_of(meta.channels()) {
         return Err(SigMfError::ChannelMismatch(samples, meta.channels()));
     }
     Ok(())
@@ -391,20 +442,36 @@ pub fn decode_data(datatype: DataType, bytes: &[u8]) -> Samples {
     let chunks = bytes.chunks_exact(sample);
     let f32_at = |c: &[u8], i: usize, le: bool| {
         let b = [c[i], c[i + 1], c[i + 2], c[i + 3]];
-        if le { f32::from_le_bytes(b) } else { f32::from_be_bytes(b) }
+        if le {
+            f32::from_le_bytes(b)
+        } else {
+            f32::from_be_bytes(b)
+        }
     };
     let i16_at = |c: &[u8], i: usize, le: bool| {
         let b = [c[i], c[i + 1]];
-        if le { i16::from_le_bytes(b) } else { i16::from_be_bytes(b) }
+        if le {
+            i16::from_le_bytes(b)
+        } else {
+            i16::from_be_bytes(b)
+        }
     };
     match datatype {
         DataType::Cf32Le | DataType::Cf32Be => {
             let le = datatype == DataType::Cf32Le;
-            Samples::Cf32(chunks.map(|c| Cf32::new(f32_at(c, 0, le), f32_at(c, 4, le))).collect())
+            Samples::Cf32(
+                chunks
+                    .map(|c| Cf32::new(f32_at(c, 0, le), f32_at(c, 4, le)))
+                    .collect(),
+            )
         }
         DataType::Ci16Le | DataType::Ci16Be => {
             let le = datatype == DataType::Ci16Le;
-            Samples::Ci16(chunks.map(|c| Ci16::new(i16_at(c, 0, le), i16_at(c, 2, le))).collect())
+            Samples::Ci16(
+                chunks
+                    .map(|c| Ci16::new(i16_at(c, 0, le), i16_at(c, 2, le)))
+                    .collect(),
+            )
         }
         // Scale 8-bit samples up to the 16-bit range so `to_cf32` stays in [-1, 1].
         DataType::Ci8 => Samples::Ci16(
@@ -429,7 +496,7 @@ pub fn read(path: &Path) -> Result<Recording, SigMfError> {
         })?;
     let bytes = fs::read(&data_file).map_err(io_err(&data_file))?;
     let frame = datatype.sample_bytes() * meta.channels();
-    if bytes.len() % frame != 0 {
+    if !bytes.len().is_multiple_of(frame) {
         return Err(SigMfError::Truncated {
             path: data_file,
             bytes: bytes.len() as u64,
@@ -460,7 +527,9 @@ mod tests {
     fn cf32_roundtrip_keeps_meta_and_samples() {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().join("capture");
-        let samples: Vec<Cf32> = (0..64).map(|i| Cf32::new(i as f32, -(i as f32) / 3.0)).collect();
+        let samples: Vec<Cf32> = (0..64)
+            .map(|i| Cf32::new(i as f32, -(i as f32) / 3.0))
+            .collect();
         let meta = Meta::new(DataType::Cf32Le, 1e6)
             .num_channels(2)
             .description("test")
@@ -500,13 +569,21 @@ mod tests {
     fn truncated_data_is_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().join("t");
-        write_ci16(&base, &Meta::new(DataType::Ci16Le, 1.0), &[Ci16::new(1, 2); 4]).unwrap();
+        write_ci16(
+            &base,
+            &Meta::new(DataType::Ci16Le, 1.0),
+            &[Ci16::new(1, 2); 4],
+        )
+        .unwrap();
         let data = data_path(&base);
         let mut bytes = fs::read(&data).unwrap();
         bytes.pop();
         fs::write(&data, bytes).unwrap();
         let err = read(&base).unwrap_err().to_string();
-        assert!(err.contains("15 bytes") && err.contains("truncated"), "{err}");
+        assert!(
+            err.contains("15 bytes") && err.contains("truncated"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -517,14 +594,25 @@ mod tests {
         assert!(e.to_string().contains("num_channels"), "{e}");
         let e = parse_meta(b"{not json", p).unwrap_err();
         assert!(e.to_string().contains("not valid SigMF"), "{e}");
-        let e = write_cf32(Path::new("/nonexistent/x"), &Meta::new(DataType::Ci16Le, 1.0), &[]).unwrap_err();
+        let e = write_cf32(
+            Path::new("/nonexistent/x"),
+            &Meta::new(DataType::Ci16Le, 1.0),
+            &[],
+        )
+        .unwrap_err();
         assert!(matches!(e, SigMfError::WrongWriter { .. }));
     }
 
     #[test]
     fn big_endian_and_ci8_decode() {
         let be = [0x3f, 0x80, 0, 0, 0xbf, 0x80, 0, 0];
-        assert_eq!(decode_data(DataType::Cf32Be, &be), Samples::Cf32(vec![Cf32::new(1.0, -1.0)]));
-        assert_eq!(decode_data(DataType::Ci8, &[1, 0xff]), Samples::Ci16(vec![Ci16::new(256, -256)]));
+        assert_eq!(
+            decode_data(DataType::Cf32Be, &be),
+            Samples::Cf32(vec![Cf32::new(1.0, -1.0)])
+        );
+        assert_eq!(
+            decode_data(DataType::Ci8, &[1, 0xff]),
+            Samples::Ci16(vec![Ci16::new(256, -256)])
+        );
     }
 }

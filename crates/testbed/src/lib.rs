@@ -14,6 +14,5 @@ pub mod simnet;
 pub mod units;
 
 pub use link::{
-    CapacityChange, DropReason, Fate, GilbertElliott, Link, LinkConfig, LinkConfigError,
-    LinkStats,
+    CapacityChange, DropReason, Fate, GilbertElliott, Link, LinkConfig, LinkConfigError, LinkStats,
 };

@@ -108,7 +108,10 @@ fn parse_probability(item: &str, text: &str) -> Result<f64, LinkConfigError> {
         .map_err(|_| item_error(item, "expected a probability like 0.2 or 20%"))?;
     let p = p * scale;
     if !(0.0..=1.0).contains(&p) {
-        return Err(item_error(item, "probability must be within 0..1 (0%..100%)"));
+        return Err(item_error(
+            item,
+            "probability must be within 0..1 (0%..100%)",
+        ));
     }
     Ok(p)
 }
@@ -171,7 +174,12 @@ impl LinkConfig {
                         rate_bps: parse_rate(r)?,
                     });
                 }
-                _ => return Err(item_error(item, "unknown item (rate, loss, delay, ge, reorder, dup, queue, seed, at)")),
+                _ => {
+                    return Err(item_error(
+                        item,
+                        "unknown item (rate, loss, delay, ge, reorder, dup, queue, seed, at)",
+                    ))
+                }
             }
         }
         cfg.capacity_schedule.sort_by_key(|c| c.at);
@@ -359,11 +367,29 @@ mod tests {
         });
         let a = link.offer(Duration::ZERO, 1000);
         let b = link.offer(Duration::ZERO, 1000);
-        assert_eq!(a, Fate::Deliver { at: ms(11), duplicate_at: None });
-        assert_eq!(b, Fate::Deliver { at: ms(12), duplicate_at: None });
+        assert_eq!(
+            a,
+            Fate::Deliver {
+                at: ms(11),
+                duplicate_at: None
+            }
+        );
+        assert_eq!(
+            b,
+            Fate::Deliver {
+                at: ms(12),
+                duplicate_at: None
+            }
+        );
         // An idle link starts at `now`.
         let c = link.offer(ms(100), 1000);
-        assert_eq!(c, Fate::Deliver { at: ms(111), duplicate_at: None });
+        assert_eq!(
+            c,
+            Fate::Deliver {
+                at: ms(111),
+                duplicate_at: None
+            }
+        );
     }
 
     #[test]
@@ -373,8 +399,14 @@ mod tests {
             queue_limit_bytes: 2500,
             ..Default::default()
         });
-        assert!(matches!(link.offer(Duration::ZERO, 1000), Fate::Deliver { .. }));
-        assert!(matches!(link.offer(Duration::ZERO, 1000), Fate::Deliver { .. }));
+        assert!(matches!(
+            link.offer(Duration::ZERO, 1000),
+            Fate::Deliver { .. }
+        ));
+        assert!(matches!(
+            link.offer(Duration::ZERO, 1000),
+            Fate::Deliver { .. }
+        ));
         assert_eq!(
             link.offer(Duration::ZERO, 1000),
             Fate::Dropped(DropReason::QueueFull)
@@ -421,7 +453,11 @@ mod tests {
             .map(|_| matches!(link.offer(Duration::ZERO, 100), Fate::Dropped(_)))
             .collect();
         let rate = losses.iter().filter(|l| **l).count() as f64 / losses.len() as f64;
-        assert!((rate - ge.mean_loss()).abs() < 0.02, "{rate} vs {}", ge.mean_loss());
+        assert!(
+            (rate - ge.mean_loss()).abs() < 0.02,
+            "{rate} vs {}",
+            ge.mean_loss()
+        );
         // Bursty: P(loss | previous lost) far above the mean.
         let pairs = losses.windows(2).filter(|w| w[0]).count() as f64;
         let both = losses.windows(2).filter(|w| w[0] && w[1]).count() as f64;
@@ -437,7 +473,10 @@ mod tests {
             _ => panic!("dropped"),
         };
         assert_eq!(at(link.offer(Duration::ZERO, 1000)), ms(1));
-        assert_eq!(at(link.offer(Duration::from_secs(2), 1000)), Duration::from_secs(2) + ms(2));
+        assert_eq!(
+            at(link.offer(Duration::from_secs(2), 1000)),
+            Duration::from_secs(2) + ms(2)
+        );
     }
 
     #[test]

@@ -7,8 +7,8 @@
 
 use crate::link::{Fate, Link, LinkConfig, LinkStats};
 use crate::pacing::tighten_timer_slack;
-use std::collections::BinaryHeap;
 use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -131,7 +131,8 @@ impl UdpRelay {
     pub fn stop(mut self) -> io::Result<RelayStats> {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
-            t.join().map_err(|_| io::Error::other("relay thread panicked"))??;
+            t.join()
+                .map_err(|_| io::Error::other("relay thread panicked"))??;
         }
         Ok(self.stats())
     }
@@ -321,13 +322,18 @@ mod tests {
         )
         .unwrap();
         let client = UdpSocket::bind("127.0.0.1:0").unwrap();
-        client.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
         let start = Instant::now();
         client.send_to(b"ping", relay.listen_addr()).unwrap();
         let mut buf = [0u8; 64];
         let n = client.recv(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"ping");
-        assert!(start.elapsed() >= Duration::from_millis(10), "two 5 ms hops");
+        assert!(
+            start.elapsed() >= Duration::from_millis(10),
+            "two 5 ms hops"
+        );
         client.send_to(b"quit", relay.listen_addr()).unwrap();
         echo_thread.join().unwrap();
         let stats = relay.stop().unwrap();
@@ -349,7 +355,8 @@ mod tests {
         for _ in 0..200 {
             client.send_to(b"x", relay.listen_addr()).unwrap();
         }
-        sink.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        sink.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
         let mut got = 0;
         let mut buf = [0u8; 8];
         while sink.recv(&mut buf).is_ok() {

@@ -92,7 +92,13 @@ impl SimNet {
     }
 
     /// Connect `a` and `b` both ways.
-    pub fn connect(&mut self, a: SocketAddr, b: SocketAddr, a_to_b: LinkConfig, b_to_a: LinkConfig) {
+    pub fn connect(
+        &mut self,
+        a: SocketAddr,
+        b: SocketAddr,
+        a_to_b: LinkConfig,
+        b_to_a: LinkConfig,
+    ) {
         self.add_link(a, b, a_to_b);
         self.add_link(b, a, b_to_a);
     }
@@ -150,7 +156,13 @@ impl SimNet {
             }
         };
         self.order += 1;
-        self.queue.push(Reverse((Key { at, order: self.order }, idx)));
+        self.queue.push(Reverse((
+            Key {
+                at,
+                order: self.order,
+            },
+            idx,
+        )));
     }
 
     /// Time of the next delivery, if any.
@@ -230,7 +242,9 @@ mod tests {
                 ..Default::default()
             };
             net.connect(addr(1), addr(2), cfg.clone(), cfg);
-            (0..200).map(|_| net.send(addr(1), addr(2), &[1, 2, 3])).collect::<Vec<_>>()
+            (0..200)
+                .map(|_| net.send(addr(1), addr(2), &[1, 2, 3]))
+                .collect::<Vec<_>>()
         };
         assert_eq!(run(7), run(7));
         assert_ne!(run(7), run(8));

@@ -50,7 +50,7 @@ pub fn parse_rate(input: &str) -> Result<f64, UnitError> {
         _ => return Err(err("unit must be k, M or G (bit/s)")),
     };
     let rate = value * scale;
-    if !(rate > 0.0) {
+    if rate.is_nan() || rate <= 0.0 {
         return Err(err("rate must be positive"));
     }
     Ok(rate)
@@ -72,7 +72,7 @@ pub fn parse_duration(input: &str) -> Result<Duration, UnitError> {
         "s" => value,
         _ => return Err(err("unit must be ns, us, ms or s")),
     };
-    if !seconds.is_finite() || seconds < 0.0 || seconds > 1e9 {
+    if !(0.0..=1e9).contains(&seconds) {
         return Err(err("duration out of range"));
     }
     Ok(Duration::from_secs_f64(seconds))
@@ -98,7 +98,7 @@ pub fn parse_size(input: &str) -> Result<usize, UnitError> {
         _ => return Err(err("unit must be B, KB, MB, GB, KiB, MiB or GiB")),
     };
     let bytes = value * scale;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > 1e15 {
+    if !(0.0..=1e15).contains(&bytes) {
         return Err(err("size out of range"));
     }
     Ok(bytes.round() as usize)

@@ -34,7 +34,11 @@ impl Addressing {
 
     /// The same layout on other ports (several testbeds on one machine).
     pub fn with_ports(self, base_port: u16, trigger_port: u16) -> Self {
-        Self { base_port, trigger_port, ..self }
+        Self {
+            base_port,
+            trigger_port,
+            ..self
+        }
     }
 
     pub fn node_addr(self, node: u16) -> SocketAddr {
@@ -47,7 +51,11 @@ impl Addressing {
     }
 
     pub fn trigger_addr(self) -> SocketAddr {
-        let ip = if self.warplab { Ipv4Addr::new(10, 0, 0, 255) } else { Ipv4Addr::LOCALHOST };
+        let ip = if self.warplab {
+            Ipv4Addr::new(10, 0, 0, 255)
+        } else {
+            Ipv4Addr::LOCALHOST
+        };
         SocketAddr::new(IpAddr::V4(ip), self.trigger_port)
     }
 
@@ -95,7 +103,10 @@ mod tests {
     fn packet_sizes() {
         assert_eq!(FramePayload::Jumbo.samples_per_packet(), 2231);
         assert_eq!(FramePayload::Standard.samples_per_packet(), 359);
-        assert_eq!(Addressing::WARPLAB.node_addr(3).to_string(), "10.0.0.4:9003");
+        assert_eq!(
+            Addressing::WARPLAB.node_addr(3).to_string(),
+            "10.0.0.4:9003"
+        );
         assert_eq!(Addressing::LOOPBACK.node_addr(15).port(), 9015);
     }
 }

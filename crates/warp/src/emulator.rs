@@ -107,11 +107,18 @@ impl Emulator {
         let mut sockets = Vec::new();
         let mut addrs = Vec::new();
         for n in 0..cfg.nodes {
-            let addr = cfg.addressing.node_addr(cfg.first_node + n);
+            // Base port 0: let the kernel choose (several testbeds on one machine).
+            let mut addr = cfg.addressing.node_addr(cfg.first_node + n);
+            if cfg.addressing.base_port == 0 {
+                addr.set_port(0);
+            }
             let sock = UdpSocket::bind(addr).map_err(|e| {
                 io::Error::new(
                     e.kind(),
-                    format!("node {} cannot bind {addr}: {e} (another emulator running?)", cfg.first_node + n),
+                    format!(
+                        "node {} cannot bind {addr}: {e} (another emulator running?)",
+                        cfg.first_node + n
+                    ),
                 )
             })?;
             sock.set_nonblocking(true)?;
@@ -122,7 +129,10 @@ impl Emulator {
         let trigger = if cfg.listen_for_triggers {
             let addr = cfg.addressing.trigger_bind_addr();
             let s = UdpSocket::bind(addr).map_err(|e| {
-                io::Error::new(e.kind(), format!("cannot bind the trigger socket {addr}: {e}"))
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot bind the trigger socket {addr}: {e}"),
+                )
             })?;
             s.set_nonblocking(true)?;
             s.set_broadcast(true)?;
@@ -131,7 +141,9 @@ impl Emulator {
             None
         };
         let trigger_addr = trigger.as_ref().map(|s| s.local_addr()).transpose()?;
-        let nodes: Vec<NodeCore> = (0..cfg.nodes).map(|n| NodeCore::new(cfg.first_node + n)).collect();
+        let nodes: Vec<NodeCore> = (0..cfg.nodes)
+            .map(|n| NodeCore::new(cfg.first_node + n))
+            .collect();
         let shared = Arc::new(Mutex::new(Shared {
             nodes,
             stats: EmulatorStats::default(),
@@ -175,7 +187,8 @@ impl Emulator {
     pub fn stop(mut self) -> io::Result<EmulatorStats> {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
-            t.join().map_err(|_| io::Error::other("emulator thread panicked"))??;
+            t.join()
+                .map_err(|_| io::Error::other("emulator thread panicked"))??;
         }
         Ok(self.stats())
     }
@@ -183,7 +196,8 @@ impl Emulator {
     /// Block until the stop flag is set (for the CLI).
     pub fn wait(mut self) -> io::Result<()> {
         if let Some(t) = self.thread.take() {
-            t.join().map_err(|_| io::Error::other("emulator thread panicked"))??;
+            t.join()
+                .map_err(|_| io::Error::other("emulator thread panicked"))??;
         }
         Ok(())
     }
@@ -305,10 +319,18 @@ impl EventLoop {
         };
         let hl = cfg.host_links.max(1);
         Self {
-            node_down: (0..n).map(|i| seeded(&cfg.node_link, 2 * i as u64)).collect(),
-            node_up: (0..n).map(|i| seeded(&cfg.node_link, 2 * i as u64 + 1)).collect(),
-            host_down: (0..hl).map(|i| seeded(&cfg.host_link, 1000 + 2 * i as u64)).collect(),
-            host_up: (0..hl).map(|i| seeded(&cfg.host_link, 1001 + 2 * i as u64)).collect(),
+            node_down: (0..n)
+                .map(|i| seeded(&cfg.node_link, 2 * i as u64))
+                .collect(),
+            node_up: (0..n)
+                .map(|i| seeded(&cfg.node_link, 2 * i as u64 + 1))
+                .collect(),
+            host_down: (0..hl)
+                .map(|i| seeded(&cfg.host_link, 1000 + 2 * i as u64))
+                .collect(),
+            host_up: (0..hl)
+                .map(|i| seeded(&cfg.host_link, 1001 + 2 * i as u64))
+                .collect(),
             outboxes: (0..n).map(|_| Outbox::default()).collect(),
             last_offer: vec![Duration::ZERO; n],
             cfg,
@@ -340,7 +362,11 @@ impl EventLoop {
             .sockets
             .iter()
             .chain(self.trigger.iter())
-            .map(|s| libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+            .map(|s| libc::pollfd {
+                fd: s.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
             .collect();
         while !self.stop.load(Ordering::Relaxed) {
             let wait = self.time_to_next_event();
@@ -361,7 +387,9 @@ impl EventLoop {
         let now = self.epoch.elapsed();
         [
             self.arrivals.peek().map(|Reverse(t)| t.due),
-            self.link_entries.peek().map(|Reverse(t)| t.due.saturating_sub(LOOKAHEAD)),
+            self.link_entries
+                .peek()
+                .map(|Reverse(t)| t.due.saturating_sub(LOOKAHEAD)),
             self.departures.peek().map(|Reverse(t)| t.due),
         ]
         .into_iter()
@@ -401,7 +429,15 @@ impl EventLoop {
                 bytes.clear();
                 bytes.extend_from_slice(&buf[..n]);
                 let order = self.next_order();
-                self.arrivals.push(Reverse(Timed { due: at, order, item: Arrival { node: i, from, bytes } }));
+                self.arrivals.push(Reverse(Timed {
+                    due: at,
+                    order,
+                    item: Arrival {
+                        node: i,
+                        from,
+                        bytes,
+                    },
+                }));
             }
         }
         Ok(())
@@ -416,7 +452,11 @@ impl EventLoop {
             let Reverse(Timed { due, item: a, .. }) = self.arrivals.pop().expect("peeked");
             match shared.nodes[a.node].handle(&a.bytes, out) {
                 NodeAction::None => {}
-                NodeAction::Reply(n) => self.outboxes[a.node].acks.push_back((a.from, out[..n].to_vec(), due)),
+                NodeAction::Reply(n) => {
+                    self.outboxes[a.node]
+                        .acks
+                        .push_back((a.from, out[..n].to_vec(), due))
+                }
                 NodeAction::Read(job) => {
                     if self.read_fits(&job) {
                         self.outboxes[a.node].reads.push_back((a.from, job, 0, due));
@@ -434,26 +474,43 @@ impl EventLoop {
             .peek()
             .is_some_and(|Reverse(t)| t.due <= now + LOOKAHEAD)
         {
-            let Reverse(Timed { due, item: (node, to), .. }) = self.link_entries.pop().expect("peeked");
+            let Reverse(Timed {
+                due,
+                item: (node, to),
+                ..
+            }) = self.link_entries.pop().expect("peeked");
             self.outboxes[node].scheduled = false;
             if let Some((departure, bytes)) = self.take_next_packet(node) {
                 let hl = self.cfg.host_link_of(node);
                 if let Fate::Deliver { at, .. } = self.host_up[hl].offer(due, bytes) {
                     let order = self.next_order();
-                    self.departures.push(Reverse(Timed { due: at, order, item: (node, to, departure) }));
+                    self.departures.push(Reverse(Timed {
+                        due: at,
+                        order,
+                        item: (node, to, departure),
+                    }));
                 }
             }
             self.schedule_node(node);
         }
         // 3. Packets that have arrived at the host: send them now.
-        while self.departures.peek().is_some_and(|Reverse(t)| t.due <= now) {
-            let Reverse(Timed { item: (node, to, d), .. }) = self.departures.pop().expect("peeked");
+        while self
+            .departures
+            .peek()
+            .is_some_and(|Reverse(t)| t.due <= now)
+        {
+            let Reverse(Timed {
+                item: (node, to, d),
+                ..
+            }) = self.departures.pop().expect("peeked");
             let n = match &d {
                 Departure::Ack(bytes) => {
                     out[..bytes.len()].copy_from_slice(bytes);
                     bytes.len()
                 }
-                Departure::ReadPacket(job, index) => shared.nodes[node].encode_read_packet(job, *index, out),
+                Departure::ReadPacket(job, index) => {
+                    shared.nodes[node].encode_read_packet(job, *index, out)
+                }
             };
             if self.sockets[node].send_to(&out[..n], to).is_err() {
                 self.send_errors += 1;
@@ -462,14 +519,15 @@ impl EventLoop {
         shared.stats.oversized = self.oversized;
         shared.stats.send_errors = self.send_errors;
         drop(shared);
-        if self.order % 64 == 0 {
+        if self.order.is_multiple_of(64) {
             self.publish();
         }
     }
 
     /// Reply packets must fit the configured frame size.
     fn read_fits(&self, job: &ReadJob) -> bool {
-        job.request.bytes_per_packet as usize + SAMPLE_PACKET_OVERHEAD <= self.cfg.payload.udp_payload()
+        job.request.bytes_per_packet as usize + SAMPLE_PACKET_OVERHEAD
+            <= self.cfg.payload.udp_payload()
     }
 
     /// Put a node's next reply packet on its link, if it has one and none is
@@ -484,7 +542,11 @@ impl EventLoop {
         } else {
             ob.reads.front().map(|(to, job, i, ready)| {
                 let (_, _, count) = job.packet(*i);
-                (*to, wire::SAMPLE_PACKET_OVERHEAD + 4 * count as usize, *ready)
+                (
+                    *to,
+                    wire::SAMPLE_PACKET_OVERHEAD + 4 * count as usize,
+                    *ready,
+                )
             })
         };
         let Some((to, len, ready)) = next else { return };
@@ -495,7 +557,11 @@ impl EventLoop {
             Fate::Deliver { at, .. } => {
                 self.outboxes[node].scheduled = true;
                 let order = self.next_order();
-                self.link_entries.push(Reverse(Timed { due: at, order, item: (node, to) }));
+                self.link_entries.push(Reverse(Timed {
+                    due: at,
+                    order,
+                    item: (node, to),
+                }));
             }
             Fate::Dropped(_) => {
                 // Lost on the node's link: skip it and try the next packet.
@@ -549,7 +615,14 @@ fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<()> {
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
     };
     // SAFETY: `fds` is a valid slice of pollfd for the duration of the call.
-    let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+    let rc = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
     if rc < 0 {
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::Interrupted {

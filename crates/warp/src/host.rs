@@ -152,12 +152,17 @@ pub struct WarpHost {
     next_seq: u16,
     batch: RecvBatch,
     stats: HostStats,
+    /// Per node of the last operation: time from its start until that node's
+    /// last reply arrived.
+    node_latency: Vec<Duration>,
 }
 
 impl WarpHost {
     pub fn new(cfg: HostConfig, nodes: Vec<NodeTarget>) -> Result<Self, TransportError> {
         if cfg.interfaces.is_empty() {
-            return Err(TransportError::Invalid("at least one local interface is needed".into()));
+            return Err(TransportError::Invalid(
+                "at least one local interface is needed".into(),
+            ));
         }
         if let Some(n) = nodes.iter().find(|n| n.interface >= cfg.interfaces.len()) {
             return Err(TransportError::Invalid(format!(
@@ -170,7 +175,8 @@ impl WarpHost {
         let mut sockets = Vec::new();
         let mut buffers = Vec::new();
         for &addr in &cfg.interfaces {
-            let sock = UdpSocket::bind(addr).map_err(|source| TransportError::Bind { addr, source })?;
+            let sock =
+                UdpSocket::bind(addr).map_err(|source| TransportError::Bind { addr, source })?;
             sock.set_nonblocking(true)?;
             sock.set_broadcast(true)?;
             buffers.push(grow_buffers(&sock, cfg.socket_buffer)?);
@@ -186,6 +192,7 @@ impl WarpHost {
             buffers,
             next_seq: 1,
             stats: HostStats::default(),
+            node_latency: Vec::new(),
         })
     }
 
@@ -203,6 +210,12 @@ impl WarpHost {
 
     pub fn stats(&self) -> &HostStats {
         &self.stats
+    }
+
+    /// For each node of the last read or write (in the order given), how long it
+    /// took from the start of the operation until that node was complete.
+    pub fn last_node_latency(&self) -> &[Duration] {
+        &self.node_latency
     }
 
     /// Socket buffer sizes asked for and granted, per local interface.
@@ -251,9 +264,13 @@ impl WarpHost {
             Mode::Parallel => read::read_nodes(self, nodes, buffer, start, count),
             Mode::Serial => {
                 let mut out = Vec::with_capacity(nodes.len());
+                let mut latency = Vec::with_capacity(nodes.len());
+                let began = std::time::Instant::now();
                 for &n in nodes {
                     out.extend(read::read_nodes(self, &[n], buffer, start, count)?);
+                    latency.push(began.elapsed());
                 }
+                self.node_latency = latency;
                 Ok(out)
             }
         }
@@ -279,9 +296,13 @@ impl WarpHost {
         match self.cfg.mode {
             Mode::Parallel => write::write_nodes(self, nodes, buffer, start, samples),
             Mode::Serial => {
+                let mut latency = Vec::with_capacity(nodes.len());
+                let began = std::time::Instant::now();
                 for (i, &n) in nodes.iter().enumerate() {
                     write::write_nodes(self, &[n], buffer, start, &samples[i..=i])?;
+                    latency.push(began.elapsed());
                 }
+                self.node_latency = latency;
                 Ok(())
             }
         }
@@ -312,7 +333,11 @@ impl WarpHost {
         mut on_reply: impl FnMut(&mut HostStats, usize, &wire::Datagram<'_>),
     ) -> Result<bool, TransportError> {
         let mut any = false;
-        let per_socket = if self.sockets.len() == 1 { timeout } else { timeout / self.sockets.len() as u32 };
+        let per_socket = if self.sockets.len() == 1 {
+            timeout
+        } else {
+            timeout / self.sockets.len() as u32
+        };
         for s in 0..self.sockets.len() {
             let fd = self.sockets[s].as_raw_fd();
             let mut wait = per_socket;
@@ -331,8 +356,9 @@ impl WarpHost {
                         continue;
                     };
                     match wire::decode(bytes) {
-                        Ok(d) if d.transport.pkt_type == PacketType::NodeToHost
-                            && d.transport.src_id == self.nodes[node].id =>
+                        Ok(d)
+                            if d.transport.pkt_type == PacketType::NodeToHost
+                                && d.transport.src_id == self.nodes[node].id =>
                         {
                             on_reply(&mut self.stats, node, &d)
                         }
@@ -364,7 +390,10 @@ impl WarpHost {
 fn grow_buffers(sock: &UdpSocket, bytes: usize) -> io::Result<SocketBuffers> {
     let fd = sock.as_raw_fd();
     let val = bytes.min(i32::MAX as usize) as libc::c_int;
-    for (force, plain) in [(libc::SO_RCVBUFFORCE, libc::SO_RCVBUF), (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF)] {
+    for (force, plain) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    ] {
         // SAFETY: setsockopt with a valid fd and an int option value.
         let set = |opt| unsafe {
             libc::setsockopt(

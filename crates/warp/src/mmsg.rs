@@ -27,7 +27,13 @@ impl RecvBatch {
         let zero_msg: libc::mmsghdr = unsafe { std::mem::zeroed() };
         Self {
             bufs: vec![vec![0u8; size]; count],
-            iovecs: vec![libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; count],
+            iovecs: vec![
+                libc::iovec {
+                    iov_base: std::ptr::null_mut(),
+                    iov_len: 0
+                };
+                count
+            ],
             addrs: vec![zero_addr; count],
             msgs: vec![zero_msg; count],
             received: 0,
@@ -92,7 +98,11 @@ impl RecvBatch {
 
 /// Poll one fd for readability; true if readable before the timeout.
 pub fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
-    let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
@@ -101,7 +111,11 @@ pub fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
     let rc = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
     if rc < 0 {
         let e = io::Error::last_os_error();
-        return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
     }
     Ok(rc > 0)
 }

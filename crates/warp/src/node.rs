@@ -32,7 +32,11 @@ pub struct NodeCounters {
 
 impl NodeCounters {
     pub fn dropped(&self) -> u64 {
-        self.malformed + self.wrong_node_id + self.wrong_direction + self.unknown_command + self.out_of_range
+        self.malformed
+            + self.wrong_node_id
+            + self.wrong_direction
+            + self.unknown_command
+            + self.out_of_range
     }
 }
 
@@ -65,7 +69,11 @@ impl ReadJob {
         let i = (index % per_buffer) as u32;
         let per_packet = self.request.samples_per_packet();
         let end = self.request.start + self.request.num_samples;
-        let start = self.request.start.saturating_add(i.saturating_mul(per_packet)).min(end);
+        let start = self
+            .request
+            .start
+            .saturating_add(i.saturating_mul(per_packet))
+            .min(end);
         (buffer, start, per_packet.min(end - start))
     }
 }
@@ -175,9 +183,11 @@ impl NodeCore {
         }
         match message {
             Message::ReadIq(request) => self.accept_read(&transport, request),
-            Message::Samples { command: CMD_WRITE_IQ, header, words } => {
-                self.write(&transport, &header, words, out)
-            }
+            Message::Samples {
+                command: CMD_WRITE_IQ,
+                header,
+                words,
+            } => self.write(&transport, &header, words, out),
             _ => {
                 self.counters.unknown_command += 1;
                 NodeAction::None
@@ -207,7 +217,10 @@ impl NodeCore {
         out: &mut [u8],
     ) -> NodeAction {
         let start = h.start as usize;
-        let Some(end) = start.checked_add(words.len()).filter(|&e| e <= BUFFER_SAMPLES) else {
+        let Some(end) = start
+            .checked_add(words.len())
+            .filter(|&e| e <= BUFFER_SAMPLES)
+        else {
             self.counters.out_of_range += 1;
             return NodeAction::None;
         };

@@ -74,7 +74,9 @@ impl RfBuffer {
 
     /// Every buffer a bitmask names (bits above RFD are rejected by the caller).
     pub fn iter_mask(mask: u32) -> impl Iterator<Item = RfBuffer> {
-        Self::ALL.into_iter().filter(move |b| mask & b.mask() as u32 != 0)
+        Self::ALL
+            .into_iter()
+            .filter(move |b| mask & b.mask() as u32 != 0)
     }
 
     pub fn parse(name: &str) -> Option<Self> {
@@ -304,16 +306,13 @@ fn decode_command<'a>(r: &mut Reader<'a>, pkt_type: PacketType) -> Result<Messag
             validate_read_request(&req)?;
             Message::ReadIq(req)
         }
-        (CMD_WRITE_IQ, PacketType::NodeToHost) if r.bytes.len() - r.pos == 4 => {
-            Message::WriteAck {
-                checksum: r.u32("checksum")?,
-            }
-        }
+        (CMD_WRITE_IQ, PacketType::NodeToHost) if r.bytes.len() - r.pos == 4 => Message::WriteAck {
+            checksum: r.u32("checksum")?,
+        },
         (CMD_WRITE_IQ, _) | (CMD_READ_IQ, PacketType::NodeToHost) => {
             let s = r.take(SAMPLE_HEADER_LEN, "sample header")?;
             let mask = be16(s, 0);
-            let buffer =
-                RfBuffer::from_mask(mask as u32).ok_or(WireError::BufferMask(mask))?;
+            let buffer = RfBuffer::from_mask(mask as u32).ok_or(WireError::BufferMask(mask))?;
             let header = SampleHeader {
                 buffer,
                 flags: s[2],
@@ -349,10 +348,14 @@ fn validate_read_request(req: &ReadIqRequest) -> Result<(), WireError> {
     }
     // The host may round the packet count up (last packets short or empty), never down.
     if (req.num_packets as u64) * per_packet < req.num_samples as u64 {
-        return Err(WireError::BadReadRequest("too few packets for the samples asked"));
+        return Err(WireError::BadReadRequest(
+            "too few packets for the samples asked",
+        ));
     }
     if req.num_packets as u64 > req.num_samples as u64 / per_packet + 2 {
-        return Err(WireError::BadReadRequest("far more packets than samples need"));
+        return Err(WireError::BadReadRequest(
+            "far more packets than samples need",
+        ));
     }
     Ok(())
 }
@@ -414,7 +417,13 @@ pub fn encode_read_request(
 ) -> Result<usize, WireError> {
     let mut e = Encoder::new(buf, t, COMMAND_HEADER_LEN + 4 * READ_IQ_ARGS)?;
     e.command(CMD_READ_IQ, READ_IQ_ARGS as u16);
-    for v in [req.buffers, req.start, req.num_samples, req.bytes_per_packet, req.num_packets] {
+    for v in [
+        req.buffers,
+        req.start,
+        req.num_samples,
+        req.bytes_per_packet,
+        req.num_packets,
+    ] {
         e.u32(v);
     }
     Ok(e.len)
@@ -445,7 +454,11 @@ pub fn encode_samples(
 }
 
 /// Encode a node's write acknowledgement carrying the running checksum.
-pub fn encode_write_ack(buf: &mut [u8], t: &TransportHeader, checksum: u32) -> Result<usize, WireError> {
+pub fn encode_write_ack(
+    buf: &mut [u8],
+    t: &TransportHeader,
+    checksum: u32,
+) -> Result<usize, WireError> {
     let mut e = Encoder::new(buf, t, COMMAND_HEADER_LEN + 4)?;
     e.command(CMD_WRITE_IQ, 1);
     e.u32(checksum);
@@ -453,7 +466,11 @@ pub fn encode_write_ack(buf: &mut [u8], t: &TransportHeader, checksum: u32) -> R
 }
 
 /// Encode a trigger.
-pub fn encode_trigger(buf: &mut [u8], t: &TransportHeader, trigger_ids: u32) -> Result<usize, WireError> {
+pub fn encode_trigger(
+    buf: &mut [u8],
+    t: &TransportHeader,
+    trigger_ids: u32,
+) -> Result<usize, WireError> {
     let mut e = Encoder::new(buf, t, 4)?;
     e.u32(trigger_ids);
     Ok(e.len)

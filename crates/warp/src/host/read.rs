@@ -16,6 +16,7 @@ struct Tracker {
     received: Vec<bool>,
     missing: usize,
     samples: Vec<WarpWord>,
+    done_after: Duration,
 }
 
 impl Tracker {
@@ -65,8 +66,10 @@ pub(super) fn read_nodes(
             received: vec![false; packets],
             missing: packets,
             samples: vec![WarpWord(0); count as usize],
+            done_after: Duration::ZERO,
         })
         .collect();
+    let began = Instant::now();
     let op_first_seq = host.next_seq;
     for t in &trackers {
         request(host, t.node, buffer, start, (0, count), per)?;
@@ -79,7 +82,9 @@ pub(super) fn read_nodes(
         let quiet_left = timeout.saturating_sub(last_progress.elapsed());
         if quiet_left.is_zero() {
             if tries > host.cfg.retries {
-                return Err(failure(host, &trackers, buffer, start, count, per, tries, timeout));
+                return Err(failure(
+                    host, &trackers, buffer, start, count, per, tries, timeout,
+                ));
             }
             tries += 1;
             timeout = (timeout * 2).min(MAX_TIMEOUT);
@@ -103,7 +108,7 @@ pub(super) fn read_nodes(
                 stats.unexpected_reply += 1;
                 return;
             };
-            match accept(t, &d.message, buffer, start, count, per) {
+            match accept(t, &d.message, buffer, start, count, per, began) {
                 Accepted::New => progress = true,
                 Accepted::Duplicate => stats.duplicate_replies += 1,
                 Accepted::NotOurs => stats.unexpected_reply += 1,
@@ -113,6 +118,7 @@ pub(super) fn read_nodes(
             last_progress = Instant::now();
         }
     }
+    host.node_latency = trackers.iter().map(|t| t.done_after).collect();
     Ok(trackers.into_iter().map(|t| t.samples).collect())
 }
 
@@ -122,15 +128,28 @@ enum Accepted {
     NotOurs,
 }
 
-fn accept(t: &mut Tracker, m: &Message<'_>, buffer: RfBuffer, start: u32, count: u32, per: u32) -> Accepted {
-    let Message::Samples { command: CMD_READ_IQ, header, words } = m else {
+fn accept(
+    t: &mut Tracker,
+    m: &Message<'_>,
+    buffer: RfBuffer,
+    start: u32,
+    count: u32,
+    per: u32,
+    began: Instant,
+) -> Accepted {
+    let Message::Samples {
+        command: CMD_READ_IQ,
+        header,
+        words,
+    } = m
+    else {
         return Accepted::NotOurs;
     };
     if header.buffer != buffer || header.start < start || header.start - start >= count {
         return Accepted::NotOurs;
     }
     let offset = header.start - start;
-    if offset % per != 0 || words.len() as u32 != per.min(count - offset) {
+    if !offset.is_multiple_of(per) || words.len() as u32 != per.min(count - offset) {
         return Accepted::NotOurs;
     }
     let index = (offset / per) as usize;
@@ -141,6 +160,9 @@ fn accept(t: &mut Tracker, m: &Message<'_>, buffer: RfBuffer, start: u32, count:
     words.copy_to(&mut t.samples[at..at + words.len()]);
     t.received[index] = true;
     t.missing -= 1;
+    if t.missing == 0 {
+        t.done_after = began.elapsed();
+    }
     Accepted::New
 }
 
@@ -200,7 +222,11 @@ fn failure(
                     t.received.len(),
                     buffer,
                     ranges.join(", "),
-                    if t.missing_ranges(per, count).len() > 4 { ", ..." } else { "" }
+                    if t.missing_ranges(per, count).len() > 4 {
+                        ", ..."
+                    } else {
+                        ""
+                    }
                 ),
             }
         })

@@ -1,11 +1,16 @@
 use super::*;
-use std::time::Instant;
 use crate::emulator::{Emulator, EmulatorConfig};
 use crate::{Addressing, FramePayload};
 use radiohost_testbed::LinkConfig;
+use std::time::Instant;
 
 /// Each test gets its own ports so tests can run in parallel.
-fn testbed(nodes: u16, base_port: u16, node_link: LinkConfig, payload: FramePayload) -> (Emulator, WarpHost) {
+fn testbed(
+    nodes: u16,
+    base_port: u16,
+    node_link: LinkConfig,
+    payload: FramePayload,
+) -> (Emulator, WarpHost) {
     let addressing = Addressing::LOOPBACK.with_ports(base_port, base_port + 900);
     let emu = Emulator::start(EmulatorConfig {
         nodes,
@@ -16,7 +21,11 @@ fn testbed(nodes: u16, base_port: u16, node_link: LinkConfig, payload: FramePayl
     })
     .unwrap();
     let targets = (0..nodes)
-        .map(|n| NodeTarget { id: n, addr: addressing.node_addr(n), interface: 0 })
+        .map(|n| NodeTarget {
+            id: n,
+            addr: addressing.node_addr(n),
+            interface: 0,
+        })
         .collect();
     let host = WarpHost::new(
         HostConfig {
@@ -43,7 +52,12 @@ fn waveform(node: u16, len: usize) -> Vec<WarpWord> {
 
 #[test]
 fn write_trigger_read_roundtrips_on_all_nodes() {
-    let (emu, mut host) = testbed(4, 21000, LinkConfig::parse("1G").unwrap(), FramePayload::Jumbo);
+    let (emu, mut host) = testbed(
+        4,
+        21000,
+        LinkConfig::parse("1G").unwrap(),
+        FramePayload::Jumbo,
+    );
     let nodes: Vec<usize> = (0..4).collect();
     let data: Vec<Vec<WarpWord>> = (0..4).map(|n| waveform(n, 10_000)).collect();
     let refs: Vec<&[WarpWord]> = data.iter().map(|d| d.as_slice()).collect();
@@ -73,10 +87,22 @@ fn serial_and_parallel_read_the_same_samples() {
             let data = waveform(id, 5000);
             let mut out = vec![0u8; wire::MAX_DATAGRAM];
             // Load RX directly through the node's own write + trigger path.
-            let h = wire::SampleHeader { buffer: RfBuffer::B, flags: 1, start: 0, num_samples: 300 };
-            let t = TransportHeader { dest_id: id, src_id: HOST_ID, pkt_type: PacketType::HostToNode, seq_num: 0, flags: 0 };
+            let h = wire::SampleHeader {
+                buffer: RfBuffer::B,
+                flags: 1,
+                start: 0,
+                num_samples: 300,
+            };
+            let t = TransportHeader {
+                dest_id: id,
+                src_id: HOST_ID,
+                pkt_type: PacketType::HostToNode,
+                seq_num: 0,
+                flags: 0,
+            };
             let mut pkt = vec![0u8; wire::MAX_DATAGRAM];
-            let n = wire::encode_samples(&mut pkt, &t, wire::CMD_WRITE_IQ, &h, &data[..300]).unwrap();
+            let n =
+                wire::encode_samples(&mut pkt, &t, wire::CMD_WRITE_IQ, &h, &data[..300]).unwrap();
             node.handle(&pkt[..n], &mut out);
             node.trigger();
         }
@@ -99,16 +125,29 @@ fn lossy_links_are_recovered_by_selective_rerequests() {
     host.write_iq(&nodes, RfBuffer::D, 0, &refs).unwrap();
     emu.with_nodes(|n| {
         for (i, node) in n.iter().enumerate() {
-            assert_eq!(&node.tx_buffer(RfBuffer::D)[..8000], &data[i][..], "node {i}");
+            assert_eq!(
+                &node.tx_buffer(RfBuffer::D)[..8000],
+                &data[i][..],
+                "node {i}"
+            );
         }
     });
     emu.with_nodes(|n| n.iter_mut().for_each(|node| node.trigger()));
     let read = host.read_iq(&nodes, RfBuffer::D, 0, 8000).unwrap();
     for n in 0..4 {
-        assert!(read[n].iter().zip(&data[n]).all(|(r, w)| *r == w.tx_to_rx()), "node {n}");
+        assert!(
+            read[n]
+                .iter()
+                .zip(&data[n])
+                .all(|(r, w)| *r == w.tx_to_rx()),
+            "node {n}"
+        );
     }
     let s = host.stats();
-    assert!(s.rerequests > 0, "10% loss must have cost re-requests: {s:?}");
+    assert!(
+        s.rerequests > 0,
+        "10% loss must have cost re-requests: {s:?}"
+    );
     assert!(s.write_retries > 0 || s.write_fallbacks > 0, "{s:?}");
 }
 
@@ -120,14 +159,30 @@ fn a_silent_node_is_named_in_the_error() {
     cfg.retries = 2;
     cfg.timeout = Duration::from_millis(5);
     let mut targets = host.nodes().to_vec();
-    targets.push(NodeTarget { id: 2, addr: "127.0.0.1:21399".parse().unwrap(), interface: 0 });
+    targets.push(NodeTarget {
+        id: 2,
+        addr: "127.0.0.1:21399".parse().unwrap(),
+        interface: 0,
+    });
     drop(host);
     let mut host = WarpHost::new(cfg, targets).unwrap();
-    let err = host.read_iq(&[0, 1, 2], RfBuffer::A, 0, 4000).unwrap_err().to_string();
+    let err = host
+        .read_iq(&[0, 1, 2], RfBuffer::A, 0, 4000)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("node 2 (127.0.0.1:21399)"), "{err}");
-    assert!(err.contains("READ_IQ") && err.contains("2 of 2 packets"), "{err}");
-    assert!(!err.contains("node 0"), "healthy nodes are not blamed: {err}");
-    let err = host.write_iq(&[2], RfBuffer::A, 0, &[&[WarpWord(1); 10]]).unwrap_err().to_string();
+    assert!(
+        err.contains("READ_IQ") && err.contains("2 of 2 packets"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("node 0"),
+        "healthy nodes are not blamed: {err}"
+    );
+    let err = host
+        .write_iq(&[2], RfBuffer::A, 0, &[&[WarpWord(1); 10]])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("WRITE_IQ") && err.contains("node 2"), "{err}");
 }
 
@@ -145,10 +200,19 @@ fn junk_and_strangers_are_counted_not_used() {
 #[test]
 fn out_of_range_requests_are_refused_before_sending() {
     let (_emu, mut host) = testbed(1, 21500, LinkConfig::default(), FramePayload::Jumbo);
-    assert!(matches!(host.read_iq(&[0], RfBuffer::A, 32_000, 1000), Err(TransportError::Invalid(_))));
-    assert!(matches!(host.read_iq(&[5], RfBuffer::A, 0, 10), Err(TransportError::Invalid(_))));
+    assert!(matches!(
+        host.read_iq(&[0], RfBuffer::A, 32_000, 1000),
+        Err(TransportError::Invalid(_))
+    ));
+    assert!(matches!(
+        host.read_iq(&[5], RfBuffer::A, 0, 10),
+        Err(TransportError::Invalid(_))
+    ));
     let long = vec![WarpWord(0); 40_000];
-    assert!(matches!(host.write_iq(&[0], RfBuffer::A, 0, &[&long]), Err(TransportError::Invalid(_))));
+    assert!(matches!(
+        host.write_iq(&[0], RfBuffer::A, 0, &[&long]),
+        Err(TransportError::Invalid(_))
+    ));
 }
 
 #[test]

@@ -4,7 +4,9 @@
 use super::{NodeFailure, TransportError, WarpHost};
 use crate::checksum::WriteChecksum;
 use crate::node::BUFFER_SAMPLES;
-use crate::wire::{self, Message, RfBuffer, SampleHeader, CMD_WRITE_IQ, FLAG_ROBUST, SAMPLE_FLAG_RESET_CHECKSUM};
+use crate::wire::{
+    self, Message, RfBuffer, SampleHeader, CMD_WRITE_IQ, FLAG_ROBUST, SAMPLE_FLAG_RESET_CHECKSUM,
+};
 use radiohost_iq::WarpWord;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -32,7 +34,10 @@ pub(super) fn write_nodes(
     start: u32,
     samples: &[&[WarpWord]],
 ) -> Result<(), TransportError> {
-    if let Some(s) = samples.iter().find(|s| start as usize + s.len() > BUFFER_SAMPLES) {
+    if let Some(s) = samples
+        .iter()
+        .find(|s| start as usize + s.len() > BUFFER_SAMPLES)
+    {
         return Err(TransportError::Invalid(format!(
             "samples {start}..{} exceed the {BUFFER_SAMPLES}-sample buffer",
             start as usize + s.len()
@@ -47,7 +52,10 @@ pub(super) fn write_nodes(
     let checksum_of = |slot: usize, first: usize, last: usize| {
         let mut c = WriteChecksum::default();
         for p in first..=last {
-            c.add_packet(packet_start(p), packet_words(slot, p).last().map_or(0, |w| w.i_xor_q()));
+            c.add_packet(
+                packet_start(p),
+                packet_words(slot, p).last().map_or(0, |w| w.i_xor_q()),
+            );
         }
         c.value()
     };
@@ -70,6 +78,8 @@ pub(super) fn write_nodes(
     let mut buf = vec![0u8; wire::MAX_DATAGRAM];
     let mut timeout = host.cfg.timeout;
     let mut ack_for: HashMap<u16, usize> = HashMap::new();
+    let began = Instant::now();
+    let mut done_after = vec![Duration::ZERO; nodes.len()];
     loop {
         // Units that exhausted their attempts fall back or fail.
         let mut failed = Vec::new();
@@ -100,6 +110,7 @@ pub(super) fn write_nodes(
             }
         }
         if units.iter().all(|u| u.done) {
+            host.node_latency = done_after;
             return Ok(());
         }
 
@@ -107,7 +118,12 @@ pub(super) fn write_nodes(
         // node links fill at once.
         ack_for.clear();
         let op_first_seq = host.next_seq;
-        let longest = units.iter().filter(|u| !u.done).map(|u| u.last - u.first).max().unwrap_or(0);
+        let longest = units
+            .iter()
+            .filter(|u| !u.done)
+            .map(|u| u.last - u.first)
+            .max()
+            .unwrap_or(0);
         for step in 0..=longest {
             for (u, unit) in units.iter_mut().enumerate().filter(|(_, u)| !u.done) {
                 let p = unit.first + step;
@@ -130,7 +146,11 @@ pub(super) fn write_nodes(
                     buffer,
                     // Each unit restarts the node's checksum, so an acknowledgement
                     // covers exactly the unit's packets.
-                    flags: if p == unit.first { SAMPLE_FLAG_RESET_CHECKSUM } else { 0 },
+                    flags: if p == unit.first {
+                        SAMPLE_FLAG_RESET_CHECKSUM
+                    } else {
+                        0
+                    },
                     start: packet_start(p),
                     num_samples: words.len() as u32,
                 };
@@ -166,6 +186,9 @@ pub(super) fn write_nodes(
                         progress = true;
                         // A wrong checksum leaves the unit pending: it is resent.
                         units[u].done = checksum == units[u].expected;
+                        if units[u].done {
+                            done_after[units[u].slot] = began.elapsed();
+                        }
                     }
                     Some(u) => {
                         ack_for.insert(seq, u);

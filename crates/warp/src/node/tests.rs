@@ -11,9 +11,21 @@ fn host_header(dest: u16, seq: u16, flags: u16) -> TransportHeader {
     }
 }
 
-fn write_packet(node: &mut NodeCore, dest: u16, start: u32, words: &[WarpWord], flags: u8, robust: bool) -> NodeAction {
+fn write_packet(
+    node: &mut NodeCore,
+    dest: u16,
+    start: u32,
+    words: &[WarpWord],
+    flags: u8,
+    robust: bool,
+) -> NodeAction {
     let mut pkt = vec![0u8; MAX_DATAGRAM];
-    let h = SampleHeader { buffer: RfBuffer::C, flags, start, num_samples: words.len() as u32 };
+    let h = SampleHeader {
+        buffer: RfBuffer::C,
+        flags,
+        start,
+        num_samples: words.len() as u32,
+    };
     let t = host_header(dest, 1, if robust { FLAG_ROBUST } else { 0 });
     let n = encode_samples(&mut pkt, &t, CMD_WRITE_IQ, &h, words).unwrap();
     let mut out = vec![0u8; MAX_DATAGRAM];
@@ -24,9 +36,23 @@ fn write_packet(node: &mut NodeCore, dest: u16, start: u32, words: &[WarpWord], 
 fn write_trigger_read_is_a_loopback_with_fix14_shift() {
     let mut node = NodeCore::new(2);
     let words: Vec<WarpWord> = (0..100u32).map(|i| WarpWord((i << 18) | (i * 4))).collect();
-    assert_eq!(write_packet(&mut node, 2, 50, &words, SAMPLE_FLAG_RESET_CHECKSUM, false), NodeAction::None);
+    assert_eq!(
+        write_packet(&mut node, 2, 50, &words, SAMPLE_FLAG_RESET_CHECKSUM, false),
+        NodeAction::None
+    );
     let mut pkt = [0u8; 64];
-    let n = encode_trigger(&mut pkt, &TransportHeader { dest_id: BROADCAST_ID, src_id: 0, pkt_type: PacketType::Trigger, seq_num: 0, flags: 0 }, 1).unwrap();
+    let n = encode_trigger(
+        &mut pkt,
+        &TransportHeader {
+            dest_id: BROADCAST_ID,
+            src_id: 0,
+            pkt_type: PacketType::Trigger,
+            seq_num: 0,
+            flags: 0,
+        },
+        1,
+    )
+    .unwrap();
     node.handle(&pkt[..n], &mut [0u8; 16]);
     let rx = node.rx_buffer(RfBuffer::C).to_vec();
     for (i, w) in words.iter().enumerate() {
@@ -34,9 +60,17 @@ fn write_trigger_read_is_a_loopback_with_fix14_shift() {
     }
     assert_eq!(node.counters().triggers, 1);
 
-    let req = ReadIqRequest { buffers: RfBuffer::C.mask() as u32, start: 40, num_samples: 100, bytes_per_packet: 160, num_packets: 3 };
+    let req = ReadIqRequest {
+        buffers: RfBuffer::C.mask() as u32,
+        start: 40,
+        num_samples: 100,
+        bytes_per_packet: 160,
+        num_packets: 3,
+    };
     let n = encode_read_request(&mut pkt, &host_header(2, 9, 0), &req).unwrap();
-    let NodeAction::Read(job) = node.handle(&pkt[..n], &mut [0u8; 16]) else { panic!("expected a read") };
+    let NodeAction::Read(job) = node.handle(&pkt[..n], &mut [0u8; 16]) else {
+        panic!("expected a read")
+    };
     assert_eq!(job.packet_count(), 3);
     assert_eq!(job.packet(0), (RfBuffer::C, 40, 40));
     assert_eq!(job.packet(2), (RfBuffer::C, 120, 20));
@@ -46,7 +80,9 @@ fn write_trigger_read_is_a_loopback_with_fix14_shift() {
     assert_eq!(d.transport.seq_num, 9);
     assert_eq!(d.transport.dest_id, 0xFFFE);
     match d.message {
-        Message::Samples { header, words: got, .. } => {
+        Message::Samples {
+            header, words: got, ..
+        } => {
             assert_eq!(header.start, 80);
             assert_eq!(got.get(0), Some(rx[80]));
         }
@@ -59,7 +95,13 @@ fn rounded_up_packet_count_gives_empty_last_packet() {
     let job = ReadJob {
         seq_num: 0,
         host_id: 0,
-        request: ReadIqRequest { buffers: 3, start: 0, num_samples: 80, bytes_per_packet: 160, num_packets: 3 },
+        request: ReadIqRequest {
+            buffers: 3,
+            start: 0,
+            num_samples: 80,
+            bytes_per_packet: 160,
+            num_packets: 3,
+        },
     };
     assert_eq!(job.packet_count(), 6);
     assert_eq!(job.packet(2), (RfBuffer::A, 80, 0));
@@ -73,15 +115,34 @@ fn robust_write_reports_the_running_checksum() {
     let b = [WarpWord(0x00F0_000F), WarpWord(0x1234_4321)];
     write_packet(&mut node, 0, 0, &a, SAMPLE_FLAG_RESET_CHECKSUM, false);
     let mut out = vec![0u8; MAX_DATAGRAM];
-    let h = SampleHeader { buffer: RfBuffer::C, flags: 0, start: 1, num_samples: 2 };
+    let h = SampleHeader {
+        buffer: RfBuffer::C,
+        flags: 0,
+        start: 1,
+        num_samples: 2,
+    };
     let mut pkt = vec![0u8; MAX_DATAGRAM];
-    let n = encode_samples(&mut pkt, &host_header(0, 4, FLAG_ROBUST), CMD_WRITE_IQ, &h, &b).unwrap();
-    let NodeAction::Reply(len) = node.handle(&pkt[..n], &mut out) else { panic!("no ack") };
+    let n = encode_samples(
+        &mut pkt,
+        &host_header(0, 4, FLAG_ROBUST),
+        CMD_WRITE_IQ,
+        &h,
+        &b,
+    )
+    .unwrap();
+    let NodeAction::Reply(len) = node.handle(&pkt[..n], &mut out) else {
+        panic!("no ack")
+    };
     let mut expected = WriteChecksum::default();
     expected.add_packet(0, a[0].i_xor_q());
     expected.add_packet(1, b[1].i_xor_q());
     let d = wire::decode(&out[..len]).unwrap();
-    assert_eq!(d.message, Message::WriteAck { checksum: expected.value() });
+    assert_eq!(
+        d.message,
+        Message::WriteAck {
+            checksum: expected.value()
+        }
+    );
     assert_eq!(d.transport.seq_num, 4);
 }
 
@@ -100,7 +161,13 @@ fn bad_datagrams_are_counted_and_never_written() {
     assert!(node.tx_buffer(RfBuffer::C).iter().all(|w| w.0 == 0));
     // A read past the end is refused too.
     let mut pkt = [0u8; 64];
-    let req = ReadIqRequest { buffers: 1, start: BUFFER_SAMPLES as u32 - 10, num_samples: 20, bytes_per_packet: 80, num_packets: 1 };
+    let req = ReadIqRequest {
+        buffers: 1,
+        start: BUFFER_SAMPLES as u32 - 10,
+        num_samples: 20,
+        bytes_per_packet: 80,
+        num_packets: 1,
+    };
     let n = encode_read_request(&mut pkt, &host_header(1, 0, 0), &req).unwrap();
     assert_eq!(node.handle(&pkt[..n], &mut [0u8; 16]), NodeAction::None);
     assert_eq!(node.counters().out_of_range, 2);

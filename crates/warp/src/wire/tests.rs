@@ -21,7 +21,8 @@ fn read_request_layout_is_big_endian_and_matches_spec() {
         bytes_per_packet: 8924,
         num_packets: 15,
     };
-    let n = encode_read_request(&mut buf, &th(PacketType::HostToNode, 7, FLAG_ROBUST), &req).unwrap();
+    let n =
+        encode_read_request(&mut buf, &th(PacketType::HostToNode, 7, FLAG_ROBUST), &req).unwrap();
     assert_eq!(n, 14 + 8 + 20);
     assert_eq!(&buf[0..2], &[0, 0]); // pad
     assert_eq!(&buf[2..4], &[0, 3]); // dest
@@ -43,7 +44,14 @@ fn zero_cmd_length_and_num_args_are_accepted() {
         start: 10,
         num_samples: 1,
     };
-    let n = encode_samples(&mut buf, &th(PacketType::HostToNode, 1, 0), CMD_WRITE_IQ, &h, &words).unwrap();
+    let n = encode_samples(
+        &mut buf,
+        &th(PacketType::HostToNode, 1, 0),
+        CMD_WRITE_IQ,
+        &h,
+        &words,
+    )
+    .unwrap();
     buf[18..22].fill(0); // already zero on encode; make it explicit
     let d = decode(&buf[..n]).unwrap();
     match d.message {
@@ -65,10 +73,25 @@ fn malformed_inputs_give_typed_errors() {
     assert_eq!(decode(&bad), Err(WireError::PacketType(9)));
     let mut bad = buf[..n].to_vec();
     bad[9] = 99;
-    assert!(matches!(decode(&bad), Err(WireError::LengthMismatch { .. })));
+    assert!(matches!(
+        decode(&bad),
+        Err(WireError::LengthMismatch { .. })
+    ));
     // A sample packet whose count lies.
-    let h = SampleHeader { buffer: RfBuffer::A, flags: 0, start: 0, num_samples: 2 };
-    let n = encode_samples(&mut buf, &th(PacketType::HostToNode, 0, 0), CMD_WRITE_IQ, &h, &[WarpWord(1), WarpWord(2)]).unwrap();
+    let h = SampleHeader {
+        buffer: RfBuffer::A,
+        flags: 0,
+        start: 0,
+        num_samples: 2,
+    };
+    let n = encode_samples(
+        &mut buf,
+        &th(PacketType::HostToNode, 0, 0),
+        CMD_WRITE_IQ,
+        &h,
+        &[WarpWord(1), WarpWord(2)],
+    )
+    .unwrap();
     let mut lie = buf[..n].to_vec();
     lie[33] = 200;
     assert!(matches!(decode(&lie), Err(WireError::SampleCount { .. })));
@@ -76,7 +99,10 @@ fn malformed_inputs_give_typed_errors() {
     let mut two = buf[..n].to_vec();
     two[23] = 3;
     assert_eq!(decode(&two), Err(WireError::BufferMask(3)));
-    assert!(matches!(decode(&vec![0u8; MAX_DATAGRAM + 1]), Err(WireError::Oversized { .. })));
+    assert!(matches!(
+        decode(&vec![0u8; MAX_DATAGRAM + 1]),
+        Err(WireError::Oversized { .. })
+    ));
 }
 
 #[test]
@@ -84,16 +110,55 @@ fn read_requests_that_cannot_be_served_are_rejected() {
     let mut buf = [0u8; 64];
     let t = th(PacketType::HostToNode, 0, 0);
     let bad = [
-        ReadIqRequest { buffers: 0, start: 0, num_samples: 10, bytes_per_packet: 40, num_packets: 1 },
-        ReadIqRequest { buffers: 0x10, start: 0, num_samples: 10, bytes_per_packet: 40, num_packets: 1 },
-        ReadIqRequest { buffers: 1, start: 0, num_samples: 10, bytes_per_packet: 0, num_packets: 1 },
-        ReadIqRequest { buffers: 1, start: 0, num_samples: 100, bytes_per_packet: 40, num_packets: 2 },
-        ReadIqRequest { buffers: 1, start: 0, num_samples: 10, bytes_per_packet: 40, num_packets: 1_000_000 },
-        ReadIqRequest { buffers: 1, start: 0, num_samples: 10, bytes_per_packet: 100_000, num_packets: 1 },
+        ReadIqRequest {
+            buffers: 0,
+            start: 0,
+            num_samples: 10,
+            bytes_per_packet: 40,
+            num_packets: 1,
+        },
+        ReadIqRequest {
+            buffers: 0x10,
+            start: 0,
+            num_samples: 10,
+            bytes_per_packet: 40,
+            num_packets: 1,
+        },
+        ReadIqRequest {
+            buffers: 1,
+            start: 0,
+            num_samples: 10,
+            bytes_per_packet: 0,
+            num_packets: 1,
+        },
+        ReadIqRequest {
+            buffers: 1,
+            start: 0,
+            num_samples: 100,
+            bytes_per_packet: 40,
+            num_packets: 2,
+        },
+        ReadIqRequest {
+            buffers: 1,
+            start: 0,
+            num_samples: 10,
+            bytes_per_packet: 40,
+            num_packets: 1_000_000,
+        },
+        ReadIqRequest {
+            buffers: 1,
+            start: 0,
+            num_samples: 10,
+            bytes_per_packet: 100_000,
+            num_packets: 1,
+        },
     ];
     for req in bad {
         let n = encode_read_request(&mut buf, &t, &req).unwrap();
-        assert!(matches!(decode(&buf[..n]), Err(WireError::BadReadRequest(_))), "{req:?}");
+        assert!(
+            matches!(decode(&buf[..n]), Err(WireError::BadReadRequest(_))),
+            "{req:?}"
+        );
     }
 }
 
