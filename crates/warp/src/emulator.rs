@@ -122,7 +122,7 @@ impl Emulator {
                 )
             })?;
             sock.set_nonblocking(true)?;
-            set_buffers(&sock, 8 << 20);
+            crate::sockbuf::grow_buffers(&sock, 8 << 20)?;
             addrs.push(sock.local_addr()?);
             sockets.push(sock);
         }
@@ -215,13 +215,6 @@ impl Drop for Emulator {
             let _ = t.join();
         }
     }
-}
-
-fn set_buffers(sock: &UdpSocket, bytes: usize) {
-    let s = socket2::SockRef::from(sock);
-    // Best effort: the kernel caps these at net.core.{r,w}mem_max.
-    let _ = s.set_recv_buffer_size(bytes);
-    let _ = s.set_send_buffer_size(bytes);
 }
 
 /// A datagram from the host, waiting for its modelled arrival at a node.

@@ -91,14 +91,7 @@ pub struct HostStats {
     pub write_fallbacks: u64,
 }
 
-/// What the kernel granted for one socket.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SocketBuffers {
-    pub local: SocketAddr,
-    pub requested: usize,
-    pub recv_granted: usize,
-    pub send_granted: usize,
-}
+pub use crate::sockbuf::SocketBuffers;
 
 /// One node that an operation could not complete.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -179,7 +172,7 @@ impl WarpHost {
                 UdpSocket::bind(addr).map_err(|source| TransportError::Bind { addr, source })?;
             sock.set_nonblocking(true)?;
             sock.set_broadcast(true)?;
-            buffers.push(grow_buffers(&sock, cfg.socket_buffer)?);
+            buffers.push(crate::sockbuf::grow_buffers(&sock, cfg.socket_buffer)?);
             sockets.push(sock);
         }
         let by_addr = nodes.iter().enumerate().map(|(i, n)| (n.addr, i)).collect();
@@ -383,38 +376,6 @@ impl WarpHost {
             }
         }
     }
-}
-
-/// Ask for `bytes` of socket buffer (forcing past rmem_max when privileged) and
-/// report what the kernel granted.
-fn grow_buffers(sock: &UdpSocket, bytes: usize) -> io::Result<SocketBuffers> {
-    let fd = sock.as_raw_fd();
-    let val = bytes.min(i32::MAX as usize) as libc::c_int;
-    for (force, plain) in [
-        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
-        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
-    ] {
-        // SAFETY: setsockopt with a valid fd and an int option value.
-        let set = |opt| unsafe {
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                opt,
-                (&val as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if set(force) != 0 {
-            set(plain);
-        }
-    }
-    let s = socket2::SockRef::from(sock);
-    Ok(SocketBuffers {
-        local: sock.local_addr()?,
-        requested: bytes,
-        recv_granted: s.recv_buffer_size()?,
-        send_granted: s.send_buffer_size()?,
-    })
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod emulator;
 pub mod host;
 mod mmsg;
 pub mod node;
+mod sockbuf;
 pub mod wire;
 
 pub use addressing::{Addressing, FramePayload};

@@ -1,0 +1,84 @@
+//! `radiohost testbed`: put an emulated link between two real UDP endpoints.
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use radiohost_testbed::relay::UdpRelay;
+use radiohost_testbed::LinkConfig;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Subcommand)]
+pub enum TestbedCmd {
+    /// Relay UDP from --listen to --to through an emulated link (and replies back).
+    Relay(RelayArgs),
+}
+
+#[derive(Args)]
+pub struct RelayArgs {
+    /// Address clients send to.
+    #[arg(long)]
+    listen: SocketAddr,
+    /// Address datagrams are forwarded to.
+    #[arg(long)]
+    to: SocketAddr,
+    /// Link spec towards --to, e.g. "1G,1%,delay=1ms" or "250kbit,20%,ge=0.01/0.3/0.8".
+    /// Items: rate, loss %, delay=, ge=p_gb/p_bg/loss_bad[/loss_good], reorder=P/DELAY,
+    /// dup=P, queue=SIZE, seed=N, at=TIME:RATE (capacity change).
+    #[arg(long, default_value = "")]
+    link: String,
+    /// Link spec for replies (default: the same as --link with another seed).
+    #[arg(long)]
+    back: Option<String>,
+    /// Stop after this many seconds (default: until Ctrl-C).
+    #[arg(long)]
+    duration: Option<f64>,
+}
+
+pub fn run(cmd: TestbedCmd) -> Result<()> {
+    match cmd {
+        TestbedCmd::Relay(a) => relay(a),
+    }
+}
+
+fn relay(a: RelayArgs) -> Result<()> {
+    let forward = LinkConfig::parse(&a.link).context("--link")?;
+    let back = match &a.back {
+        Some(spec) => LinkConfig::parse(spec).context("--back")?,
+        None => LinkConfig {
+            seed: forward.seed.wrapping_add(1),
+            ..forward.clone()
+        },
+    };
+    let relay = UdpRelay::start(a.listen, a.to, forward, back)?;
+    eprintln!(
+        "relaying {} -> {} (Ctrl-C to stop)",
+        relay.listen_addr(),
+        a.to
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
+        .context("installing the Ctrl-C handler")?;
+    let started = Instant::now();
+    while !stop.load(Ordering::Relaxed)
+        && !a
+            .duration
+            .is_some_and(|d| started.elapsed().as_secs_f64() >= d)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let s = relay.stop()?;
+    for (name, l) in [("forward", &s.forward), ("back", &s.back)] {
+        println!(
+            "{name:>8}: offered {} delivered {} lost {} burst-lost {} queue-dropped {} duplicated {} reordered {}",
+            l.offered, l.delivered, l.dropped_loss, l.dropped_burst, l.dropped_queue, l.duplicated, l.reordered
+        );
+    }
+    println!(
+        "relay overflow drops {}, replies with no client {}",
+        s.overflow, s.orphan_replies
+    );
+    Ok(())
+}

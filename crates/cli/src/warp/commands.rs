@@ -1,0 +1,292 @@
+//! `warp emulate|read|write|trigger`.
+
+use super::{connect, parse_node_list, test_waveform, LinkArgs, NetArgs};
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use radiohost_iq::sigmf::{self, DataType, Meta};
+use radiohost_iq::{Ci16, WarpWord};
+use radiohost_warp::emulator::Emulator;
+use radiohost_warp::host::{Mode, WarpHost};
+use radiohost_warp::RfBuffer;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+#[derive(Args)]
+pub struct EmulateArgs {
+    /// Number of nodes (IDs 0..N).
+    #[arg(long, default_value_t = 16)]
+    nodes: u16,
+    #[command(flatten)]
+    net: NetArgs,
+    #[command(flatten)]
+    links: LinkArgs,
+    /// Stop after this many seconds (default: run until Ctrl-C).
+    #[arg(long)]
+    duration: Option<f64>,
+}
+
+pub fn emulate(a: EmulateArgs) -> Result<()> {
+    let cfg = a.links.emulator_config(a.nodes, &a.net)?;
+    let emu = Emulator::start(cfg.clone()).context("starting the emulated nodes")?;
+    let first = emu.node_addrs().first().copied();
+    let last = emu.node_addrs().last().copied();
+    eprintln!(
+        "{} emulated WARP v3 nodes on {} .. {} ({} frames, node links {}, {} host link(s) of {}); triggers on {}",
+        a.nodes,
+        first.map_or("-".into(), |x| x.to_string()),
+        last.map_or("-".into(), |x| x.to_string()),
+        if a.net.standard { "standard" } else { "jumbo" },
+        a.links.link_rate,
+        a.links.host_links,
+        a.links.host_link_rate,
+        emu.trigger_addr().map_or("(none)".into(), |x| x.to_string()),
+    );
+    let stop = emu.stop_flag();
+    ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed))
+        .context("installing the Ctrl-C handler")?;
+    let started = Instant::now();
+    let flag = emu.stop_flag();
+    while !flag.load(Ordering::Relaxed) {
+        if a.duration
+            .is_some_and(|d| started.elapsed().as_secs_f64() >= d)
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let stats = emu.stop()?;
+    println!(
+        "{:>5} {:>9} {:>9} {:>7} {:>8} {:>10} {:>9}",
+        "node", "received", "samples", "reads", "triggers", "dropped", "link-lost"
+    );
+    for (i, c) in stats.nodes.iter().enumerate() {
+        let lost = stats.node_links_down.get(i).map_or(0, |l| l.dropped())
+            + stats.node_links_up.get(i).map_or(0, |l| l.dropped());
+        println!(
+            "{:>5} {:>9} {:>9} {:>7} {:>8} {:>10} {:>9}",
+            i,
+            c.received,
+            c.samples_written,
+            c.reads_served,
+            c.triggers,
+            c.dropped(),
+            lost
+        );
+    }
+    println!(
+        "oversized datagrams dropped: {}, reply send errors: {}",
+        stats.oversized, stats.send_errors
+    );
+    Ok(())
+}
+
+/// Options shared by host commands.
+#[derive(Args)]
+pub struct HostArgs {
+    /// Node IDs, e.g. "0-15" or "0,2,5".
+    #[arg(long, default_value = "0-15")]
+    nodes: String,
+    #[command(flatten)]
+    net: NetArgs,
+    /// Local addresses to use; nodes are split evenly across them (e.g. two 10G NICs).
+    #[arg(long = "interface", default_value = "0.0.0.0:0")]
+    interfaces: Vec<SocketAddr>,
+    /// One node after another instead of all at once.
+    #[arg(long)]
+    serial: bool,
+    /// Quiet period before missing replies are re-requested, in milliseconds.
+    #[arg(long, default_value_t = 20)]
+    timeout_ms: u64,
+    /// Re-request rounds before giving up on a node.
+    #[arg(long, default_value_t = 5)]
+    retries: u32,
+}
+
+impl HostArgs {
+    fn connect(&self) -> Result<(WarpHost, Vec<u16>)> {
+        let ids = parse_node_list(&self.nodes)?;
+        let addressing = self.net.addressing();
+        let addrs: Vec<SocketAddr> = ids.iter().map(|&id| addressing.node_addr(id)).collect();
+        let per_iface = ids.len().div_ceil(self.interfaces.len());
+        let mut host = connect(
+            &ids,
+            &addrs,
+            &self.interfaces,
+            |i| i / per_iface,
+            self.net.payload(),
+            addressing.trigger_addr(),
+        )?;
+        let mut cfg = host.config().clone();
+        cfg.timeout = Duration::from_millis(self.timeout_ms);
+        cfg.retries = self.retries;
+        cfg.mode = if self.serial {
+            Mode::Serial
+        } else {
+            Mode::Parallel
+        };
+        let targets = host.nodes().to_vec();
+        drop(host);
+        host = WarpHost::new(cfg, targets)?;
+        for b in host.socket_buffers() {
+            if b.recv_granted < b.requested {
+                eprintln!(
+                    "note: {} got a {} KiB receive buffer of the {} KiB asked (raise net.core.rmem_max)",
+                    b.local,
+                    b.recv_granted / 1024,
+                    b.requested / 1024
+                );
+            }
+        }
+        Ok((host, ids))
+    }
+}
+
+fn parse_buffer(s: &str) -> Result<RfBuffer, String> {
+    RfBuffer::parse(s).ok_or_else(|| format!("{s:?} is not one of A, B, C, D"))
+}
+
+#[derive(Args)]
+pub struct ReadArgs {
+    #[command(flatten)]
+    host: HostArgs,
+    /// RF buffer: A, B, C or D.
+    #[arg(long, default_value = "A", value_parser = parse_buffer)]
+    buffer: RfBuffer,
+    #[arg(long, default_value_t = 0)]
+    start: u32,
+    #[arg(long, default_value_t = 32768)]
+    samples: u32,
+    /// Directory for one SigMF recording per node (node<ID>_rf<B>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Sample rate written into the recordings' metadata.
+    #[arg(long, default_value_t = 40e6)]
+    sample_rate: f64,
+}
+
+pub fn read(a: ReadArgs) -> Result<()> {
+    let (mut host, ids) = a.host.connect()?;
+    let idx: Vec<usize> = (0..ids.len()).collect();
+    let began = Instant::now();
+    let data = host.read_iq(&idx, a.buffer, a.start, a.samples)?;
+    let total = began.elapsed();
+    println!("{:>5} {:>12}", "node", "latency_ms");
+    for (id, lat) in ids.iter().zip(host.last_node_latency()) {
+        println!("{:>5} {:>12.3}", id, lat.as_secs_f64() * 1e3);
+    }
+    println!(
+        "total {:>12.3} ms for {} nodes x {} samples",
+        total.as_secs_f64() * 1e3,
+        ids.len(),
+        a.samples
+    );
+    if let Some(dir) = a.out {
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        for (id, words) in ids.iter().zip(&data) {
+            // RX words are Fix_14_13; store them at full 16-bit scale.
+            let samples: Vec<Ci16> = words
+                .iter()
+                .map(|w| {
+                    let (i, q) = w.fix14_values();
+                    Ci16::new(i << 2, q << 2)
+                })
+                .collect();
+            let meta = Meta::new(DataType::Ci16Le, a.sample_rate)
+                .hw(format!("WARP v3 node {id} RF{:?}", a.buffer))
+                .description("RX buffer read by radiohost warp read (Fix_14_13 scaled to 16 bits)");
+            let base = dir.join(format!("node{id}_rf{:?}", a.buffer));
+            sigmf::write_ci16(&base, &meta, &samples)?;
+        }
+        println!("saved {} recordings in {}", ids.len(), dir.display());
+    }
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct WriteArgs {
+    #[command(flatten)]
+    host: HostArgs,
+    #[arg(long, default_value = "A", value_parser = parse_buffer)]
+    buffer: RfBuffer,
+    #[arg(long, default_value_t = 0)]
+    start: u32,
+    /// SigMF recording to write; channel k goes to the k-th node (a one-channel
+    /// recording goes to every node). Without it, each node gets its test tone.
+    #[arg(long)]
+    input: Option<PathBuf>,
+    /// Samples of test tone per node when no --input is given.
+    #[arg(long, default_value_t = 32768)]
+    samples: usize,
+}
+
+pub fn write(a: WriteArgs) -> Result<()> {
+    let (mut host, ids) = a.host.connect()?;
+    let data: Vec<Vec<WarpWord>> = match &a.input {
+        None => ids.iter().map(|&id| test_waveform(id, a.samples)).collect(),
+        Some(path) => {
+            let rec = sigmf::read(path)?;
+            let channels = rec.meta.channels();
+            if channels != 1 && channels != ids.len() {
+                bail!(
+                    "{} has {channels} channels but {} nodes were given",
+                    path.display(),
+                    ids.len()
+                );
+            }
+            (0..ids.len())
+                .map(|k| {
+                    rec.channel_cf32(if channels == 1 { 0 } else { k })
+                        .into_iter()
+                        .map(WarpWord::from_cf32_fix16)
+                        .collect()
+                })
+                .collect()
+        }
+    };
+    let refs: Vec<&[WarpWord]> = data.iter().map(|d| d.as_slice()).collect();
+    let idx: Vec<usize> = (0..ids.len()).collect();
+    let began = Instant::now();
+    host.write_iq(&idx, a.buffer, a.start, &refs)?;
+    println!(
+        "wrote {} samples to RF{:?} of {} nodes in {:.3} ms (checksums verified; retries {}, fallbacks {})",
+        data.first().map_or(0, Vec::len),
+        a.buffer,
+        ids.len(),
+        began.elapsed().as_secs_f64() * 1e3,
+        host.stats().write_retries,
+        host.stats().write_fallbacks
+    );
+    Ok(())
+}
+
+#[derive(Args)]
+pub struct TriggerArgs {
+    #[command(flatten)]
+    net: NetArgs,
+    /// Trigger ID bitmask.
+    #[arg(long, default_value_t = 1)]
+    ids: u32,
+}
+
+pub fn trigger(a: TriggerArgs) -> Result<()> {
+    let addressing = a.net.addressing();
+    let mut host = connect(
+        &[],
+        &[],
+        &["0.0.0.0:0".parse()?],
+        |_| 0,
+        a.net.payload(),
+        addressing.trigger_addr(),
+    )?;
+    host.trigger(a.ids)?;
+    println!("trigger {:#x} sent to {}", a.ids, addressing.trigger_addr());
+    Ok(())
+}
+
+pub(super) fn emulator_for_bench(
+    cfg: radiohost_warp::emulator::EmulatorConfig,
+) -> Result<Emulator> {
+    Emulator::start(cfg).context("starting emulated nodes")
+}
