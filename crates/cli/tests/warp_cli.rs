@@ -163,3 +163,69 @@ fn bad_arguments_are_explained() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("wobble"));
 }
+
+/// Real WARPLab addressing (10.0.0.n+1, broadcast triggers) inside a network
+/// namespace. Skips, saying why, where namespaces cannot be created.
+#[test]
+fn warplab_addressing_works_inside_a_namespace() {
+    let ns = format!("rh-warp-test-{}", std::process::id());
+    let ip = |args: &[&str]| Command::new("ip").args(args).output();
+    match ip(&["netns", "add", &ns]) {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            eprintln!("SKIPPED: cannot create a network namespace: {}", String::from_utf8_lossy(&o.stderr).trim());
+            return;
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: `ip` (iproute2) is not available: {e}");
+            return;
+        }
+    }
+    struct Ns(String);
+    impl Drop for Ns {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+        }
+    }
+    let _cleanup = Ns(ns.clone());
+    assert!(ip(&["-n", &ns, "link", "set", "lo", "up"]).unwrap().status.success());
+    for host in ["1", "2", "100"] {
+        let addr = format!("10.0.0.{host}/24");
+        assert!(ip(&["-n", &ns, "addr", "add", &addr, "dev", "lo"]).unwrap().status.success());
+    }
+    let in_ns = |args: &[&str]| {
+        Command::new("ip").args(["netns", "exec", &ns, BIN]).args(args).output().expect("run in namespace")
+    };
+    let emu = Command::new("ip")
+        .args(["netns", "exec", &ns, BIN, "warp", "emulate", "--nodes", "2", "--warplab-addressing", "--duration", "30"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start emulator in namespace");
+    let _emu = Killed(emu);
+    let common = ["--nodes", "0-1", "--warplab-addressing", "--interface", "10.0.0.100:0"];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut args = vec!["warp", "write", "--samples", "3000", "--retries", "1"];
+        args.extend(common);
+        let out = in_ns(&args);
+        if out.status.success() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{}", String::from_utf8_lossy(&out.stderr));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The broadcast trigger reaches both nodes (they listen on 0.0.0.0:10000).
+    assert!(in_ns(&["warp", "trigger", "--warplab-addressing"]).status.success());
+    std::thread::sleep(Duration::from_millis(200));
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["warp", "read", "--samples", "3000", "--out", dir.path().to_str().unwrap()];
+    args.extend(common);
+    let out = in_ns(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for id in 0..2 {
+        let rec = sigmf::read(&dir.path().join(format!("node{id}_rfA"))).unwrap();
+        let nonzero = rec.samples.to_cf32().iter().filter(|s| s.norm() > 0.1).count();
+        assert!(nonzero > 2500, "node {id}: the trigger did not copy TX to RX");
+    }
+}
