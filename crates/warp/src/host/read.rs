@@ -89,6 +89,12 @@ pub(super) fn read_nodes(
             tries += 1;
             timeout = (timeout * 2).min(MAX_TIMEOUT);
             for t in trackers.iter().filter(|t| t.missing > 0) {
+                tracing::debug!(
+                    node = host.nodes[t.node].id,
+                    missing = t.missing,
+                    try_ = tries,
+                    "READ_IQ quiet for {timeout:?}: re-requesting missing ranges"
+                );
                 for range in t.missing_ranges(per, count) {
                     host.stats.rerequests += 1;
                     request(host, t.node, buffer, start, range, per)?;

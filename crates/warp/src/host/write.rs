@@ -96,6 +96,10 @@ pub(super) fn write_nodes(
         }
         for u in fallback.into_iter().rev() {
             host.stats.write_fallbacks += 1;
+            tracing::warn!(
+                node = host.nodes[nodes[units[u].slot]].id,
+                "write checksum still wrong after {WHOLE_WRITE_ATTEMPTS} attempts: rewriting packet by packet"
+            );
             let whole = units.swap_remove(u);
             for p in whole.first..=whole.last {
                 units.push(Unit {
