@@ -39,7 +39,11 @@ pub enum StatusAction {
     /// Credit updated; `unstalled` if this ended a stall.
     Credit { unstalled: bool },
     /// The receiver reported an error; resync with this command to recover.
-    Error { code: StreamStatusCode, info: u64, resync: StreamCommand },
+    Error {
+        code: StreamStatusCode,
+        info: u64,
+        resync: StreamCommand,
+    },
 }
 
 impl CreditSender {
@@ -117,7 +121,8 @@ impl CreditSender {
         self.capacity_bytes = s.capacity_bytes;
         self.initialised = true;
         // Counts only move forward; an old status arriving late must not add credit.
-        if (s.xfer_count_pkts.wrapping_sub(self.consumed_pkts) & PKT_MASK) <= self.in_flight_pkts() {
+        if (s.xfer_count_pkts.wrapping_sub(self.consumed_pkts) & PKT_MASK) <= self.in_flight_pkts()
+        {
             self.consumed_pkts = s.xfer_count_pkts;
             self.consumed_bytes = s.xfer_count_bytes;
         }
@@ -131,7 +136,11 @@ impl CreditSender {
                 num_pkts: self.sent_pkts,
                 num_bytes: self.sent_bytes,
             };
-            return StatusAction::Error { code: s.status, info: s.status_info, resync };
+            return StatusAction::Error {
+                code: s.status,
+                info: s.status_info,
+                resync,
+            };
         }
         let unstalled = self.stalled
             && self.in_flight_pkts() < self.capacity_pkts
@@ -243,7 +252,11 @@ mod tests {
         }
         assert!(!tx.can_send(100));
         assert!(!tx.can_send(100));
-        assert_eq!(tx.counters().stalls, 1, "one stall, however often it is polled");
+        assert_eq!(
+            tx.counters().stalls,
+            1,
+            "one stall, however often it is polled"
+        );
         assert!(rx.on_consumed(100).is_none());
         let st = rx.on_consumed(100).expect("status every 2 packets");
         assert_eq!(tx.on_status(&st), StatusAction::Credit { unstalled: true });
@@ -278,7 +291,9 @@ mod tests {
         tx.on_sent(10);
         tx.on_sent(10);
         let err = rx.status(StreamStatusCode::SeqErr, 7);
-        let StatusAction::Error { code, info, resync } = tx.on_status(&err) else { panic!() };
+        let StatusAction::Error { code, info, resync } = tx.on_status(&err) else {
+            panic!()
+        };
         assert_eq!((code, info), (StreamStatusCode::SeqErr, 7));
         let st = rx.on_command(&resync);
         assert_eq!(st.xfer_count_pkts, 3);

@@ -8,7 +8,11 @@
 
 pub mod flow;
 pub mod net;
+pub mod process;
+pub mod radio;
 pub mod rx;
 pub mod seq;
+pub mod stats;
+pub mod streamer;
 pub mod tx;
 pub mod wire;

@@ -23,7 +23,9 @@ pub fn to_sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_
             let sin = libc::sockaddr_in {
                 sin_family: libc::AF_INET as libc::sa_family_t,
                 sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
                 sin_zero: [0; 8],
             };
             // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
@@ -35,7 +37,9 @@ pub fn to_sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::socklen_
                 sin6_family: libc::AF_INET6 as libc::sa_family_t,
                 sin6_port: a.port().to_be(),
                 sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
                 sin6_scope_id: a.scope_id(),
             };
             // SAFETY: as above, for sockaddr_in6.
@@ -52,7 +56,10 @@ pub fn from_sockaddr(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
             // SAFETY: the family says this storage holds a sockaddr_in.
             let a = unsafe { &*(s as *const _ as *const libc::sockaddr_in) };
             let ip = std::net::Ipv4Addr::from(a.sin_addr.s_addr.to_ne_bytes());
-            Some(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(a.sin_port))))
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(a.sin_port),
+            )))
         }
         libc::AF_INET6 => {
             // SAFETY: the family says this storage holds a sockaddr_in6.
@@ -168,18 +175,28 @@ impl RecvBatch {
             hdr.msg_flags = 0;
             self.msgs[i].msg_len = 0;
         }
-        let flags = if blocking { libc::MSG_WAITFORONE } else { libc::MSG_DONTWAIT };
+        let flags = if blocking {
+            libc::MSG_WAITFORONE
+        } else {
+            libc::MSG_DONTWAIT
+        };
         // SAFETY: msgs points at n initialised mmsghdr whose buffers live in self.
         let rc = unsafe {
-            libc::recvmmsg(sock.as_raw_fd(), self.msgs.as_mut_ptr(), n as _, flags, std::ptr::null_mut())
+            libc::recvmmsg(
+                sock.as_raw_fd(),
+                self.msgs.as_mut_ptr(),
+                n as _,
+                flags,
+                std::ptr::null_mut(),
+            )
         };
         if rc < 0 {
             let e = io::Error::last_os_error();
             self.count = 0;
             return match e.kind() {
-                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted => {
-                    Ok(0)
-                }
+                io::ErrorKind::WouldBlock
+                | io::ErrorKind::TimedOut
+                | io::ErrorKind::Interrupted => Ok(0),
                 _ => Err(e),
             };
         }
@@ -270,11 +287,22 @@ impl SendBatch {
         dest: &(libc::sockaddr_storage, libc::socklen_t),
         fill: impl FnOnce(&mut [u8]) -> Result<usize, E>,
     ) -> Result<bool, E> {
+        self.try_push(dest, |b| fill(b).map(Some))
+    }
+
+    /// As [`SendBatch::push`], but `fill` may decline (return `None`): nothing is queued.
+    pub fn try_push<E>(
+        &mut self,
+        dest: &(libc::sockaddr_storage, libc::socklen_t),
+        fill: impl FnOnce(&mut [u8]) -> Result<Option<usize>, E>,
+    ) -> Result<bool, E> {
         if self.is_full() {
             return Ok(false);
         }
         let i = self.count;
-        let len = fill(&mut self.bufs[i])?;
+        let Some(len) = fill(&mut self.bufs[i])? else {
+            return Ok(false);
+        };
         self.lens[i] = len;
         self.addrs[i] = *dest;
         self.count += 1;
@@ -338,7 +366,10 @@ pub struct FlushResult {
 /// Pin the calling thread to one CPU.
 pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
     if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("cpu {cpu} out of range")));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("cpu {cpu} out of range"),
+        ));
     }
     // SAFETY: cpu_set_t is plain data; CPU_SET stays within it (checked above).
     unsafe {
@@ -360,7 +391,8 @@ mod tests {
         let a = UdpSocket::bind("127.0.0.1:0").unwrap();
         let b = UdpSocket::bind("127.0.0.1:0").unwrap();
         enable_rx_timestamps(&b).unwrap();
-        b.set_read_timeout(Some(std::time::Duration::from_secs(2))).unwrap();
+        b.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .unwrap();
         let dest = to_sockaddr(&b.local_addr().unwrap());
         let mut tx = SendBatch::new(4, 64);
         for k in 0..4u8 {
@@ -373,7 +405,13 @@ mod tests {
         }
         assert!(tx.is_full());
         let before = realtime_ns();
-        assert_eq!(tx.flush(&a).unwrap(), FlushResult { sent: 4, dropped: 0 });
+        assert_eq!(
+            tx.flush(&a).unwrap(),
+            FlushResult {
+                sent: 4,
+                dropped: 0
+            }
+        );
         let mut rx = RecvBatch::new(8, 64);
         let mut got = Vec::new();
         while got.len() < 4 {

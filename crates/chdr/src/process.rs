@@ -13,7 +13,11 @@ pub struct Block {
 
 impl Block {
     pub fn new(ports: usize, len: usize) -> Self {
-        Block { data: vec![Ci16::default(); ports * len], ports, len }
+        Block {
+            data: vec![Ci16::default(); ports * len],
+            ports,
+            len,
+        }
     }
 
     pub fn ports(&self) -> usize {

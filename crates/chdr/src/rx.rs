@@ -121,7 +121,11 @@ mod tests {
             packets: Some(2),
         });
         let mut buf = vec![0u8; rx.packet_len()];
-        assert_eq!(rx.poll(103, &mut buf).unwrap(), None, "last sample not captured yet");
+        assert_eq!(
+            rx.poll(103, &mut buf).unwrap(),
+            None,
+            "last sample not captured yet"
+        );
         let (n, ts) = rx.poll(104, &mut buf).unwrap().unwrap();
         assert_eq!((n, ts), (rx.packet_len(), 100));
         let p = DataPacket::parse(&buf).unwrap();

@@ -10,9 +10,14 @@
 /// What the consumer receives, in sequence order.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Delivery<'a> {
-    Packet { seq: u16, bytes: &'a [u8] },
+    Packet {
+        seq: u16,
+        bytes: &'a [u8],
+    },
     /// The packet with this sequence number was given up on.
-    Missing { seq: u16 },
+    Missing {
+        seq: u16,
+    },
 }
 
 /// Outcome of one [`Reorder::push`].
@@ -130,7 +135,9 @@ impl Reorder {
         self.slots[slot][..bytes.len()].copy_from_slice(bytes);
         self.lens[slot] = Some(bytes.len());
         self.counters.held += 1;
-        PushOutcome::Held { expected: self.expected.unwrap_or(expected) }
+        PushOutcome::Held {
+            expected: self.expected.unwrap_or(expected),
+        }
     }
 
     /// Give up on every hole and deliver all held packets (end of stream).
@@ -151,8 +158,13 @@ impl Reorder {
     fn drain_ready(&mut self, deliver: &mut impl FnMut(Delivery<'_>)) {
         while let Some(exp) = self.expected {
             let slot = exp as usize & self.mask;
-            let Some(len) = self.lens[slot].take() else { break };
-            deliver(Delivery::Packet { seq: exp, bytes: &self.slots[slot][..len] });
+            let Some(len) = self.lens[slot].take() else {
+                break;
+            };
+            deliver(Delivery::Packet {
+                seq: exp,
+                bytes: &self.slots[slot][..len],
+            });
             self.expected = Some(exp.wrapping_add(1));
         }
     }
@@ -162,7 +174,10 @@ impl Reorder {
         let Some(exp) = self.expected else { return };
         let slot = exp as usize & self.mask;
         match self.lens[slot].take() {
-            Some(len) => deliver(Delivery::Packet { seq: exp, bytes: &self.slots[slot][..len] }),
+            Some(len) => deliver(Delivery::Packet {
+                seq: exp,
+                bytes: &self.slots[slot][..len],
+            }),
             None => {
                 self.counters.missing += 1;
                 deliver(Delivery::Missing { seq: exp });
@@ -209,7 +224,10 @@ mod tests {
     fn gaps_beyond_the_window_become_missing_and_late_arrivals_are_stale() {
         let mut r = Reorder::new(2, 2);
         let out = run(&mut r, &[0, 2, 3, 1, 4]);
-        assert_eq!(out, vec![(0, true), (1, false), (2, true), (3, true), (4, true)]);
+        assert_eq!(
+            out,
+            vec![(0, true), (1, false), (2, true), (3, true), (4, true)]
+        );
         assert_eq!(r.counters().stale, 1);
         assert_eq!(r.counters().missing, 1);
     }
@@ -225,14 +243,21 @@ mod tests {
         seqs.extend(5..60);
         let out = run(&mut r, &seqs);
         assert_eq!(&out[..2], &[(1000, true), (1001, true)]);
-        assert_eq!(out[2], (5 + 2 * 4 + 16, true), "restart after a long run of old numbers");
+        assert_eq!(
+            out[2],
+            (5 + 2 * 4 + 16, true),
+            "restart after a long run of old numbers"
+        );
         assert_eq!(r.counters().restarts, 1);
     }
 
     #[test]
     fn oversize_packets_are_refused() {
         let mut r = Reorder::new(4, 1);
-        assert_eq!(r.push(0, &[1, 2], |_| panic!()), PushOutcome::Oversize { len: 2 });
+        assert_eq!(
+            r.push(0, &[1, 2], |_| panic!()),
+            PushOutcome::Oversize { len: 2 }
+        );
     }
 
     proptest! {

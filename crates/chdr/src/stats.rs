@@ -21,7 +21,8 @@ impl Default for LatencyHistogram {
 impl LatencyHistogram {
     pub fn new() -> Self {
         LatencyHistogram {
-            hist: Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3).expect("static bounds are valid"),
+            hist: Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3)
+                .expect("static bounds are valid"),
             clamped: 0,
             negative: 0,
         }
@@ -52,7 +53,13 @@ impl LatencyHistogram {
 
     pub fn summary(&self) -> LatencySummary {
         let h = &self.hist;
-        let q = |p: f64| if h.is_empty() { 0 } else { h.value_at_quantile(p) };
+        let q = |p: f64| {
+            if h.is_empty() {
+                0
+            } else {
+                h.value_at_quantile(p)
+            }
+        };
         LatencySummary {
             count: h.len(),
             min_ns: if h.is_empty() { 0 } else { h.min() },
@@ -109,7 +116,11 @@ mod tests {
         let s = h.summary();
         assert_eq!(s.count, 1000);
         assert_eq!(s.negative, 1);
-        assert!((499_000..=501_000).contains(&s.median_ns), "{}", s.median_ns);
+        assert!(
+            (499_000..=501_000).contains(&s.median_ns),
+            "{}",
+            s.median_ns
+        );
         assert!(s.max_ns >= 999_000);
         let buckets = h.log_buckets();
         assert_eq!(buckets.iter().map(|b| b.1).sum::<u64>(), 1000);

@@ -28,17 +28,32 @@ pub enum TxPolicy {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum TxEvent {
     /// Data ran out while playing (`U`).
-    Underrun { tick: u64 },
+    Underrun {
+        tick: u64,
+    },
     /// A packet arrived after its time (`L`); `dropped` samples were discarded.
-    Late { timestamp: u64, now: u64, dropped: usize },
+    Late {
+        timestamp: u64,
+        now: u64,
+        dropped: usize,
+    },
     /// Sequence discontinuity (`S`).
-    SequenceError { expected: u16, got: u16 },
+    SequenceError {
+        expected: u16,
+        got: u16,
+    },
     /// The buffer was full: the host ignored flow control. Packet dropped.
-    Overflow { seq: u16 },
+    Overflow {
+        seq: u16,
+    },
     /// A packet overlapping samples already queued: dropped.
-    Overlap { timestamp: u64 },
+    Overlap {
+        timestamp: u64,
+    },
     /// A data packet dropped while waiting for RESYNC after a sequence error.
-    DroppedAwaitingResync { seq: u16 },
+    DroppedAwaitingResync {
+        seq: u16,
+    },
     Resynced,
 }
 
@@ -128,6 +143,8 @@ pub struct TxCore {
     state: State,
     expected_seq: Option<u16>,
     awaiting_resync: bool,
+    /// End tick of a burst whose EOB packet was dropped (late): stop there.
+    burst_end: Option<u64>,
     flow: CreditReceiver,
     counters: TxCounters,
 }
@@ -138,7 +155,9 @@ impl TxCore {
         let max_bytes = crate::wire::data_packet_len(true, 31, cfg.max_samples) as u64;
         TxCore {
             cfg,
-            slots: (0..cap).map(|_| vec![Ci16::default(); cfg.max_samples]).collect(),
+            slots: (0..cap)
+                .map(|_| vec![Ci16::default(); cfg.max_samples])
+                .collect(),
             free: (0..cap).rev().collect(),
             queue: VecDeque::with_capacity(cap),
             zeros: vec![Ci16::default(); cfg.max_samples.max(256)],
@@ -146,6 +165,7 @@ impl TxCore {
             state: State::Idle,
             expected_seq: None,
             awaiting_resync: false,
+            burst_end: None,
             flow: CreditReceiver::new(cfg.epid, cap as u32, max_bytes * cap as u64),
             counters: TxCounters::default(),
         }
@@ -229,7 +249,10 @@ impl TxCore {
         if let Some(expected) = self.expected_seq {
             if expected != seq && !self.awaiting_resync {
                 self.counters.seq_errors += 1;
-                actions(TxAction::Event(TxEvent::SequenceError { expected, got: seq }));
+                actions(TxAction::Event(TxEvent::SequenceError {
+                    expected,
+                    got: seq,
+                }));
                 if self.cfg.policy == TxPolicy::DropResync {
                     self.awaiting_resync = true;
                     let st = self.flow.status(StreamStatusCode::SeqErr, expected as u64);
@@ -245,7 +268,11 @@ impl TxCore {
             return None;
         }
         // Without a timestamp the packet continues the previous one.
-        let last_end = self.queue.back().map(|q| q.ts + q.len as u64).or(self.clock);
+        let last_end = self
+            .queue
+            .back()
+            .map(|q| q.ts + q.len as u64)
+            .or(self.clock);
         let Some(ts) = p.timestamp.or(last_end) else {
             // An untimed first packet starts "now".
             return self.enqueue(p, now, 0, 0, actions);
@@ -261,8 +288,15 @@ impl TxCore {
             };
             self.counters.late_packets += 1;
             self.counters.late_samples_dropped += dropped as u64;
-            actions(TxAction::Event(TxEvent::Late { timestamp: ts, now, dropped }));
+            actions(TxAction::Event(TxEvent::Late {
+                timestamp: ts,
+                now,
+                dropped,
+            }));
             if dropped == n {
+                if p.header.eob {
+                    self.burst_end = Some(ts + n as u64);
+                }
                 if self.clock.is_none() && self.cfg.policy == TxPolicy::ZeroFill {
                     self.clock = Some(ts); // output origin stays at the first packet's time
                 }
@@ -308,14 +342,26 @@ impl TxCore {
         }
         let Some(slot) = self.free.pop() else {
             self.counters.overflows += 1;
-            actions(TxAction::Event(TxEvent::Overflow { seq: p.header.seq_num }));
+            actions(TxAction::Event(TxEvent::Overflow {
+                seq: p.header.seq_num,
+            }));
             self.consume(bytes, actions);
             return None;
         };
         let buf = &mut self.slots[slot];
-        p.read_samples(buf).expect("slot holds max_samples, checked above");
+        p.read_samples(buf)
+            .expect("slot holds max_samples, checked above");
         buf.copy_within(skip..n, 0);
-        self.queue.insert(pos, Queued { slot, ts, len, bytes, eob: p.header.eob });
+        self.queue.insert(
+            pos,
+            Queued {
+                slot,
+                ts,
+                len,
+                bytes,
+                eob: p.header.eob,
+            },
+        );
         if self.clock.is_none() {
             self.clock = Some(ts);
         }
@@ -359,7 +405,12 @@ impl TxCore {
                         actions(TxAction::Event(TxEvent::Underrun { tick: clock }));
                         self.state = State::Starved;
                     }
-                    let gap_end = head.map_or(now, |h| h.ts.min(now));
+                    let mut gap_end = head.map_or(now, |h| h.ts.min(now));
+                    if let Some(e) = self.burst_end {
+                        if head.is_none_or(|h| h.ts >= e) {
+                            gap_end = gap_end.min(e.max(clock));
+                        }
+                    }
                     match (self.cfg.policy, self.state, head.is_some()) {
                         // Idle with nothing queued: the gap length is unknown yet.
                         (TxPolicy::ZeroFill, State::Idle, false) => break,
@@ -373,6 +424,10 @@ impl TxCore {
                         }
                         // Transmission stopped: time passes, nothing is played.
                         (TxPolicy::DropResync, _, _) => clock = gap_end,
+                    }
+                    if self.burst_end.is_some_and(|e| clock >= e) {
+                        self.burst_end = None;
+                        self.state = State::Idle;
                     }
                 }
             }
@@ -389,16 +444,27 @@ mod tests {
     const SPP: usize = 8;
 
     fn core(policy: TxPolicy) -> TxCore {
-        TxCore::new(TxConfig { epid: 5, capacity_pkts: 4, max_samples: SPP, policy })
+        TxCore::new(TxConfig {
+            epid: 5,
+            capacity_pkts: 4,
+            max_samples: SPP,
+            policy,
+        })
     }
 
     fn samples(ts: u64) -> Vec<Ci16> {
-        (0..SPP).map(|i| Ci16::new((ts + i as u64) as i16, 1)).collect()
+        (0..SPP)
+            .map(|i| Ci16::new((ts + i as u64) as i16, 1))
+            .collect()
     }
 
     fn packet(seq: u16, ts: u64) -> Vec<u8> {
         let mut buf = vec![0u8; 128];
-        let spec = DataPacketSpec { seq_num: seq, timestamp: Some(ts), ..Default::default() };
+        let spec = DataPacketSpec {
+            seq_num: seq,
+            timestamp: Some(ts),
+            ..Default::default()
+        };
         let n = write_data_packet(&mut buf, &spec, &[ts], &samples(ts)).unwrap();
         buf.truncate(n);
         buf
@@ -413,9 +479,8 @@ mod tests {
         let mut out = Vec::new();
         let mut events = Vec::new();
         let mut statuses = Vec::new();
-        let mut sink = |t: u64, s: &[Ci16]| {
-            out.extend(s.iter().enumerate().map(|(i, &x)| (t + i as u64, x)))
-        };
+        let mut sink =
+            |t: u64, s: &[Ci16]| out.extend(s.iter().enumerate().map(|(i, &x)| (t + i as u64, x)));
         let mut act = |a: TxAction| match a {
             TxAction::Event(e) => events.push(e),
             TxAction::Status(s) => statuses.push(s),
@@ -437,7 +502,9 @@ mod tests {
     #[test]
     fn on_time_packets_play_exactly() {
         let mut tx = core(TxPolicy::ZeroFill);
-        let arr: Vec<_> = (0..4).map(|k| (k * SPP as u64, packet(k as u16, 100 + k * 8))).collect();
+        let arr: Vec<_> = (0..4)
+            .map(|k| (k * SPP as u64, packet(k as u16, 100 + k * 8)))
+            .collect();
         let (out, ev, _) = play(&mut tx, &arr, 100 + 32);
         assert!(ev.is_empty(), "{ev:?}");
         check_sync(&out, 100);
@@ -453,7 +520,10 @@ mod tests {
         assert_eq!(
             ev,
             vec![
-                TxEvent::SequenceError { expected: 1, got: 2 },
+                TxEvent::SequenceError {
+                    expected: 1,
+                    got: 2
+                },
                 TxEvent::Underrun { tick: 108 }
             ]
         );
@@ -474,7 +544,11 @@ mod tests {
             ev,
             vec![
                 TxEvent::Underrun { tick: 108 },
-                TxEvent::Late { timestamp: 108, now: 111, dropped: 3 }
+                TxEvent::Late {
+                    timestamp: 108,
+                    now: 111,
+                    dropped: 3
+                }
             ]
         );
         check_sync(&out, 100);
@@ -486,15 +560,33 @@ mod tests {
     #[test]
     fn drop_resync_drops_late_packets_and_waits_for_resync() {
         let mut tx = core(TxPolicy::DropResync);
-        let arr = vec![(0, packet(0, 100)), (111, packet(1, 108)), (112, packet(2, 116))];
+        let arr = vec![
+            (0, packet(0, 100)),
+            (111, packet(1, 108)),
+            (112, packet(2, 116)),
+        ];
         let (out, ev, _) = play(&mut tx, &arr, 124);
-        assert!(ev.contains(&TxEvent::Late { timestamp: 108, now: 111, dropped: 8 }));
+        assert!(ev.contains(&TxEvent::Late {
+            timestamp: 108,
+            now: 111,
+            dropped: 8
+        }));
         // Transmission stopped at 108 and resumed at 116: 16 samples, none zero.
         assert_eq!(out.len(), 16);
         assert_eq!(out[8].0, 116);
         // Now a sequence error: everything dropped until RESYNC.
-        let (_, ev, st) = play(&mut tx, &[(124, packet(5, 124)), (125, packet(6, 132))], 140);
-        assert_eq!(ev[0], TxEvent::SequenceError { expected: 3, got: 5 });
+        let (_, ev, st) = play(
+            &mut tx,
+            &[(124, packet(5, 124)), (125, packet(6, 132))],
+            140,
+        );
+        assert_eq!(
+            ev[0],
+            TxEvent::SequenceError {
+                expected: 3,
+                got: 5
+            }
+        );
         assert!(ev.contains(&TxEvent::DroppedAwaitingResync { seq: 6 }));
         assert_eq!(st[0].status, StreamStatusCode::SeqErr);
         let mut cmd = vec![0u8; 64];
@@ -506,7 +598,11 @@ mod tests {
             num_bytes: 0,
         };
         let n = c.write(&mut cmd, 0, 5).unwrap();
-        let (out, ev, st) = play(&mut tx, &[(141, cmd[..n].to_vec()), (142, packet(9, 150))], 158);
+        let (out, ev, st) = play(
+            &mut tx,
+            &[(141, cmd[..n].to_vec()), (142, packet(9, 150))],
+            158,
+        );
         assert_eq!(ev, vec![TxEvent::Resynced]);
         assert_eq!(st[0].xfer_count_pkts, 7);
         assert_eq!(out.len(), 8);
@@ -516,7 +612,11 @@ mod tests {
     #[test]
     fn reordered_packets_play_in_time_order() {
         let mut tx = core(TxPolicy::ZeroFill);
-        let arr = vec![(0, packet(0, 100)), (1, packet(2, 116)), (2, packet(1, 108))];
+        let arr = vec![
+            (0, packet(0, 100)),
+            (1, packet(2, 116)),
+            (2, packet(1, 108)),
+        ];
         let (out, ev, _) = play(&mut tx, &arr, 124);
         assert_eq!(ev.len(), 2, "two sequence errors, no underrun: {ev:?}");
         check_sync(&out, 100);
@@ -527,15 +627,24 @@ mod tests {
     fn full_buffer_overflows_and_credit_is_returned() {
         let mut tx = core(TxPolicy::ZeroFill);
         let mut cmd = vec![0u8; 64];
-        let init =
-            StreamCommand { src_epid: 1, op: StreamCommandOp::Init, op_data: 0, num_pkts: 1, num_bytes: 0 };
+        let init = StreamCommand {
+            src_epid: 1,
+            op: StreamCommandOp::Init,
+            op_data: 0,
+            num_pkts: 1,
+            num_bytes: 0,
+        };
         let n = init.write(&mut cmd, 0, 5).unwrap();
         let mut arr = vec![(0, cmd[..n].to_vec())];
         arr.extend((0..5).map(|k| (0, packet(k, 100 + 8 * k as u64))));
         let (_, ev, st) = play(&mut tx, &arr, 0);
         assert_eq!(ev, vec![TxEvent::Overflow { seq: 4 }]);
         assert_eq!(st[0].capacity_pkts, 4);
-        assert_eq!(st.last().unwrap().xfer_count_pkts, 1, "overflowed packet is accounted");
+        assert_eq!(
+            st.last().unwrap().xfer_count_pkts,
+            1,
+            "overflowed packet is accounted"
+        );
         let (out, _, st) = play(&mut tx, &[], 132);
         assert_eq!(out.len(), 32);
         assert_eq!(st.last().unwrap().xfer_count_pkts, 5);
@@ -545,7 +654,11 @@ mod tests {
     fn eob_ends_a_burst_without_underrun() {
         let mut tx = core(TxPolicy::ZeroFill);
         let mut buf = vec![0u8; 128];
-        let spec = DataPacketSpec { eob: true, timestamp: Some(100), ..Default::default() };
+        let spec = DataPacketSpec {
+            eob: true,
+            timestamp: Some(100),
+            ..Default::default()
+        };
         let n = write_data_packet(&mut buf, &spec, &[], &samples(100)).unwrap();
         let (out, ev, _) = play(&mut tx, &[(0, buf[..n].to_vec())], 200);
         assert!(ev.is_empty());

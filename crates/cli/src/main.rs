@@ -1,6 +1,15 @@
 //! `radiohost`: the command-line front end. Each area lives in its own module
 //! with a clap `Subcommand` enum and a `run` function; `main` only dispatches.
 
+mod chanemu;
+mod chdr;
+mod demo;
+mod phy;
+mod pmt;
+mod rt;
+mod testbed_cmd;
+mod warp;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
@@ -23,6 +32,31 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// CHDR streaming: emulated streaming radio, host pass-through streamer, live channel emulator.
+    #[command(subcommand)]
+    Chdr(chdr::ChdrCmd),
+    /// Channel emulation by UPOLS convolution: offline on SigMF recordings, and its benchmark.
+    #[command(subcommand)]
+    Chanemu(chanemu::ChanemuCmd),
+    /// Walk the data path end to end on the virtual testbed (the main job).
+    Demo(demo::DemoArgs),
+    /// Point-to-multipoint transport: send one object to many receivers over unequal
+    /// lossy links (PMT), and compare with multicast and TCP baselines.
+    #[command(subcommand)]
+    Pmt(pmt::PmtCmd),
+    /// WARPLab-compatible multi-radio IQ buffer transport.
+    #[command(subcommand)]
+    Warp(warp::WarpCmd),
+    /// Virtual testbed tools: emulated links between real endpoints.
+    #[command(subcommand)]
+    Testbed(testbed_cmd::TestbedCmd),
+    /// Real-time layer: machine audit, latency probes, cyclictest comparison.
+    #[command(subcommand)]
+    Rt(rt::RtCmd),
+    /// Massive-MIMO baseband: LDPC on files, data generator, reference uplink and
+    /// downlink pipelines, kernel benchmarks.
+    #[command(subcommand)]
+    Phy(phy::PhyCmd),
 }
 
 fn main() -> Result<()> {
@@ -32,5 +66,13 @@ fn main() -> Result<()> {
         .with_writer(std::io::stderr)
         .init();
     match cli.command {
+        Command::Chdr(cmd) => chdr::run(cmd),
+        Command::Chanemu(cmd) => chanemu::run(cmd),
+        Command::Demo(a) => demo::run(a),
+        Command::Pmt(cmd) => pmt::run(cmd),
+        Command::Warp(cmd) => warp::run(cmd),
+        Command::Testbed(cmd) => testbed_cmd::run(cmd),
+        Command::Rt(cmd) => rt::run(cmd),
+        Command::Phy(cmd) => phy::run(cmd),
     }
 }

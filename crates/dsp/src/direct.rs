@@ -65,8 +65,12 @@ mod tests {
 
     #[test]
     fn naive_fir_matches_reference_across_blocks() {
-        let h: Vec<Cf32> = (0..7).map(|i| Cf32::new(i as f32 * 0.1, 1.0 - i as f32 * 0.2)).collect();
-        let x: Vec<Cf32> = (0..50).map(|i| Cf32::new((i as f32).sin(), (i as f32).cos())).collect();
+        let h: Vec<Cf32> = (0..7)
+            .map(|i| Cf32::new(i as f32 * 0.1, 1.0 - i as f32 * 0.2))
+            .collect();
+        let x: Vec<Cf32> = (0..50)
+            .map(|i| Cf32::new((i as f32).sin(), (i as f32).cos()))
+            .collect();
         let want = convolve_truncated(&x, &h);
         let mut fir = NaiveFir::new(&h);
         let mut got = vec![Cf32::new(0.0, 0.0); x.len()];

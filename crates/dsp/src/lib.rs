@@ -35,20 +35,34 @@ pub enum DspError {
     #[error("taps are ragged: every output row needs the same number of input paths")]
     RaggedTaps,
     #[error("{inputs}x{outputs} ports need {} paths, got {got}", inputs * outputs)]
-    PathCount { inputs: usize, outputs: usize, got: usize },
+    PathCount {
+        inputs: usize,
+        outputs: usize,
+        got: usize,
+    },
     #[error("path input {input} -> output {output} has {len} taps, more than the limit of {max}")]
-    TooManyTaps { output: usize, input: usize, len: usize, max: usize },
+    TooManyTaps {
+        output: usize,
+        input: usize,
+        len: usize,
+        max: usize,
+    },
     #[error("path input {input} -> output {output} has a NaN or infinite tap")]
     NonFiniteTap { output: usize, input: usize },
     #[error("expected {}x{} ports (inputs x outputs), got {}x{}", expected.0, expected.1, got.0, got.1)]
-    ShapeMismatch { expected: (usize, usize), got: (usize, usize) },
+    ShapeMismatch {
+        expected: (usize, usize),
+        got: (usize, usize),
+    },
     #[error("every input and output block must be {expected} samples, got one of {got}")]
     BlockLength { expected: usize, got: usize },
     #[error("response of {len} taps is longer than this convolver holds ({capacity}); build it with a larger capacity")]
     ResponseTooLong { len: usize, capacity: usize },
     #[error("prepared spectra were made for a different convolver shape")]
     SpectraShape,
-    #[error("a response swap is still taking over; try again after the next block (see is_swapping)")]
+    #[error(
+        "a response swap is still taking over; try again after the next block (see is_swapping)"
+    )]
     SwapInProgress,
     #[error("a crossfade needs at least one block")]
     CrossfadeLength,

@@ -81,6 +81,18 @@ impl MacKernel {
         }
     }
 
+    /// `acc += z * (a - b)` bin by bin (the swap-boundary correction).
+    pub fn mac_diff(self, acc: SplitMut<'_>, z: Split<'_>, a: Split<'_>, b: Split<'_>) {
+        check_lens(&acc, z, a);
+        check_lens(&acc, z, b);
+        match self.usable() {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as in deinterleave.
+            MacKernel::Avx2Fma => unsafe { avx2::mac_diff(acc, z, a, b) },
+            _ => scalar::mac_diff(acc, z, a, b),
+        }
+    }
+
     /// `acc += x * h` bin by bin.
     pub fn mac(self, acc: SplitMut<'_>, x: Split<'_>, h: Split<'_>) {
         check_lens(&acc, x, h);
@@ -96,7 +108,11 @@ impl MacKernel {
 fn check_lens(acc: &SplitMut<'_>, x: Split<'_>, h: Split<'_>) {
     let n = acc.re.len();
     assert!(
-        acc.im.len() == n && x.re.len() == n && x.im.len() == n && h.re.len() == n && h.im.len() == n,
+        acc.im.len() == n
+            && x.re.len() == n
+            && x.im.len() == n
+            && h.re.len() == n
+            && h.im.len() == n,
         "split lengths"
     );
 }
@@ -158,6 +174,14 @@ mod scalar {
             acc.im[i] += x.re[i] * h.im[i] + x.im[i] * h.re[i];
         }
     }
+
+    pub fn mac_diff(acc: SplitMut<'_>, z: Split<'_>, a: Split<'_>, b: Split<'_>) {
+        for i in 0..acc.re.len() {
+            let (dr, di) = (a.re[i] - b.re[i], a.im[i] - b.im[i]);
+            acc.re[i] += z.re[i] * dr - z.im[i] * di;
+            acc.im[i] += z.re[i] * di + z.im[i] * dr;
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -167,6 +191,13 @@ mod avx2 {
     use std::arch::x86_64::*;
 
     const LANES: usize = 8;
+
+    fn tail(s: Split<'_>, from: usize) -> Split<'_> {
+        Split {
+            re: &s.re[from..],
+            im: &s.im[from..],
+        }
+    }
 
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn deinterleave(src: &[Cf32], re: &mut [f32], im: &mut [f32]) {
@@ -275,6 +306,84 @@ mod avx2 {
             },
         );
     }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn mac_diff(acc: SplitMut<'_>, z: Split<'_>, a: Split<'_>, b: Split<'_>) {
+        let n = acc.re.len();
+        let body = n - n % LANES;
+        let mut i = 0;
+        while i < body {
+            let zr = _mm256_loadu_ps(z.re.as_ptr().add(i));
+            let zi = _mm256_loadu_ps(z.im.as_ptr().add(i));
+            let dr = _mm256_sub_ps(
+                _mm256_loadu_ps(a.re.as_ptr().add(i)),
+                _mm256_loadu_ps(b.re.as_ptr().add(i)),
+            );
+            let di = _mm256_sub_ps(
+                _mm256_loadu_ps(a.im.as_ptr().add(i)),
+                _mm256_loadu_ps(b.im.as_ptr().add(i)),
+            );
+            let mut ar = _mm256_loadu_ps(acc.re.as_ptr().add(i));
+            let mut ai = _mm256_loadu_ps(acc.im.as_ptr().add(i));
+            ar = _mm256_fmadd_ps(zr, dr, ar);
+            ar = _mm256_fnmadd_ps(zi, di, ar);
+            ai = _mm256_fmadd_ps(zr, di, ai);
+            ai = _mm256_fmadd_ps(zi, dr, ai);
+            _mm256_storeu_ps(acc.re.as_mut_ptr().add(i), ar);
+            _mm256_storeu_ps(acc.im.as_mut_ptr().add(i), ai);
+            i += LANES;
+        }
+        super::scalar::mac_diff(
+            SplitMut {
+                re: &mut acc.re[body..],
+                im: &mut acc.im[body..],
+            },
+            tail(z, body),
+            tail(a, body),
+            tail(b, body),
+        );
+    }
+}
+
+/// Runs `iters` rounds of 10 independent 8-lane FMA chains (AVX2+FMA when available,
+/// else scalar `mul_add`) and returns a value depending on all of them. Performs
+/// `iters * 160` floating-point operations; benchmarks time it to measure the core's peak.
+pub fn fma_probe(iters: u64) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if MacKernel::detect() == MacKernel::Avx2Fma {
+            // SAFETY: AVX2 and FMA were detected.
+            return unsafe { avx2_probe(iters) };
+        }
+    }
+    let mut acc = [1.0f32; 80];
+    for _ in 0..iters {
+        for a in acc.iter_mut() {
+            *a = a.mul_add(0.999_999, 1e-7);
+        }
+    }
+    acc.iter().sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_probe(iters: u64) -> f32 {
+    use std::arch::x86_64::*;
+    let m = _mm256_set1_ps(0.999_999);
+    let c = _mm256_set1_ps(1e-7);
+    let mut a = [_mm256_set1_ps(1.0); 10];
+    for _ in 0..iters {
+        for v in a.iter_mut() {
+            *v = _mm256_fmadd_ps(*v, m, c);
+        }
+    }
+    let mut sum = _mm256_setzero_ps();
+    for v in a {
+        sum = _mm256_add_ps(sum, v);
+    }
+    let mut out = [0.0f32; 8];
+    _mm256_storeu_ps(out.as_mut_ptr(), sum);
+    out.iter().sum()
 }
 
 #[cfg(test)]
@@ -307,12 +416,42 @@ mod tests {
             for kernel in [MacKernel::Scalar, fast] {
                 let (mut ar, mut ai) = (data(n, 5.0), data(n, 6.0));
                 let (ar0, ai0) = (ar.clone(), ai.clone());
-                kernel.mac(SplitMut { re: &mut ar, im: &mut ai }, x, h);
+                kernel.mac(
+                    SplitMut {
+                        re: &mut ar,
+                        im: &mut ai,
+                    },
+                    x,
+                    h,
+                );
                 for j in 0..n {
-                    let want = Cf32::new(ar0[j], ai0[j]) + Cf32::new(xr[j], xi[j]) * Cf32::new(hr[j], hi[j]);
+                    let want = Cf32::new(ar0[j], ai0[j])
+                        + Cf32::new(xr[j], xi[j]) * Cf32::new(hr[j], hi[j]);
                     assert!((Cf32::new(ar[j], ai[j]) - want).norm() < 1e-5);
                 }
-                kernel.mul(SplitMut { re: &mut ar, im: &mut ai }, x, h);
+                let (ar1, ai1) = (ar.clone(), ai.clone());
+                kernel.mac_diff(
+                    SplitMut {
+                        re: &mut ar,
+                        im: &mut ai,
+                    },
+                    x,
+                    h,
+                    Split { re: &xr, im: &hi },
+                );
+                for j in 0..n {
+                    let d = Cf32::new(hr[j], hi[j]) - Cf32::new(xr[j], hi[j]);
+                    let want = Cf32::new(ar1[j], ai1[j]) + Cf32::new(xr[j], xi[j]) * d;
+                    assert!((Cf32::new(ar[j], ai[j]) - want).norm() < 1e-5);
+                }
+                kernel.mul(
+                    SplitMut {
+                        re: &mut ar,
+                        im: &mut ai,
+                    },
+                    x,
+                    h,
+                );
                 for j in 0..n {
                     let want = Cf32::new(xr[j], xi[j]) * Cf32::new(hr[j], hi[j]);
                     assert!((Cf32::new(ar[j], ai[j]) - want).norm() < 1e-5);

@@ -32,7 +32,11 @@ impl MimoTaps {
     }
 
     /// Builds from row-major paths `[n * inputs + m]`.
-    pub fn from_paths(inputs: usize, outputs: usize, paths: Vec<Vec<Cf32>>) -> Result<Self, DspError> {
+    pub fn from_paths(
+        inputs: usize,
+        outputs: usize,
+        paths: Vec<Vec<Cf32>>,
+    ) -> Result<Self, DspError> {
         check_ports(inputs, outputs)?;
         if paths.len() != inputs * outputs {
             return Err(DspError::PathCount {
@@ -49,13 +53,20 @@ impl MimoTaps {
                 max: MAX_TAPS,
             });
         }
-        if let Some(p) = paths.iter().position(|p| p.iter().any(|t| !t.re.is_finite() || !t.im.is_finite())) {
+        if let Some(p) = paths
+            .iter()
+            .position(|p| p.iter().any(|t| !t.re.is_finite() || !t.im.is_finite()))
+        {
             return Err(DspError::NonFiniteTap {
                 output: p / inputs,
                 input: p % inputs,
             });
         }
-        Ok(Self { inputs, outputs, paths })
+        Ok(Self {
+            inputs,
+            outputs,
+            paths,
+        })
     }
 
     /// One path: a single-input single-output channel.
@@ -65,7 +76,11 @@ impl MimoTaps {
 
     /// An all-zero M x N response of `len` taps.
     pub fn zeros(inputs: usize, outputs: usize, len: usize) -> Result<Self, DspError> {
-        Self::from_paths(inputs, outputs, vec![vec![Cf32::new(0.0, 0.0); len]; inputs * outputs])
+        Self::from_paths(
+            inputs,
+            outputs,
+            vec![vec![Cf32::new(0.0, 0.0); len]; inputs * outputs],
+        )
     }
 
     /// Number of input ports (M).
@@ -83,7 +98,10 @@ impl MimoTaps {
     /// # Panics
     /// If `n` or `m` is out of range.
     pub fn path(&self, output: usize, input: usize) -> &[Cf32] {
-        assert!(output < self.outputs && input < self.inputs, "port out of range");
+        assert!(
+            output < self.outputs && input < self.inputs,
+            "port out of range"
+        );
         &self.paths[output * self.inputs + input]
     }
 
@@ -92,7 +110,10 @@ impl MimoTaps {
     /// # Panics
     /// If `n` or `m` is out of range.
     pub fn path_mut(&mut self, output: usize, input: usize) -> &mut Vec<Cf32> {
-        assert!(output < self.outputs && input < self.inputs, "port out of range");
+        assert!(
+            output < self.outputs && input < self.inputs,
+            "port out of range"
+        );
         &mut self.paths[output * self.inputs + input]
     }
 

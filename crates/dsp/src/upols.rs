@@ -23,7 +23,10 @@ pub const MAX_BLOCK: usize = 1 << 16;
 pub enum SwapMode {
     /// Partition `k` switches at block `t0 + k`: every input block is filtered wholly by
     /// the old or wholly by the new response, so the output is exactly
-    /// `old * x(before t0) + new * x(from t0)`. Takes `P` blocks; costs nothing extra.
+    /// `old * x(before t0) + new * x(from t0)`. Takes `P` blocks. Overlap-save spectra
+    /// also hold the previous block, so at block `t0 + k` partition `k` would filter the
+    /// tail of `x(t0 - 1)` with the new response; one extra FFT of `[x(t0 - 1), 0]` at
+    /// `t0` and one correction MAC per block, `Z (H_old[k] - H_new[k])`, make it exact.
     Staggered,
     /// For `blocks` blocks the output is both responses' outputs mixed with a linear
     /// ramp from old to new (costs a second set of MACs and inverse FFTs meanwhile).
@@ -37,9 +40,14 @@ pub enum SwapMode {
 enum Transition {
     Idle,
     /// Partitions `0..=step` use the new response in the next block.
-    Staggered { step: usize },
+    Staggered {
+        step: usize,
+    },
     /// Next block is number `done` of `blocks` in the ramp.
-    Crossfade { done: usize, blocks: usize },
+    Crossfade {
+        done: usize,
+        blocks: usize,
+    },
 }
 
 /// Frequency-domain partitions of an M x N response set, ready for the MAC.
@@ -98,13 +106,18 @@ impl ResponsePlanner {
 
     /// Computes fresh spectra (allocates the result).
     pub fn prepare(&mut self, taps: &MimoTaps) -> Result<ResponseSpectra, DspError> {
-        let mut spectra = ResponseSpectra::zeroed(self.inputs, self.outputs, self.block, self.partitions);
+        let mut spectra =
+            ResponseSpectra::zeroed(self.inputs, self.outputs, self.block, self.partitions);
         self.prepare_into(taps, &mut spectra)?;
         Ok(spectra)
     }
 
     /// Recomputes `spectra` in place; allocation-free.
-    pub fn prepare_into(&mut self, taps: &MimoTaps, spectra: &mut ResponseSpectra) -> Result<(), DspError> {
+    pub fn prepare_into(
+        &mut self,
+        taps: &MimoTaps,
+        spectra: &mut ResponseSpectra,
+    ) -> Result<(), DspError> {
         if (taps.inputs(), taps.outputs()) != (self.inputs, self.outputs) {
             return Err(DspError::ShapeMismatch {
                 expected: (self.inputs, self.outputs),
@@ -164,6 +177,8 @@ pub struct MimoConvolver {
     fdl: Vec<f32>,
     /// Slot of the newest spectrum.
     head: usize,
+    /// Spectra of `[x(t0 - 1), 0]` per input for the staggered swap, `[m][re | im]`.
+    boundary: Vec<f32>,
     /// MAC accumulators `[re | im]`.
     acc: Vec<f32>,
     acc_new: Vec<f32>,
@@ -185,7 +200,10 @@ impl MimoConvolver {
         let (inputs, outputs) = (taps.inputs(), taps.outputs());
         check_ports(inputs, outputs)?;
         if block == 0 || block > MAX_BLOCK {
-            return Err(DspError::Block { block, max: MAX_BLOCK });
+            return Err(DspError::Block {
+                block,
+                max: MAX_BLOCK,
+            });
         }
         let max_taps = max_taps.max(taps.max_len());
         if max_taps > crate::taps::MAX_TAPS {
@@ -222,6 +240,7 @@ impl MimoConvolver {
             work_new: vec![Cf32::new(0.0, 0.0); 2 * block],
             history: vec![Cf32::new(0.0, 0.0); inputs * block],
             fdl: vec![0.0; inputs * partitions * 4 * block],
+            boundary: vec![0.0; inputs * 4 * block],
             head: 0,
             acc: vec![0.0; 4 * block],
             acc_new: vec![0.0; 4 * block],
@@ -290,7 +309,11 @@ impl MimoConvolver {
     /// Starts replacing the active responses with spectra prepared elsewhere (see
     /// [`Self::response_planner`]). Returns the spectra buffer it no longer needs, for
     /// reuse. Allocation-free and O(1).
-    pub fn swap_prepared(&mut self, spectra: ResponseSpectra, mode: SwapMode) -> Result<ResponseSpectra, DspError> {
+    pub fn swap_prepared(
+        &mut self,
+        spectra: ResponseSpectra,
+        mode: SwapMode,
+    ) -> Result<ResponseSpectra, DspError> {
         self.check_swap(mode)?;
         if spectra.shape() != self.active.shape() {
             return Err(DspError::SpectraShape);
@@ -324,7 +347,11 @@ impl MimoConvolver {
 
     /// Filters one block: `inputs[m]` and `outputs[n]` are each exactly B samples.
     /// Allocation-free.
-    pub fn process_block(&mut self, inputs: &[&[Cf32]], outputs: &mut [&mut [Cf32]]) -> Result<(), DspError> {
+    pub fn process_block(
+        &mut self,
+        inputs: &[&[Cf32]],
+        outputs: &mut [&mut [Cf32]],
+    ) -> Result<(), DspError> {
         if inputs.len() != self.inputs || outputs.len() != self.outputs {
             return Err(DspError::ShapeMismatch {
                 expected: (self.inputs, self.outputs),
@@ -338,7 +365,10 @@ impl MimoConvolver {
             .chain(outputs.iter().map(|s| s.len()))
             .find(|&l| l != b)
         {
-            return Err(DspError::BlockLength { expected: b, got: bad });
+            return Err(DspError::BlockLength {
+                expected: b,
+                got: bad,
+            });
         }
         self.push_inputs(inputs);
         for (n, out) in outputs.iter_mut().enumerate() {
@@ -374,8 +404,16 @@ impl MimoConvolver {
         let b = self.block;
         let slot_len = 4 * b;
         self.head = (self.head + 1) % self.partitions;
+        let swap_starts = self.transition == Transition::Staggered { step: 0 };
         for (m, input) in inputs.iter().enumerate() {
             let hist = &mut self.history[m * b..(m + 1) * b];
+            if swap_starts {
+                self.work[..b].copy_from_slice(hist);
+                self.work[b..].fill(Cf32::new(0.0, 0.0));
+                self.fft.forward(&mut self.work, &mut self.scratch);
+                let dst = split_of_mut(&mut self.boundary[m * slot_len..(m + 1) * slot_len]);
+                self.kernel.deinterleave(&self.work, dst.re, dst.im);
+            }
             self.work[..b].copy_from_slice(hist);
             self.work[b..].copy_from_slice(input);
             hist.copy_from_slice(input);
@@ -392,7 +430,11 @@ impl MimoConvolver {
         let slot_len = 4 * self.block;
         let p = self.partitions;
         let into_new = new_upto == Some(usize::MAX);
-        let acc = if into_new { &mut self.acc_new } else { &mut self.acc };
+        let acc = if into_new {
+            &mut self.acc_new
+        } else {
+            &mut self.acc
+        };
         let mut first = true;
         for m in 0..self.inputs {
             for k in 0..p {
@@ -409,6 +451,14 @@ impl MimoConvolver {
                 } else {
                     self.kernel.mac(a, x, h);
                 }
+            }
+            if let Some(step) = new_upto.filter(|&s| s < p) {
+                // Partition `step` just switched: the x(t0 - 1) half of its input still
+                // belongs to the old response.
+                let z = split_of(&self.boundary[m * slot_len..(m + 1) * slot_len]);
+                let old = split_of(self.active.slot(n, m, step));
+                let new = split_of(self.pending.slot(n, m, step));
+                self.kernel.mac_diff(split_of_mut(acc), z, old, new);
             }
         }
     }
@@ -432,8 +482,13 @@ impl MimoConvolver {
     fn advance_transition(&mut self) {
         self.transition = match self.transition {
             Transition::Idle => Transition::Idle,
-            Transition::Staggered { step } if step + 1 < self.partitions => Transition::Staggered { step: step + 1 },
-            Transition::Crossfade { done, blocks } if done + 1 < blocks => Transition::Crossfade { done: done + 1, blocks },
+            Transition::Staggered { step } if step + 1 < self.partitions => {
+                Transition::Staggered { step: step + 1 }
+            }
+            Transition::Crossfade { done, blocks } if done + 1 < blocks => Transition::Crossfade {
+                done: done + 1,
+                blocks,
+            },
             Transition::Staggered { .. } | Transition::Crossfade { .. } => {
                 std::mem::swap(&mut self.active, &mut self.pending);
                 Transition::Idle

@@ -8,7 +8,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 fn random_signal(rng: &mut ChaCha8Rng, len: usize) -> Vec<Cf32> {
-    (0..len).map(|_| Cf32::new(rng.gen_range(-1.0..1.0), rng.gen_range(-1.0..1.0))).collect()
+    (0..len)
+        .map(|_| Cf32::new(rng.gen_range(-1.0..1.0), rng.gen_range(-1.0..1.0)))
+        .collect()
 }
 
 /// Runs a SISO convolver over `x` block by block (x.len() a multiple of the block).
@@ -23,8 +25,14 @@ fn run_siso(conv: &mut MimoConvolver, x: &[Cf32]) -> Vec<Cf32> {
 
 /// Largest error relative to the reference's RMS (so near-zero samples don't dominate).
 fn relative_error(got: &[Cf32], want: &[Cf32]) -> f64 {
-    let rms = (want.iter().map(|v| f64::from(v.norm_sqr())).sum::<f64>() / want.len().max(1) as f64).sqrt();
-    let err = got.iter().zip(want).map(|(a, b)| f64::from((a - b).norm())).fold(0.0, f64::max);
+    let rms = (want.iter().map(|v| f64::from(v.norm_sqr())).sum::<f64>()
+        / want.len().max(1) as f64)
+        .sqrt();
+    let err = got
+        .iter()
+        .zip(want)
+        .map(|(a, b)| f64::from((a - b).norm()))
+        .fold(0.0, f64::max);
     if rms == 0.0 {
         err
     } else {
@@ -150,19 +158,29 @@ fn crossfade_ramps_between_old_and_new_outputs() {
     let old = random_signal(&mut rng, 40);
     let new = random_signal(&mut rng, 70);
     let x = random_signal(&mut rng, block * 10);
-    let mut conv = MimoConvolver::with_capacity(block, 70, &MimoTaps::siso(old.clone()).unwrap()).unwrap();
+    let mut conv =
+        MimoConvolver::with_capacity(block, 70, &MimoTaps::siso(old.clone()).unwrap()).unwrap();
     let mut y = vec![Cf32::new(0.0, 0.0); x.len()];
     let (t0_block, fade_blocks) = (4, 3);
     for b in 0..10 {
         if b == t0_block {
-            conv.swap_responses(&MimoTaps::siso(new.clone()).unwrap(), SwapMode::Crossfade { blocks: fade_blocks })
-                .unwrap();
+            conv.swap_responses(
+                &MimoTaps::siso(new.clone()).unwrap(),
+                SwapMode::Crossfade {
+                    blocks: fade_blocks,
+                },
+            )
+            .unwrap();
             assert_eq!(
                 conv.swap_responses(&MimoTaps::siso(new.clone()).unwrap(), SwapMode::Staggered),
                 Err(DspError::SwapInProgress)
             );
         }
-        conv.process(&x[b * block..(b + 1) * block], &mut y[b * block..(b + 1) * block]).unwrap();
+        conv.process(
+            &x[b * block..(b + 1) * block],
+            &mut y[b * block..(b + 1) * block],
+        )
+        .unwrap();
     }
     let y_old = convolve_truncated(&x, &old);
     let y_new = convolve_truncated(&x, &new);
@@ -176,7 +194,10 @@ fn crossfade_ramps_between_old_and_new_outputs() {
             (i - t0 + 1) as f32 / len as f32
         };
         let want = y_old[i] * (1.0 - w) + y_new[i] * w;
-        assert!((y[i] - want).norm() < 1e-4 * (1.0 + want.norm()), "sample {i}");
+        assert!(
+            (y[i] - want).norm() < 1e-4 * (1.0 + want.norm()),
+            "sample {i}"
+        );
     }
 }
 
@@ -186,38 +207,66 @@ fn prepared_swap_recycles_buffers_and_checks_shape() {
     let taps = MimoTaps::siso(vec![Cf32::new(1.0, 0.0); 20]).unwrap();
     let mut conv = MimoConvolver::new(block, &taps).unwrap();
     let mut planner = conv.response_planner();
-    let spectra = planner.prepare(&MimoTaps::siso(vec![Cf32::new(0.5, 0.0); 10]).unwrap()).unwrap();
+    let spectra = planner
+        .prepare(&MimoTaps::siso(vec![Cf32::new(0.5, 0.0); 10]).unwrap())
+        .unwrap();
     let recycled = conv.swap_prepared(spectra, SwapMode::Staggered).unwrap();
     assert_eq!(recycled.shape(), (1, 1, block, 2));
     let too_long = MimoTaps::siso(vec![Cf32::new(1.0, 0.0); 33]).unwrap();
     assert_eq!(
         planner.prepare(&too_long).unwrap_err(),
-        DspError::ResponseTooLong { len: 33, capacity: 32 }
+        DspError::ResponseTooLong {
+            len: 33,
+            capacity: 32
+        }
     );
-    let other = MimoConvolver::new(8, &taps).unwrap().response_planner().prepare(&taps).unwrap();
+    let other = MimoConvolver::new(8, &taps)
+        .unwrap()
+        .response_planner()
+        .prepare(&taps)
+        .unwrap();
     while conv.is_swapping() {
-        conv.process(&[Cf32::new(0.0, 0.0); 16], &mut [Cf32::new(0.0, 0.0); 16]).unwrap();
+        conv.process(&[Cf32::new(0.0, 0.0); 16], &mut [Cf32::new(0.0, 0.0); 16])
+            .unwrap();
     }
-    assert_eq!(conv.swap_prepared(other, SwapMode::Staggered).unwrap_err(), DspError::SpectraShape);
+    assert_eq!(
+        conv.swap_prepared(other, SwapMode::Staggered).unwrap_err(),
+        DspError::SpectraShape
+    );
 }
 
 #[test]
 fn bad_shapes_are_errors_not_panics() {
     let taps = MimoTaps::zeros(2, 2, 8).unwrap();
-    assert!(matches!(MimoConvolver::new(0, &taps), Err(DspError::Block { .. })));
+    assert!(matches!(
+        MimoConvolver::new(0, &taps),
+        Err(DspError::Block { .. })
+    ));
     let mut conv = MimoConvolver::new(8, &taps).unwrap();
     let x = [Cf32::new(0.0, 0.0); 8];
     let mut y0 = [Cf32::new(0.0, 0.0); 8];
     let mut y1 = [Cf32::new(0.0, 0.0); 7];
-    assert!(matches!(conv.process_block(&[&x], &mut [&mut y0]), Err(DspError::ShapeMismatch { .. })));
+    assert!(matches!(
+        conv.process_block(&[&x], &mut [&mut y0]),
+        Err(DspError::ShapeMismatch { .. })
+    ));
     assert_eq!(
         conv.process_block(&[&x, &x], &mut [&mut y0, &mut y1]),
-        Err(DspError::BlockLength { expected: 8, got: 7 })
+        Err(DspError::BlockLength {
+            expected: 8,
+            got: 7
+        })
     );
-    assert!(matches!(MimoTaps::zeros(0, 1, 1), Err(DspError::Ports { .. })));
+    assert!(matches!(
+        MimoTaps::zeros(0, 1, 1),
+        Err(DspError::Ports { .. })
+    ));
     assert_eq!(
         MimoTaps::from_paths(1, 1, vec![vec![Cf32::new(f32::NAN, 0.0)]]),
-        Err(DspError::NonFiniteTap { output: 0, input: 0 })
+        Err(DspError::NonFiniteTap {
+            output: 0,
+            input: 0
+        })
     );
     assert!(matches!(
         conv.swap_responses(&MimoTaps::zeros(1, 2, 8).unwrap(), SwapMode::Staggered),

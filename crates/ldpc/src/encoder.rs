@@ -52,7 +52,8 @@ fn plan(graph: &Graph) -> Vec<Step> {
             first = Some((col, odd[0]));
         }
     }
-    let (col0, shift0) = first.expect("TS 38.212 core parity is double-diagonal (tested for every Zc)");
+    let (col0, shift0) =
+        first.expect("TS 38.212 core parity is double-diagonal (tested for every Zc)");
     steps.push(Step {
         rows: vec![0, 1, 2, 3],
         col: col0,

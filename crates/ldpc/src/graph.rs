@@ -91,7 +91,11 @@ pub fn parity_check(bg: BaseGraph, zc: usize, full_codeword: &[u8]) -> bool {
     (0..bg.rows()).all(|r| {
         acc.fill(0);
         for b in graph.row(r) {
-            xor_rotated(&mut acc, &full_codeword[b.col * zc..(b.col + 1) * zc], b.shift);
+            xor_rotated(
+                &mut acc,
+                &full_codeword[b.col * zc..(b.col + 1) * zc],
+                b.shift,
+            );
         }
         acc.iter().all(|&x| x == 0)
     })

@@ -9,6 +9,26 @@
 //!   chosen at run time and give bit-identical results.
 //!
 //! Bits are one per byte (`0`/`1`); LLRs are `ln P(0)/P(1)` (positive means bit 0).
+//!
+//! ```
+//! use radiohost_ldpc::{BaseGraph, CodeParams, Decoder, DecoderConfig, Encoder};
+//!
+//! let p = CodeParams::for_rate(BaseGraph::Bg2, 52, 1.0 / 3.0)?;
+//! let payload: Vec<u8> = (0..p.payload_bits).map(|i| (i % 3 == 0) as u8).collect();
+//! let mut tx = vec![0u8; p.tx_bits];
+//! Encoder::new(p).encode(&payload, &mut tx)?;
+//! // BPSK with a few bits received wrong.
+//! let llr: Vec<f32> = tx
+//!     .iter()
+//!     .enumerate()
+//!     .map(|(i, &b)| if (b == 0) != (i % 97 == 0) { 1.5 } else { -1.5 })
+//!     .collect();
+//! let mut out = vec![0u8; p.payload_bits];
+//! let outcome = Decoder::try_new(p, DecoderConfig::default())?.decode(&llr, &mut out)?;
+//! assert!(outcome.parity_ok);
+//! assert_eq!(out, payload);
+//! # Ok::<(), radiohost_ldpc::LdpcError>(())
+//! ```
 
 mod decoder;
 mod encoder;
@@ -16,7 +36,9 @@ mod graph;
 mod params;
 mod tables;
 
-pub use decoder::{DecodeOutcome, Decoder, DecoderConfig, MinSum, SimdLevel};
+pub use decoder::{
+    DecodeOutcome, Decoder, DecoderConfig, MinSum, SimdLevel, CHANNEL_LLR_MAX, DEFAULT_LLR_SCALE,
+};
 pub use encoder::Encoder;
 pub use graph::parity_check;
 pub use params::{lifting_set_index, CodeParams, LIFTING_SIZES};

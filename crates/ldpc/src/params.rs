@@ -4,9 +4,9 @@ use crate::{BaseGraph, LdpcError};
 
 /// All 51 lifting sizes Zc of TS 38.212 Table 5.3.2-1, ascending.
 pub const LIFTING_SIZES: [usize; 51] = [
-    2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20, 22, 24, 26, 28, 30, 32, 36,
-    40, 44, 48, 52, 56, 60, 64, 72, 80, 88, 96, 104, 112, 120, 128, 144, 160, 176, 192, 208,
-    224, 240, 256, 288, 320, 352, 384,
+    2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 18, 20, 22, 24, 26, 28, 30, 32, 36, 40, 44,
+    48, 52, 56, 60, 64, 72, 80, 88, 96, 104, 112, 120, 128, 144, 160, 176, 192, 208, 224, 240, 256,
+    288, 320, 352, 384,
 ];
 
 /// The set index iLS (0..8) of a lifting size: Zc = a * 2^j with a = 2,3,5,7,9,11,13,15
@@ -88,14 +88,21 @@ impl CodeParams {
     }
 
     /// Full K payload, E chosen for the code rate K/E (e.g. BG1 rate 1/3 -> E = 66*Zc).
+    /// E = round(K / rate); a rate within 0.5 % above the lowest (0.333 for BG1) maps to
+    /// E = N.
     pub fn for_rate(bg: BaseGraph, zc: usize, rate: f64) -> Result<Self, LdpcError> {
         lifting_set_index(zc)?;
         if !rate.is_finite() || rate <= 0.0 || rate > 1.0e6 {
             return Err(LdpcError::InvalidRate(rate));
         }
         let k = bg.systematic_cols() * zc;
-        let e = (k as f64 / rate).round();
-        if e < 1.0 || e > ((bg.cols() - 2) * zc) as f64 {
+        let n = ((bg.cols() - 2) * zc) as f64;
+        let mut e = (k as f64 / rate).round();
+        // A rate written with few digits (0.333 for 1/3) may overshoot N by a hair.
+        if e > n && e <= n * 1.005 {
+            e = n;
+        }
+        if e < 1.0 || e > n {
             return Err(LdpcError::InvalidRate(rate));
         }
         Self::new(bg, zc, k, e as usize).map_err(|_| LdpcError::InvalidRate(rate))
@@ -174,6 +181,13 @@ mod tests {
         assert_eq!(p.tx_bits, 500);
         assert_eq!(p.active_rows(), 42);
         assert!(CodeParams::for_rate(BaseGraph::Bg1, 384, 0.2).is_err());
+        assert!(CodeParams::for_rate(BaseGraph::Bg1, 384, 0.32).is_err());
+        assert_eq!(
+            CodeParams::for_rate(BaseGraph::Bg1, 384, 0.333)
+                .unwrap()
+                .tx_bits,
+            66 * 384
+        );
         assert!(CodeParams::for_rate(BaseGraph::Bg1, 384, f64::NAN).is_err());
         assert!(CodeParams::new(BaseGraph::Bg1, 17, 10, 10).is_err());
         assert!(CodeParams::new(BaseGraph::Bg2, 8, 81, 200).is_err());

@@ -2,8 +2,8 @@
 //! decoding, SIMD/scalar equivalence, a BLER point over AWGN, and error handling.
 
 use radiohost_ldpc::{
-    parity_check, BaseGraph, CodeParams, Decoder, DecoderConfig, Encoder, LdpcError, MinSum, SimdLevel,
-    LIFTING_SIZES,
+    parity_check, BaseGraph, CodeParams, Decoder, DecoderConfig, Encoder, LdpcError, MinSum,
+    SimdLevel, LIFTING_SIZES,
 };
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -41,13 +41,22 @@ fn encoder_output_satisfies_every_parity_check_for_every_graph_and_lifting_size(
                 let payload = random_bits(&mut rng, payload_bits);
                 let mut full = vec![0u8; p.full_len()];
                 enc.encode_full(&payload, &mut full).unwrap();
-                assert!(parity_check(bg, zc, &full), "{bg} Zc={zc} K'={payload_bits}");
+                assert!(
+                    parity_check(bg, zc, &full),
+                    "{bg} Zc={zc} K'={payload_bits}"
+                );
                 assert_eq!(&full[..payload_bits], &payload[..], "systematic part");
-                assert!(full[payload_bits..k].iter().all(|&b| b == 0), "fillers are zero");
+                assert!(
+                    full[payload_bits..k].iter().all(|&b| b == 0),
+                    "fillers are zero"
+                );
                 // The check can fail: any single flipped bit violates some check.
                 let flip = rng.gen_range(0..full.len());
                 full[flip] ^= 1;
-                assert!(!parity_check(bg, zc, &full), "{bg} Zc={zc}: flip at {flip} undetected");
+                assert!(
+                    !parity_check(bg, zc, &full),
+                    "{bg} Zc={zc}: flip at {flip} undetected"
+                );
             }
         }
     }
@@ -97,7 +106,10 @@ fn noiseless_codewords_decode_in_one_iteration_at_every_level() {
             let payload = random_bits(&mut rng, p.payload_bits);
             let mut tx = vec![0u8; p.tx_bits];
             Encoder::new(p).encode(&payload, &mut tx).unwrap();
-            let llr: Vec<f32> = tx.iter().map(|&b| if b == 0 { 6.0 } else { -6.0 }).collect();
+            let llr: Vec<f32> = tx
+                .iter()
+                .map(|&b| if b == 0 { 6.0 } else { -6.0 })
+                .collect();
             let cfg = DecoderConfig {
                 simd: level,
                 ..Default::default()
@@ -109,6 +121,37 @@ fn noiseless_codewords_decode_in_one_iteration_at_every_level() {
             assert_eq!(out, payload, "{level} {bg} Zc={zc}");
             assert!(o.parity_ok);
             assert_eq!(o.iterations, 1);
+        }
+    }
+}
+
+#[test]
+fn saturated_llrs_stay_correct_over_many_iterations() {
+    // Regression: without saturation-aware extrinsics, clipped a-posteriori LLRs collapse
+    // after a few iterations and flip every bit of a perfectly received block.
+    let mut rng = ChaCha8Rng::seed_from_u64(31);
+    for level in levels() {
+        for (bg, zc) in [(BaseGraph::Bg1, 384), (BaseGraph::Bg2, 64)] {
+            let p = CodeParams::for_rate(bg, zc, 1.0 / 3.0).unwrap();
+            let payload = random_bits(&mut rng, p.payload_bits);
+            let mut tx = vec![0u8; p.tx_bits];
+            Encoder::new(p).encode(&payload, &mut tx).unwrap();
+            for amp in [3.0f32, 20.0, f32::INFINITY] {
+                let llr: Vec<f32> = tx
+                    .iter()
+                    .map(|&b| if b == 0 { amp } else { -amp })
+                    .collect();
+                let cfg = DecoderConfig {
+                    max_iterations: 12,
+                    early_termination: false,
+                    simd: level,
+                    ..Default::default()
+                };
+                let mut out = vec![0u8; p.payload_bits];
+                let o = Decoder::new(p, cfg).decode(&llr, &mut out).unwrap();
+                assert!(o.parity_ok && o.iterations == 12, "{level} {bg} amp {amp}");
+                assert_eq!(out, payload, "{level} {bg} amp {amp}");
+            }
         }
     }
 }
@@ -130,8 +173,11 @@ fn decoder_corrects_random_errors() {
             .map(|&b| {
                 let wrong = rng.gen_bool(0.06);
                 flips += wrong as usize;
-                let v = if (b == 0) != wrong { 2.0 } else { -2.0 };
-                v
+                if (b == 0) != wrong {
+                    2.0
+                } else {
+                    -2.0
+                }
             })
             .collect();
         assert!(flips > 50);
@@ -183,7 +229,11 @@ fn simd_and_scalar_give_identical_results_on_random_inputs() {
             for r in &results[1..] {
                 assert_eq!(r.1, results[0].1, "{bg} Zc={zc}: outcome {} vs scalar", r.0);
                 assert_eq!(r.2, results[0].2, "{bg} Zc={zc}: payload {} vs scalar", r.0);
-                assert!(r.3 == results[0].3, "{bg} Zc={zc}: posterior LLRs {} vs scalar", r.0);
+                assert!(
+                    r.3 == results[0].3,
+                    "{bg} Zc={zc}: posterior LLRs {} vs scalar",
+                    r.0
+                );
             }
         }
     }
@@ -241,7 +291,10 @@ fn bad_inputs_give_typed_errors() {
     let mut llr = vec![1.0f32; p.tx_bits];
     llr[7] = f32::NAN;
     let mut pay = vec![0u8; p.payload_bits];
-    assert_eq!(dec.decode(&llr, &mut pay), Err(LdpcError::NanLlr { index: 7 }));
+    assert_eq!(
+        dec.decode(&llr, &mut pay),
+        Err(LdpcError::NanLlr { index: 7 })
+    );
     assert!(matches!(
         dec.decode(&llr[1..], &mut pay),
         Err(LdpcError::LengthMismatch { .. })
@@ -250,7 +303,10 @@ fn bad_inputs_give_typed_errors() {
         max_iterations: 0,
         ..Default::default()
     };
-    assert_eq!(Decoder::try_new(p, cfg).err(), Some(LdpcError::ZeroIterations));
+    assert_eq!(
+        Decoder::try_new(p, cfg).err(),
+        Some(LdpcError::ZeroIterations)
+    );
     let cfg = DecoderConfig {
         min_sum: MinSum::Normalized(f32::NAN),
         ..Default::default()
@@ -263,6 +319,8 @@ fn bad_inputs_give_typed_errors() {
     assert!(!parity_check(BaseGraph::Bg1, 17, &[0; 68 * 17]));
     assert!(!parity_check(BaseGraph::Bg1, 16, &[0; 10]));
     assert!(parity_check(BaseGraph::Bg1, 16, &[0; 68 * 16]));
-    let msg = CodeParams::new(BaseGraph::Bg1, 17, 10, 10).unwrap_err().to_string();
+    let msg = CodeParams::new(BaseGraph::Bg1, 17, 10, 10)
+        .unwrap_err()
+        .to_string();
     assert!(msg.contains("17"), "{msg}");
 }

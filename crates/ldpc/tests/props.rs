@@ -1,25 +1,33 @@
 //! Property tests: noiseless round trip, and decode never panics on arbitrary LLRs.
 
 use proptest::prelude::*;
-use radiohost_ldpc::{BaseGraph, CodeParams, Decoder, DecoderConfig, Encoder, LdpcError, LIFTING_SIZES};
+use radiohost_ldpc::{
+    BaseGraph, CodeParams, Decoder, DecoderConfig, Encoder, LdpcError, LIFTING_SIZES,
+};
 
 fn params() -> impl Strategy<Value = CodeParams> {
-    (any::<bool>(), 0..LIFTING_SIZES.len(), 0.0f64..1.0, 0.0f64..1.0).prop_map(|(bg1, zi, kf, ef)| {
-        let bg = if bg1 { BaseGraph::Bg1 } else { BaseGraph::Bg2 };
-        // Keep blocks small so many cases run quickly.
-        let zc = LIFTING_SIZES[zi % 30];
-        let k = bg.systematic_cols() * zc;
-        let kp = 1 + ((k - 1) as f64 * kf) as usize;
-        let n = (bg.cols() - 2) * zc;
-        let min_e = kp.saturating_sub(2 * zc).max(1);
-        let max_e = n - (k - kp);
-        let e = min_e + ((max_e - min_e) as f64 * ef) as usize;
-        CodeParams::new(bg, zc, kp, e).unwrap()
-    })
+    (
+        any::<bool>(),
+        0..LIFTING_SIZES.len(),
+        0.0f64..1.0,
+        0.0f64..1.0,
+    )
+        .prop_map(|(bg1, zi, kf, ef)| {
+            let bg = if bg1 { BaseGraph::Bg1 } else { BaseGraph::Bg2 };
+            // Keep blocks small so many cases run quickly.
+            let zc = LIFTING_SIZES[zi % 30];
+            let k = bg.systematic_cols() * zc;
+            let kp = 1 + ((k - 1) as f64 * kf) as usize;
+            let n = (bg.cols() - 2) * zc;
+            let min_e = kp.saturating_sub(2 * zc).max(1);
+            let max_e = n - (k - kp);
+            let e = min_e + ((max_e - min_e) as f64 * ef) as usize;
+            CodeParams::new(bg, zc, kp, e).unwrap()
+        })
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(256))]
 
     #[test]
     fn encode_then_decode_noiseless_is_identity(p in params(), seed in any::<u64>()) {
@@ -30,10 +38,15 @@ proptest! {
         let mut out = vec![0u8; p.payload_bits];
         let mut dec = Decoder::new(p, DecoderConfig::default());
         let o = dec.decode(&llr, &mut out).unwrap();
-        // Heavily punctured/high-rate cases still hold the systematic bits needed: when
-        // E >= K' - 2Zc every information bit is either sent or recoverable from parity.
-        if o.parity_ok {
+        // With at least as many parity bits sent as systematic bits punctured, every
+        // payload bit is recoverable and must come back. At higher rates a block can be
+        // ambiguous (e.g. one punctured payload bit that no sent bit depends on), so the
+        // only requirement there is a clean result.
+        if p.tx_bits >= p.payload_bits + 2 * p.zc {
+            prop_assert!(o.parity_ok);
             prop_assert_eq!(out, payload);
+        } else {
+            prop_assert!(out.iter().all(|&b| b <= 1));
         }
     }
 

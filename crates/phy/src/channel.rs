@@ -5,9 +5,9 @@
 //! prefix (validated in the configuration) that is exactly what a time-domain
 //! convolution followed by CP removal gives, at a fraction of the cost for 64x16.
 
+use radiohost_iq::Cf32;
 use rand::Rng;
 use rand_distr::StandardNormal;
-use radiohost_iq::Cf32;
 
 use crate::config::{ChannelModel, FrameConfig};
 use crate::ofdm::data_bin;
@@ -81,12 +81,13 @@ mod tests {
     #[test]
     fn unit_average_gain_and_selectivity() {
         let json = r#"{"bs_ant_num": 16, "ue_ant_num": 4, "fft_size": 256, "ofdm_data_num": 200,
-            "cp_len": 16, "frame_schedule": "PU", "modulation": "QPSK", "zc": 8,
+            "cp_len": 16, "frame_schedule": "PU", "modulation": "QPSK", "zc": 6,
             "channel": {"model": "selective", "taps": [{"delay": 0, "power_db": 0}, {"delay": 8, "power_db": -3}]}}"#;
         let cfg = FrameConfig::from_json(json).unwrap();
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
         let ch = ChannelRealization::draw(&cfg, &mut rng);
-        let p: f64 = ch.freq.iter().map(|h| h.norm_sqr() as f64).sum::<f64>() / ch.freq.len() as f64;
+        let p: f64 =
+            ch.freq.iter().map(|h| h.norm_sqr() as f64).sum::<f64>() / ch.freq.len() as f64;
         assert!((p - 1.0).abs() < 0.1, "average gain {p}");
         // Selective: the response of one pair varies across subcarriers.
         let a = ch.at(0)[0];

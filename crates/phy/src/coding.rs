@@ -59,7 +59,11 @@ impl TxChain {
         symbols: &mut [Cf32],
     ) -> Result<(), LdpcError> {
         let pb = self.payload_bits;
-        assert_eq!(payload.len(), pb * self.blocks_per_symbol, "tx chain: payload size");
+        assert_eq!(
+            payload.len(),
+            pb * self.blocks_per_symbol,
+            "tx chain: payload size"
+        );
         self.bits.fill(0);
         for (b, chunk) in payload.chunks_exact(pb).enumerate() {
             self.block[..pb].copy_from_slice(chunk);
@@ -130,9 +134,18 @@ impl RxChain {
         results: &mut [BlockResult],
     ) -> Result<(), LdpcError> {
         let pb = self.payload_bits;
-        assert_eq!(payload.len(), pb * self.blocks_per_symbol, "rx chain: payload size");
-        assert_eq!(results.len(), self.blocks_per_symbol, "rx chain: results size");
-        self.demodulator.demodulate(symbols, noise_var, &mut self.llrs);
+        assert_eq!(
+            payload.len(),
+            pb * self.blocks_per_symbol,
+            "rx chain: payload size"
+        );
+        assert_eq!(
+            results.len(),
+            self.blocks_per_symbol,
+            "rx chain: results size"
+        );
+        self.demodulator
+            .demodulate(symbols, noise_var, &mut self.llrs);
         let used = self.blocks_per_symbol * self.tx_bits;
         let sb = self.llrs.len();
         GoldSequence::new_at(c_init, data_symbol_index * sb)

@@ -218,20 +218,26 @@ impl FrameConfig {
             ));
         }
         let data_start = file.ofdm_data_start.unwrap_or((n - data_num) / 2);
-        if data_start + data_num > n {
+        if data_start.saturating_add(data_num) > n {
             return Err(bad(
                 "ofdm_data_start",
                 format!("{data_start} + {data_num} data subcarriers run past fft_size {n}"),
             ));
         }
         if file.cp_len >= n {
-            return Err(bad("cp_len", format!("{} must be shorter than fft_size {n}", file.cp_len)));
+            return Err(bad(
+                "cp_len",
+                format!("{} must be shorter than fft_size {n}", file.cp_len),
+            ));
         }
         let schedule = parse_schedule(&file.frame_schedule)?;
         let modulation = Modulation::from_name(&file.modulation).ok_or_else(|| {
             bad(
                 "modulation",
-                format!("{:?} is not one of \"QPSK\", \"16QAM\", \"64QAM\", \"256QAM\"", file.modulation),
+                format!(
+                    "{:?} is not one of \"QPSK\", \"16QAM\", \"64QAM\", \"256QAM\"",
+                    file.modulation
+                ),
             )
         })?;
         let pilot_layout = match file.pilot_layout.as_str() {
@@ -252,7 +258,10 @@ impl FrameConfig {
         if pilots < needed {
             return Err(bad(
                 "frame_schedule",
-                format!("{pilots} pilot symbol(s) but the {:?} layout with {k} users needs {needed}", file.pilot_layout),
+                format!(
+                    "{pilots} pilot symbol(s) but the {:?} layout with {k} users needs {needed}",
+                    file.pilot_layout
+                ),
             ));
         }
         if pilot_layout == PilotLayout::FrequencyOrthogonal && data_num < 2 * k {
@@ -267,10 +276,16 @@ impl FrameConfig {
         {
             let last_pilot = schedule.iter().rposition(|s| *s == SymbolKind::Pilot);
             if last_pilot.is_some_and(|p| p > first_data) {
-                return Err(bad("frame_schedule", "pilot symbols must come before every U or D symbol (CSI is needed first)"));
+                return Err(bad(
+                    "frame_schedule",
+                    "pilot symbols must come before every U or D symbol (CSI is needed first)",
+                ));
             }
         }
-        let downlink = schedule.iter().filter(|s| **s == SymbolKind::Downlink).count();
+        let downlink = schedule
+            .iter()
+            .filter(|s| **s == SymbolKind::Downlink)
+            .count();
         if downlink == 1 {
             return Err(bad(
                 "frame_schedule",
@@ -291,7 +306,10 @@ impl FrameConfig {
             BaseGraph::Bg2 => 10.0 / 50.0,
         };
         if !rate.is_finite() || rate < min_rate - 1e-9 || rate >= 1.0 {
-            return Err(bad("code_rate", format!("{rate}; {bg} supports {min_rate:.4} <= rate < 1")));
+            return Err(bad(
+                "code_rate",
+                format!("{rate}; {bg} supports {min_rate:.4} <= rate < 1"),
+            ));
         }
         let symbol_bits = data_num * modulation.bits_per_symbol();
         let zc = match file.zc {
@@ -307,9 +325,16 @@ impl FrameConfig {
                 .find(|&&z| ((bg.systematic_cols() * z) as f64 / rate).round() as usize <= symbol_bits)
                 .ok_or_else(|| bad("ofdm_data_num", format!("{symbol_bits} bits per symbol cannot hold even the smallest code block at rate {rate}; add subcarriers, raise modulation or code_rate")))?,
         };
-        let code = CodeParams::for_rate(bg, zc, rate).map_err(|e| bad("code_rate", e.to_string()))?;
+        let code =
+            CodeParams::for_rate(bg, zc, rate).map_err(|e| bad("code_rate", e.to_string()))?;
         if code.k() <= BLOCK_CRC_BITS {
-            return Err(bad("zc", format!("{zc} gives K = {} bits, no room beside the 24-bit block CRC", code.k())));
+            return Err(bad(
+                "zc",
+                format!(
+                    "{zc} gives K = {} bits, no room beside the 24-bit block CRC",
+                    code.k()
+                ),
+            ));
         }
         let blocks_per_symbol = symbol_bits / code.tx_bits;
         if blocks_per_symbol == 0 {
@@ -319,15 +344,24 @@ impl FrameConfig {
             ));
         }
         if file.decoder_iter == 0 || file.decoder_iter > 100 {
-            return Err(bad("decoder_iter", format!("{}; must be 1..=100", file.decoder_iter)));
+            return Err(bad(
+                "decoder_iter",
+                format!("{}; must be 1..=100", file.decoder_iter),
+            ));
         }
         if !file.snr_db.is_finite() || !(-20.0..=100.0).contains(&file.snr_db) {
-            return Err(bad("snr_db", format!("{}; must be within -20..=100 dB", file.snr_db)));
+            return Err(bad(
+                "snr_db",
+                format!("{}; must be within -20..=100 dB", file.snr_db),
+            ));
         }
         let channel = parse_channel(&file.channel, file.cp_len)?;
         let sample_rate = file.sample_rate.unwrap_or(n as f64 * 15e3);
         if !sample_rate.is_finite() || sample_rate <= 0.0 {
-            return Err(bad("sample_rate", format!("{sample_rate}; must be a positive number of Hz")));
+            return Err(bad(
+                "sample_rate",
+                format!("{sample_rate}; must be a positive number of Hz"),
+            ));
         }
         Ok(FrameConfig {
             sample_rate,
@@ -383,19 +417,27 @@ impl FrameConfig {
         self.data_num * self.modulation.bits_per_symbol()
     }
 
+    /// Number of symbols of one kind (no allocation, unlike [`Self::symbols_of`]).
+    pub fn count_of(&self, kind: SymbolKind) -> usize {
+        self.schedule.iter().filter(|s| **s == kind).count()
+    }
+
     /// Uplink code blocks per user per frame.
     pub fn uplink_blocks(&self) -> usize {
-        self.symbols_of(SymbolKind::Uplink).len() * self.blocks_per_symbol
+        self.count_of(SymbolKind::Uplink) * self.blocks_per_symbol
     }
 
     /// Downlink data symbols (the first D symbol is the reference).
     pub fn downlink_data_symbols(&self) -> Vec<usize> {
-        self.symbols_of(SymbolKind::Downlink).into_iter().skip(1).collect()
+        self.symbols_of(SymbolKind::Downlink)
+            .into_iter()
+            .skip(1)
+            .collect()
     }
 
     /// Downlink code blocks per user per frame.
     pub fn downlink_blocks(&self) -> usize {
-        self.downlink_data_symbols().len() * self.blocks_per_symbol
+        self.count_of(SymbolKind::Downlink).saturating_sub(1) * self.blocks_per_symbol
     }
 
     /// Noise variance per (unit-power) subcarrier for `snr_db`.
@@ -404,9 +446,18 @@ impl FrameConfig {
     }
 }
 
+/// Serialise a configuration file back to JSON (what `generate` writes beside a
+/// recording).
+pub fn to_json(file: &FrameConfigFile) -> String {
+    serde_json::to_string_pretty(file).unwrap_or_default()
+}
+
 fn parse_schedule(s: &str) -> Result<Vec<SymbolKind>, ConfigError> {
     if s.is_empty() || s.len() > 256 {
-        return Err(bad("frame_schedule", format!("{} symbols; must be 1..=256", s.chars().count())));
+        return Err(bad(
+            "frame_schedule",
+            format!("{} symbols; must be 1..=256", s.chars().count()),
+        ));
     }
     s.chars()
         .enumerate()
@@ -417,7 +468,9 @@ fn parse_schedule(s: &str) -> Result<Vec<SymbolKind>, ConfigError> {
             'G' => Ok(SymbolKind::Guard),
             other => Err(bad(
                 "frame_schedule",
-                format!("symbol {i} is {other:?}; use P (pilot), U (uplink), D (downlink) or G (guard)"),
+                format!(
+                    "symbol {i} is {other:?}; use P (pilot), U (uplink), D (downlink) or G (guard)"
+                ),
             )),
         })
         .collect()
@@ -427,13 +480,19 @@ fn parse_channel(c: &ChannelFile, cp_len: usize) -> Result<ChannelModel, ConfigE
     match c.model.as_str() {
         "flat" => {
             if !c.taps.is_empty() {
-                return Err(bad("channel.taps", "a flat channel takes no taps; set model to \"selective\""));
+                return Err(bad(
+                    "channel.taps",
+                    "a flat channel takes no taps; set model to \"selective\"",
+                ));
             }
             Ok(ChannelModel::Flat)
         }
         "selective" => {
             if c.taps.is_empty() || c.taps.len() > 64 {
-                return Err(bad("channel.taps", format!("{} taps; a selective channel needs 1..=64", c.taps.len())));
+                return Err(bad(
+                    "channel.taps",
+                    format!("{} taps; a selective channel needs 1..=64", c.taps.len()),
+                ));
             }
             let mut taps = Vec::with_capacity(c.taps.len());
             for t in &c.taps {
@@ -444,7 +503,10 @@ fn parse_channel(c: &ChannelFile, cp_len: usize) -> Result<ChannelModel, ConfigE
                     ));
                 }
                 if !t.power_db.is_finite() || !(-60.0..=30.0).contains(&t.power_db) {
-                    return Err(bad("channel.taps", format!("power_db {}; must be within -60..=30", t.power_db)));
+                    return Err(bad(
+                        "channel.taps",
+                        format!("power_db {}; must be within -60..=30", t.power_db),
+                    ));
                 }
                 taps.push((t.delay, 10f64.powf(t.power_db / 10.0)));
             }
@@ -454,7 +516,10 @@ fn parse_channel(c: &ChannelFile, cp_len: usize) -> Result<ChannelModel, ConfigE
             }
             Ok(ChannelModel::Selective(taps))
         }
-        other => Err(bad("channel.model", format!("{other:?} is not \"flat\" or \"selective\""))),
+        other => Err(bad(
+            "channel.model",
+            format!("{other:?} is not \"flat\" or \"selective\""),
+        )),
     }
 }
 
@@ -503,11 +568,26 @@ mod tests {
             ("code_rate", "0.1", "code_rate", "supports"),
             ("ofdm_data_num", "250", "ofdm_data_num", "null subcarriers"),
             ("cp_len", "300", "cp_len", "shorter"),
-            ("pilot_layout", "\"comb\"", "pilot_layout", "frequency_orthogonal"),
-            ("pilot_layout", "\"time_orthogonal\"", "frame_schedule", "needs 2"),
+            (
+                "pilot_layout",
+                "\"comb\"",
+                "pilot_layout",
+                "frequency_orthogonal",
+            ),
+            (
+                "pilot_layout",
+                "\"time_orthogonal\"",
+                "frame_schedule",
+                "needs 2",
+            ),
             ("decoder_iter", "0", "decoder_iter", "1..=100"),
             ("snr_db", "1000", "snr_db", "within"),
-            ("channel", r#"{"model": "selective", "taps": [{"delay": 40, "power_db": 0}]}"#, "channel.taps", "cp_len"),
+            (
+                "channel",
+                r#"{"model": "selective", "taps": [{"delay": 40, "power_db": 0}]}"#,
+                "channel.taps",
+                "cp_len",
+            ),
             ("channel", r#"{"model": "rician"}"#, "channel.model", "flat"),
         ];
         for (f, v, field, needle) in cases {
@@ -521,7 +601,8 @@ mod tests {
     fn unknown_fields_are_rejected() {
         let err = FrameConfig::from_json(&with("bs_ant", "8")).unwrap_err();
         assert!(err.to_string().contains("unknown field `bs_ant`"), "{err}");
-        let err = FrameConfig::from_json(&with("channel", r#"{"model":"flat","tapz":[]}"#)).unwrap_err();
+        let err =
+            FrameConfig::from_json(&with("channel", r#"{"model":"flat","tapz":[]}"#)).unwrap_err();
         assert!(err.to_string().contains("tapz"), "{err}");
     }
 

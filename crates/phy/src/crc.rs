@@ -31,7 +31,7 @@ impl CrcKind {
     }
 
     /// Number of parity bits `L`.
-    pub const fn len(self) -> usize {
+    pub const fn bits(self) -> usize {
         match self {
             CrcKind::Crc16 => 16,
             _ => 24,
@@ -81,7 +81,7 @@ static TABLE_16: [u32; 256] = make_table(CrcKind::Crc16.poly(), 16);
 
 /// CRC register over a bit sequence (each element 0 or 1; any non-zero counts as 1).
 pub fn crc_bits(kind: CrcKind, bits: &[u8]) -> u32 {
-    let width = kind.len() as u32;
+    let width = kind.bits() as u32;
     let mask = (1u32 << width) - 1;
     let table = kind.table();
     let mut reg = 0u32;
@@ -102,7 +102,7 @@ pub fn crc_bits(kind: CrcKind, bits: &[u8]) -> u32 {
 
 /// CRC register over whole bytes (MSB first), e.g. for the standard check strings.
 pub fn crc_bytes(kind: CrcKind, bytes: &[u8]) -> u32 {
-    let width = kind.len() as u32;
+    let width = kind.bits() as u32;
     let mask = (1u32 << width) - 1;
     let table = kind.table();
     bytes.iter().fold(0u32, |reg, &byte| {
@@ -127,7 +127,7 @@ fn step_bit(reg: u32, bit: bool, poly: u32, width: u32) -> u32 {
 /// # Panics
 /// If `bits` is shorter than the CRC (a caller bug).
 pub fn attach(kind: CrcKind, bits: &mut [u8]) {
-    let l = kind.len();
+    let l = kind.bits();
     assert!(bits.len() >= l, "crc::attach: buffer shorter than the CRC");
     let (data, parity) = bits.split_at_mut(bits.len() - l);
     let crc = crc_bits(kind, data);
@@ -139,7 +139,7 @@ pub fn attach(kind: CrcKind, bits: &mut [u8]) {
 /// Whether `bits` (data followed by its `L` parity bits) passes the CRC.
 /// A sequence shorter than the CRC never passes.
 pub fn check(kind: CrcKind, bits: &[u8]) -> bool {
-    bits.len() >= kind.len() && crc_bits(kind, bits) == 0
+    bits.len() >= kind.bits() && crc_bits(kind, bits) == 0
 }
 
 #[cfg(test)]
@@ -148,7 +148,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn naive(kind: CrcKind, bits: &[u8]) -> u32 {
-        let w = kind.len() as u32;
+        let w = kind.bits() as u32;
         bits.iter()
             .fold(0, |reg, &b| step_bit(reg, b != 0, kind.poly(), w))
     }

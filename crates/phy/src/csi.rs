@@ -150,7 +150,10 @@ mod tests {
     fn channel(i: usize, k: usize, m: usize, d: usize) -> Cf32 {
         let a = Cf32::new(0.3 + 0.1 * m as f32, -0.2 + 0.05 * k as f32);
         let b = Cf32::new(0.1 * k as f32, 0.2);
-        a + b * Cf32::from_polar(1.0, -2.0 * std::f32::consts::PI * i as f32 * 2.0 / d as f32 / 8.0)
+        a + b * Cf32::from_polar(
+            1.0,
+            -2.0 * std::f32::consts::PI * i as f32 * 2.0 / d as f32 / 8.0,
+        )
     }
 
     fn run(layout: PilotLayout, syms: usize) -> (Vec<Cf32>, usize, usize, usize) {
@@ -199,7 +202,9 @@ mod tests {
 
     #[test]
     fn pilots_have_unit_modulus_and_nulls_are_counted() {
-        assert!(pilot_sequence(100).iter().all(|p| (p.norm() - 1.0).abs() < 1e-6));
+        assert!(pilot_sequence(100)
+            .iter()
+            .all(|p| (p.norm() - 1.0).abs() < 1e-6));
         let mut freq = vec![Cf32::new(1.0, 0.0); 16];
         for i in 0..8 {
             freq[(4 + i + 8) % 16] = Cf32::new(10.0, 0.0);

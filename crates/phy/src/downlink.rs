@@ -11,8 +11,8 @@
 //! removal, FFT, gain from the reference symbol, noise from null subcarriers, soft
 //! demodulation, descrambling, LDPC decoding, CRC).
 
-use rand::Rng;
 use radiohost_iq::{Cf32, Ci16};
+use rand::Rng;
 
 use crate::channel::{complex_gaussian, ChannelRealization};
 use crate::coding::{user_c_init, BlockResult, RxChain, TxChain};
@@ -113,8 +113,8 @@ impl DownlinkPipeline {
                 }
             } else {
                 let u = j - 1;
-                for k in 0..k_n {
-                    let bits = &payload[k][u * blocks * pb..(u + 1) * blocks * pb];
+                for (k, user_payload) in payload.iter().enumerate() {
+                    let bits = &user_payload[u * blocks * pb..(u + 1) * blocks * pb];
                     let out = &mut self.user_syms[k * d..(k + 1) * d];
                     self.tx.symbol(bits, user_c_init(cfg, k), u, out)?;
                 }
@@ -123,7 +123,12 @@ impl DownlinkPipeline {
                 for (k, s) in self.s.iter_mut().enumerate() {
                     *s = self.user_syms[k * d + i];
                 }
-                precode(&self.detector.w[i * mk..(i + 1) * mk], &self.s, beta, &mut self.xm);
+                precode(
+                    &self.detector.w[i * mk..(i + 1) * mk],
+                    &self.s,
+                    beta,
+                    &mut self.xm,
+                );
                 for (m, x) in self.xm.iter().enumerate() {
                     self.ant_syms[m * d + i] = *x;
                 }
@@ -222,6 +227,12 @@ impl UserEmulator {
                 got: bs_tx.len(),
             });
         }
+        if (channel.antennas, channel.users, channel.data_num) != (m_n, k_n, d) {
+            return Err(PhyError::ChannelShape {
+                expected: (m_n, k_n, d),
+                got: (channel.antennas, channel.users, channel.data_num),
+            });
+        }
         let ns = self.dl_syms.len();
         if ns < 2 {
             return Ok(());
@@ -267,9 +278,9 @@ impl UserEmulator {
                 }
             }
             // The user's receiver.
-            let (e, c) = self
-                .front
-                .antenna(&self.user_frame, &self.dl_syms, &mut self.rx_freq, 0, d);
+            let (e, c) =
+                self.front
+                    .antenna(&self.user_frame, &self.dl_syms, &mut self.rx_freq, 0, d);
             let noise = (e / c.max(1) as f64) as f32;
             for (i, g) in self.gain.iter_mut().enumerate() {
                 *g = self.rx_freq[i] * self.pilots[i].conj();

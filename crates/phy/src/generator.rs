@@ -8,9 +8,9 @@
 //! delivers it. Everything is drawn from a ChaCha8 stream keyed by `(seed, frame)`,
 //! so any frame can be regenerated on its own.
 
+use radiohost_iq::{Cf32, Ci16};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use radiohost_iq::{Cf32, Ci16};
 
 use crate::channel::{complex_gaussian, ChannelRealization};
 use crate::coding::{user_c_init, TxChain};

@@ -44,6 +44,11 @@ pub enum PhyError {
     SampleCount { expected: usize, got: usize },
     #[error("payload must be {users} users x {bits_per_user} bits")]
     PayloadSize { users: usize, bits_per_user: usize },
+    #[error("channel realisation is {got:?} (antennas, users, subcarriers) but the configuration needs {expected:?}")]
+    ChannelShape {
+        expected: (usize, usize, usize),
+        got: (usize, usize, usize),
+    },
     #[error("recording: {0}")]
     Recording(String),
 }

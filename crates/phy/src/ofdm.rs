@@ -51,7 +51,11 @@ impl OfdmFft {
     /// # Panics
     /// If `data.len()` is not a multiple of the size (a caller bug).
     pub fn forward_batch(&mut self, data: &mut [Cf32]) {
-        assert_eq!(data.len() % self.size, 0, "forward_batch: partial transform");
+        assert_eq!(
+            data.len() % self.size,
+            0,
+            "forward_batch: partial transform"
+        );
         self.forward.process_with_scratch(data, &mut self.scratch);
     }
 
@@ -60,7 +64,11 @@ impl OfdmFft {
     /// # Panics
     /// If `data.len()` is not a multiple of the size (a caller bug).
     pub fn inverse_batch(&mut self, data: &mut [Cf32]) {
-        assert_eq!(data.len() % self.size, 0, "inverse_batch: partial transform");
+        assert_eq!(
+            data.len() % self.size,
+            0,
+            "inverse_batch: partial transform"
+        );
         self.inverse.process_with_scratch(data, &mut self.scratch);
     }
 }
@@ -71,7 +79,11 @@ impl OfdmFft {
 /// # Panics
 /// If `symbol.len() != cp_len + out.len()` (a caller bug).
 pub fn remove_cp_ci16(symbol: &[Ci16], cp_len: usize, out: &mut [Cf32]) {
-    assert_eq!(symbol.len(), cp_len + out.len(), "remove_cp: length mismatch");
+    assert_eq!(
+        symbol.len(),
+        cp_len + out.len(),
+        "remove_cp: length mismatch"
+    );
     const SCALE: f32 = 1.0 / i16::MAX as f32;
     for (o, s) in out.iter_mut().zip(&symbol[cp_len..]) {
         *o = Cf32::new(s.re as f32 * SCALE, s.im as f32 * SCALE);
@@ -83,7 +95,11 @@ pub fn remove_cp_ci16(symbol: &[Ci16], cp_len: usize, out: &mut [Cf32]) {
 /// # Panics
 /// If `symbol.len() != cp_len + out.len()` (a caller bug).
 pub fn remove_cp(symbol: &[Cf32], cp_len: usize, out: &mut [Cf32]) {
-    assert_eq!(symbol.len(), cp_len + out.len(), "remove_cp: length mismatch");
+    assert_eq!(
+        symbol.len(),
+        cp_len + out.len(),
+        "remove_cp: length mismatch"
+    );
     out.copy_from_slice(&symbol[cp_len..]);
 }
 

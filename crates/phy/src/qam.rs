@@ -259,7 +259,10 @@ mod tests {
             let md = Modulator::new(m);
             let mut energy = 0.0;
             for v in 0..(1usize << qm) {
-                let b: Vec<f32> = bits_of(v, qm).iter().map(|&x| 1.0 - 2.0 * x as f32).collect();
+                let b: Vec<f32> = bits_of(v, qm)
+                    .iter()
+                    .map(|&x| 1.0 - 2.0 * x as f32)
+                    .collect();
                 // 38.211 §5.1.3-5.1.5 written out literally.
                 let (re, im) = match m {
                     Modulation::Qpsk => (b[0], b[1]),
@@ -307,7 +310,9 @@ mod tests {
     fn demod_matches_full_search() {
         let mut state = 12345u64;
         let mut rnd = || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((state >> 40) as f32 / (1u64 << 24) as f32) * 3.0 - 1.5
         };
         for m in ALL {
@@ -322,7 +327,11 @@ mod tests {
                 for b in 0..qm {
                     let got = llrs[i * qm + b];
                     let tol = 1e-3 * (1.0 + expect[b].abs());
-                    assert!((got - expect[b]).abs() < tol, "{m:?} sym {i} bit {b}: {got} vs {}", expect[b]);
+                    assert!(
+                        (got - expect[b]).abs() < tol,
+                        "{m:?} sym {i} bit {b}: {got} vs {}",
+                        expect[b]
+                    );
                 }
             }
         }
@@ -332,7 +341,9 @@ mod tests {
     fn noiseless_hard_decisions_roundtrip() {
         for m in ALL {
             let qm = m.bits_per_symbol();
-            let bits: Vec<u8> = (0..qm * 300).map(|i| ((i * 37 + i / 7) % 3 == 0) as u8).collect();
+            let bits: Vec<u8> = (0..qm * 300)
+                .map(|i| ((i * 37 + i / 7) % 3 == 0) as u8)
+                .collect();
             let mut syms = vec![Cf32::default(); 300];
             Modulator::new(m).modulate(&bits, &mut syms);
             let mut llrs = vec![0.0; bits.len()];

@@ -37,7 +37,10 @@ pub struct Truth {
 pub fn bits_to_hex(bits: &[u8]) -> String {
     bits.chunks(4)
         .map(|c| {
-            let v = c.iter().enumerate().fold(0u32, |v, (i, &b)| v | ((b as u32 & 1) << (3 - i)));
+            let v = c
+                .iter()
+                .enumerate()
+                .fold(0u32, |v, (i, &b)| v | ((b as u32 & 1) << (3 - i)));
             char::from_digit(v, 16).unwrap_or('0')
         })
         .collect()
@@ -69,7 +72,11 @@ fn io_err(e: impl std::fmt::Display) -> PhyError {
 ///
 /// # Errors
 /// File-system or SigMF errors, with the path.
-pub fn save(dir: &Path, cfg: &FrameConfig, frames: &[(u64, GeneratedFrame)]) -> Result<(), PhyError> {
+pub fn save(
+    dir: &Path,
+    cfg: &FrameConfig,
+    frames: &[(u64, GeneratedFrame)],
+) -> Result<(), PhyError> {
     std::fs::create_dir_all(dir).map_err(|e| io_err(format!("create {}: {e}", dir.display())))?;
     let m_n = cfg.antennas;
     let frame_len = cfg.frame_len();
@@ -77,7 +84,11 @@ pub fn save(dir: &Path, cfg: &FrameConfig, frames: &[(u64, GeneratedFrame)]) -> 
         .num_channels(m_n)
         .description(format!(
             "radiohost phy generator: {}x{} massive-MIMO uplink, schedule {}, {}, SNR {} dB",
-            cfg.antennas, cfg.users, cfg.file.frame_schedule, cfg.modulation.name(), cfg.snr_db
+            cfg.antennas,
+            cfg.users,
+            cfg.file.frame_schedule,
+            cfg.modulation.name(),
+            cfg.snr_db
         ))
         .author("radiohost phy generate")
         .capture(0, None);
@@ -119,10 +130,15 @@ pub fn save(dir: &Path, cfg: &FrameConfig, frames: &[(u64, GeneratedFrame)]) -> 
         std::fs::write(&p, bytes).map_err(|e| io_err(format!("write {}: {e}", p.display())))
     };
     write("channel.cf32", &channel_bytes)?;
-    write("truth.json", serde_json::to_string(&truth).map_err(io_err)?.as_bytes())?;
+    write(
+        "truth.json",
+        serde_json::to_string(&truth).map_err(io_err)?.as_bytes(),
+    )?;
     write(
         "config.json",
-        serde_json::to_string_pretty(&cfg.file).map_err(io_err)?.as_bytes(),
+        serde_json::to_string_pretty(&cfg.file)
+            .map_err(io_err)?
+            .as_bytes(),
     )?;
     Ok(())
 }

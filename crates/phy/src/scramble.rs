@@ -170,7 +170,10 @@ mod tests {
         let orig = bits.clone();
         GoldSequence::new(1234).scramble_bits(&mut bits);
         assert_ne!(bits, orig);
-        let mut llrs: Vec<f32> = bits.iter().map(|&b| if b == 0 { 1.0 } else { -1.0 }).collect();
+        let mut llrs: Vec<f32> = bits
+            .iter()
+            .map(|&b| if b == 0 { 1.0 } else { -1.0 })
+            .collect();
         GoldSequence::new(1234).descramble_llrs(&mut llrs);
         let back: Vec<u8> = llrs.iter().map(|&l| (l < 0.0) as u8).collect();
         assert_eq!(back, orig);

@@ -93,9 +93,13 @@ impl Detector {
         let (mut e, mut c) = (0.0, 0);
         for m in 0..m_n {
             let frame = &samples[m * self.frame_len..(m + 1) * self.frame_len];
-            let (e1, c1) = self
-                .front
-                .antenna(frame, &self.pilot_syms, &mut self.pilot_data, m * d, m_n * d);
+            let (e1, c1) = self.front.antenna(
+                frame,
+                &self.pilot_syms,
+                &mut self.pilot_data,
+                m * d,
+                m_n * d,
+            );
             e += e1;
             c += c1;
         }
@@ -111,7 +115,10 @@ impl Detector {
                 &mut self.w[i * mk..(i + 1) * mk],
                 &mut self.noise_gain[i * k_n..(i + 1) * k_n],
             )
-            .map_err(|source| PhyError::Zf { subcarrier: i, source })?;
+            .map_err(|source| PhyError::Zf {
+                subcarrier: i,
+                source,
+            })?;
         }
         Ok((e, c))
     }
@@ -158,15 +165,19 @@ impl UplinkPipeline {
     ///
     /// # Errors
     /// Wrong sample count, rank-deficient channel, or an LDPC input error.
-    pub fn process_frame(&mut self, samples: &[Ci16], out: &mut UplinkOutput) -> Result<(), PhyError> {
+    pub fn process_frame(
+        &mut self,
+        samples: &[Ci16],
+        out: &mut UplinkOutput,
+    ) -> Result<(), PhyError> {
         let (m_n, k_n, d) = (self.cfg.antennas, self.cfg.users, self.cfg.data_num);
         let (mut energy, mut count) = self.detector.process(samples)?;
         let frame_len = self.cfg.frame_len();
         for m in 0..m_n {
             let frame = &samples[m * frame_len..(m + 1) * frame_len];
-            let (e, c) = self
-                .front
-                .antenna(frame, &self.ul_syms, &mut self.ul_data, m * d, m_n * d);
+            let (e, c) =
+                self.front
+                    .antenna(frame, &self.ul_syms, &mut self.ul_data, m * d, m_n * d);
             energy += e;
             count += c;
         }
@@ -184,7 +195,8 @@ impl UplinkPipeline {
                 equalize(&self.detector.w[i * mk..(i + 1) * mk], &self.y, &mut self.x);
                 for k in 0..k_n {
                     self.eq[k * d + i] = self.x[k];
-                    self.nv[k * d + i] = (noise * self.detector.noise_gain[i * k_n + k] as f64) as f32;
+                    self.nv[k * d + i] =
+                        (noise * self.detector.noise_gain[i * k_n + k] as f64) as f32;
                 }
             }
             for k in 0..k_n {
@@ -217,7 +229,12 @@ pub struct ErrorCount {
 
 impl ErrorCount {
     /// Compare per-user payloads block by block.
-    pub fn compare(truth: &[Vec<u8>], got: &[Vec<u8>], results: &[Vec<BlockResult>], block_bits: usize) -> Self {
+    pub fn compare(
+        truth: &[Vec<u8>],
+        got: &[Vec<u8>],
+        results: &[Vec<BlockResult>],
+        block_bits: usize,
+    ) -> Self {
         let mut c = ErrorCount::default();
         for ((t, g), r) in truth.iter().zip(got).zip(results) {
             for ((tb, gb), res) in t.chunks(block_bits).zip(g.chunks(block_bits)).zip(r) {

@@ -42,15 +42,35 @@ impl ZfScratch {
     }
 }
 
+/// Independent accumulator lanes: float addition is not associative, so a single
+/// running sum would keep the compiler from vectorising the reductions.
+const LANES: usize = 8;
+
+/// `sum conj(a) * b` (`CONJ = true`) or `sum a * b`.
+#[inline]
+fn dot<const CONJ: bool>(a: &[Cf32], b: &[Cf32]) -> Cf32 {
+    let mut re = [0f32; LANES];
+    let mut im = [0f32; LANES];
+    let sign = if CONJ { -1.0 } else { 1.0 };
+    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for j in 0..LANES {
+            // (xr + s*i*xi)(yr + i*yi) with s = -1 for the conjugate.
+            re[j] += x[j].re * y[j].re - sign * x[j].im * y[j].im;
+            im[j] += x[j].re * y[j].im + sign * x[j].im * y[j].re;
+        }
+    }
+    let mut acc = Cf32::new(re.iter().sum(), im.iter().sum());
+    for (x, y) in ra.iter().zip(rb) {
+        acc += if CONJ { x.conj() * y } else { x * y };
+    }
+    acc
+}
+
 #[inline]
 fn dot_conj(a: &[Cf32], b: &[Cf32]) -> Cf32 {
-    // sum conj(a) * b with separate accumulators so the loop vectorises.
-    let (mut re, mut im) = (0f32, 0f32);
-    for (x, y) in a.iter().zip(b) {
-        re += x.re * y.re + x.im * y.im;
-        im += x.re * y.im - x.im * y.re;
-    }
-    Cf32::new(re, im)
+    dot::<true>(a, b)
 }
 
 /// Compute the ZF detector of one subcarrier.
@@ -146,12 +166,7 @@ pub fn equalize(w: &[Cf32], y: &[Cf32], x: &mut [Cf32]) {
     let m = y.len();
     assert_eq!(w.len(), m * x.len(), "equalize: detector size");
     for (xk, wk) in x.iter_mut().zip(w.chunks_exact(m)) {
-        let (mut re, mut im) = (0f32, 0f32);
-        for (a, b) in wk.iter().zip(y) {
-            re += a.re * b.re - a.im * b.im;
-            im += a.re * b.im + a.im * b.re;
-        }
-        *xk = Cf32::new(re, im);
+        *xk = dot::<false>(wk, y);
     }
 }
 
@@ -189,7 +204,11 @@ pub(crate) mod tests {
         }
         for c in 0..n {
             let piv = (c..n)
-                .max_by(|&x, &y| aug[x * 2 * n + c].norm().total_cmp(&aug[y * 2 * n + c].norm()))
+                .max_by(|&x, &y| {
+                    aug[x * 2 * n + c]
+                        .norm()
+                        .total_cmp(&aug[y * 2 * n + c].norm())
+                })
                 .unwrap();
             for j in 0..2 * n {
                 aug.swap(c * 2 * n + j, piv * 2 * n + j);
@@ -208,7 +227,9 @@ pub(crate) mod tests {
                 }
             }
         }
-        (0..n * n).map(|i| aug[(i / n) * 2 * n + n + i % n]).collect()
+        (0..n * n)
+            .map(|i| aug[(i / n) * 2 * n + n + i % n])
+            .collect()
     }
 
     fn random_channel(m: usize, k: usize, seed: u64) -> Vec<Cf32> {
@@ -216,7 +237,9 @@ pub(crate) mod tests {
         (0..m * k)
             .map(|_| {
                 let mut next = || {
-                    s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    s = s
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
                     (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
                 };
                 Cf32::new(next(), next())
@@ -232,7 +255,10 @@ pub(crate) mod tests {
             let mut ng = vec![0.0; k];
             zf_detector(&h, m, k, &mut ZfScratch::new(k), &mut w, &mut ng).unwrap();
             // Reference: (H^H H)^-1 H^H in f64.
-            let h64: Vec<Complex64> = h.iter().map(|c| Complex64::new(c.re as f64, c.im as f64)).collect();
+            let h64: Vec<Complex64> = h
+                .iter()
+                .map(|c| Complex64::new(c.re as f64, c.im as f64))
+                .collect();
             let mut g = vec![Complex64::default(); k * k];
             for i in 0..k {
                 for j in 0..k {
@@ -244,15 +270,22 @@ pub(crate) mod tests {
             let scale: f64 = gi.iter().map(|v| v.norm()).fold(0.0, f64::max);
             for i in 0..k {
                 for r in 0..m {
-                    let expect: Complex64 = (0..k).map(|j| gi[i * k + j] * h64[j * m + r].conj()).sum();
+                    let expect: Complex64 =
+                        (0..k).map(|j| gi[i * k + j] * h64[j * m + r].conj()).sum();
                     let got = w[i * m + r];
-                    max_err = max_err.max((expect - Complex64::new(got.re as f64, got.im as f64)).norm());
+                    max_err =
+                        max_err.max((expect - Complex64::new(got.re as f64, got.im as f64)).norm());
                 }
-                assert!((ng[i] as f64 - gi[i * k + i].re).abs() < 1e-3 * scale, "noise gain {m}x{k}");
+                assert!(
+                    (ng[i] as f64 - gi[i * k + i].re).abs() < 1e-3 * scale,
+                    "noise gain {m}x{k}"
+                );
             }
             assert!(max_err < 1e-4 * scale.max(1.0), "{m}x{k}: err {max_err}");
             // W H = I and precoding through H^T reaches each user alone.
-            let s: Vec<Cf32> = (0..k).map(|i| Cf32::new(i as f32 + 1.0, -(i as f32))).collect();
+            let s: Vec<Cf32> = (0..k)
+                .map(|i| Cf32::new(i as f32 + 1.0, -(i as f32)))
+                .collect();
             let mut y = vec![Cf32::default(); m];
             for r in 0..m {
                 y[r] = (0..k).map(|j| h[j * m + r] * s[j]).sum();
@@ -262,9 +295,15 @@ pub(crate) mod tests {
             let mut tx = vec![Cf32::default(); m];
             precode(&w, &s, 0.5, &mut tx);
             for i in 0..k {
-                assert!((x[i] - s[i]).norm() < 1e-3 * (1.0 + scale as f32), "equalize {m}x{k}");
+                assert!(
+                    (x[i] - s[i]).norm() < 1e-3 * (1.0 + scale as f32),
+                    "equalize {m}x{k}"
+                );
                 let rx: Cf32 = (0..m).map(|r| h[i * m + r] * tx[r]).sum();
-                assert!((rx - s[i] * 0.5).norm() < 1e-3 * (1.0 + scale as f32), "precode {m}x{k}");
+                assert!(
+                    (rx - s[i] * 0.5).norm() < 1e-3 * (1.0 + scale as f32),
+                    "precode {m}x{k}"
+                );
             }
         }
     }

@@ -9,7 +9,9 @@ use radiohost_phy::uplink::{ErrorCount, UplinkOutput, UplinkPipeline};
 use radiohost_phy::FrameConfig;
 
 fn config(name: &str) -> FrameConfig {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs").join(name);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("configs")
+        .join(name);
     FrameConfig::load(&p).unwrap()
 }
 
@@ -27,7 +29,12 @@ fn uplink_errors(cfg: &FrameConfig, frames: u64) -> ErrorCount {
     for f in 0..frames {
         let frame = gen.frame(f).unwrap();
         ul.process_frame(&frame.samples, &mut out).unwrap();
-        let c = ErrorCount::compare(&frame.uplink_payload, &out.payload, &out.blocks, cfg.block_payload_bits());
+        let c = ErrorCount::compare(
+            &frame.uplink_payload,
+            &out.payload,
+            &out.blocks,
+            cfg.block_payload_bits(),
+        );
         total.add(&c);
     }
     total
@@ -42,10 +49,18 @@ fn downlink_errors(cfg: &FrameConfig, frames: u64) -> ErrorCount {
     let mut total = ErrorCount::default();
     for f in 0..frames {
         let frame = gen.frame(f).unwrap();
-        let info = dl.process_frame(&frame.samples, &frame.downlink_payload, &mut tx).unwrap();
+        let info = dl
+            .process_frame(&frame.samples, &frame.downlink_payload, &mut tx)
+            .unwrap();
         let mut rng = frame_rng(cfg.seed, f, 1);
-        ues.receive(&tx, &info, &frame.channel, &mut rng, &mut out).unwrap();
-        let c = ErrorCount::compare(&frame.downlink_payload, &out.payload, &out.blocks, cfg.block_payload_bits());
+        ues.receive(&tx, &info, &frame.channel, &mut rng, &mut out)
+            .unwrap();
+        let c = ErrorCount::compare(
+            &frame.downlink_payload,
+            &out.payload,
+            &out.blocks,
+            cfg.block_payload_bits(),
+        );
         total.add(&c);
     }
     total
@@ -105,7 +120,9 @@ fn downlink_8x2_and_16x4_error_free() {
 
 #[test]
 fn downlink_64x16_error_free() {
-    let cfg = with(&config("64x16_downlink.json"), |v| v["frame_schedule"] = "PDDDD".into());
+    let cfg = with(&config("64x16_downlink.json"), |v| {
+        v["frame_schedule"] = "PDDDD".into()
+    });
     assert_clean(downlink_errors(&cfg, 1), "64x16 downlink");
 }
 
@@ -150,6 +167,8 @@ fn wrong_sample_count_is_an_error_not_a_panic() {
     let cfg = config("8x2.json");
     let mut ul = UplinkPipeline::new(&cfg).unwrap();
     let mut out = UplinkOutput::for_config(&cfg);
-    let err = ul.process_frame(&[Default::default(); 10], &mut out).unwrap_err();
+    let err = ul
+        .process_frame(&[Default::default(); 10], &mut out)
+        .unwrap_err();
     assert!(err.to_string().contains("needs"), "{err}");
 }

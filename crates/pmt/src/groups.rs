@@ -30,7 +30,7 @@ pub fn greedy_split(taus: &[f64], eps: f64) -> Option<Split> {
         let t = taus[j - 1] + eps;
         let score = j as f64 / t + (r - j) as f64 / t_max;
         // Strictly better only: on ties keep the smaller fast group (fewer timers busy).
-        if best.map_or(true, |b| score > b.score + 1e-12 * b.score.abs()) {
+        if best.is_none_or(|b| score > b.score + 1e-12 * b.score.abs()) {
             best = Some(Split {
                 fast: j,
                 t,
@@ -81,30 +81,45 @@ impl Assignment {
     }
 }
 
-/// Split receivers with RTTs `taus` into at most `k` groups by applying the greedy
-/// split recursively to the slow remainder. `k == 1` serves everyone every T_max.
+/// Split receivers with RTTs `taus` into at most `k` groups. `k == 1` serves
+/// everyone every T_max; `k == 2` is the paper's greedy split. For `k > 2` the split is
+/// applied recursively: each step splits, with the same greedy rule, whichever
+/// existing group gains the most aggregate service rate, until `k` groups exist or no
+/// split helps. (Splitting only the slow remainder would never separate receivers the
+/// first split put together in the fast group.)
 pub fn assign(taus: &[Duration], k: usize, eps: Duration) -> Assignment {
     let r = taus.len();
     let mut order: Vec<usize> = (0..r).collect();
     order.sort_by(|&a, &b| taus[a].cmp(&taus[b]).then(a.cmp(&b)));
     let sorted: Vec<f64> = order.iter().map(|&i| taus[i].as_secs_f64()).collect();
     let eps_s = eps.as_secs_f64();
+    // Groups as ranges [start, end) of the sorted RTTs.
+    let mut ranges: Vec<(usize, usize)> = if r == 0 { Vec::new() } else { vec![(0, r)] };
+    while ranges.len() < k.max(1) {
+        let mut best: Option<(usize, usize, f64)> = None; // (range index, fast count, gain)
+        for (gi, &(s, e)) in ranges.iter().enumerate() {
+            let part = &sorted[s..e];
+            let Some(split) = greedy_split(part, eps_s) else {
+                continue;
+            };
+            let before = part.len() as f64 / (part[part.len() - 1] + eps_s);
+            let gain = split.score - before;
+            if split.fast < part.len() && gain > 1e-12 * before && best.is_none_or(|b| gain > b.2) {
+                best = Some((gi, split.fast, gain));
+            }
+        }
+        let Some((gi, fast, _)) = best else { break };
+        let (s, e) = ranges[gi];
+        ranges[gi] = (s, s + fast);
+        ranges.insert(gi + 1, (s + fast, e));
+    }
     let mut group_of = vec![0; r];
-    let mut periods = Vec::new();
-    let mut start = 0;
-    while start < r {
-        let rest = &sorted[start..];
-        let fast = if periods.len() + 1 >= k.max(1) {
-            rest.len() // last allowed group takes everyone left
-        } else {
-            greedy_split(rest, eps_s).map_or(rest.len(), |s| s.fast)
-        };
-        let g = periods.len();
-        for &i in &order[start..start + fast] {
+    let mut periods = Vec::with_capacity(ranges.len());
+    for (g, &(s, e)) in ranges.iter().enumerate() {
+        for &i in &order[s..e] {
             group_of[i] = g;
         }
-        periods.push(Duration::from_secs_f64(rest[fast - 1] + eps_s));
-        start += fast;
+        periods.push(Duration::from_secs_f64(sorted[e - 1] + eps_s));
     }
     Assignment { group_of, periods }
 }
@@ -169,7 +184,11 @@ mod tests {
         // Nearly equal receivers stay together: splitting gains almost nothing.
         let taus = [Duration::from_millis(100), Duration::from_millis(101)];
         let a = assign(&taus, 2, Duration::from_millis(2));
-        assert_eq!(a.periods.len(), 2, "two groups because 100 < 101 strictly helps");
+        assert_eq!(
+            a.periods.len(),
+            2,
+            "two groups because 100 < 101 strictly helps"
+        );
         let one = assign(&taus, 1, Duration::from_millis(2));
         assert_eq!(one.group_of, vec![0, 0]);
     }

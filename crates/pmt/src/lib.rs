@@ -15,6 +15,8 @@
 //! * [`multicast`]: the slowest-receiver multicast baseline (NORM-like NACK repair).
 //! * [`sim`]: runs PMT and the baseline over `testbed::simnet` in virtual time.
 //! * [`udp`]: the UDP driver (one unicast flow per receiver).
+//! * [`tun`] / [`tcp`]: the kernel TCP Reno baseline through the same link model
+//!   (network namespaces joined by TUN devices).
 
 pub mod groups;
 pub mod multicast;
@@ -22,6 +24,8 @@ pub mod receiver;
 pub mod rtt;
 pub mod sender;
 pub mod sim;
+pub mod tcp;
+pub mod tun;
 pub mod udp;
 pub mod wire;
 

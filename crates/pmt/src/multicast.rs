@@ -128,7 +128,7 @@ impl McSender {
         if self.copies.is_empty() && !self.finished && now >= self.next_send {
             let seg = self.cfg.segment_size as usize;
             if self.queue.is_empty() {
-                let flush_due = self.flush_at.map_or(true, |f| now >= f);
+                let flush_due = self.flush_at.is_none_or(|f| now >= f);
                 if flush_due {
                     for seq in 0..self.total {
                         if std::mem::take(&mut self.repair[seq as usize]) {
@@ -330,6 +330,7 @@ impl McReceiver {
                 window_end: self.total,
                 ack_delay_us: 0,
                 rtt_sample: false,
+                partial_sample: false,
                 have_meta: true,
                 complete: true,
                 intact: self.result == Some(true),

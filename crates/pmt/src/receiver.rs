@@ -80,6 +80,7 @@ struct Geometry {
 struct AckDue {
     round: u32,
     rtt_sample: bool,
+    partial: bool,
     trigger_at: Duration,
 }
 
@@ -221,7 +222,9 @@ impl Receiver {
             None => (0, b),
         };
         // Bitmap: seq cum+1+i received, up to the ring's end; trailing zeros trimmed.
-        let span = window_end.min(total).saturating_sub(self.cum.saturating_add(1));
+        let span = window_end
+            .min(total)
+            .saturating_sub(self.cum.saturating_add(1));
         let bits = (span as usize).min(MAX_BITMAP * 8);
         self.bitmap = [0; MAX_BITMAP];
         let mut used = 0;
@@ -237,8 +240,12 @@ impl Receiver {
             round: due.round,
             cum: self.cum,
             window_end,
-            ack_delay_us: now.saturating_sub(due.trigger_at).as_micros().min(u32::MAX as u128) as u32,
+            ack_delay_us: now
+                .saturating_sub(due.trigger_at)
+                .as_micros()
+                .min(u32::MAX as u128) as u32,
             rtt_sample: due.rtt_sample,
+            partial_sample: due.partial,
             have_meta: self.sha256.is_some(),
             complete,
             intact: self.result == Some(true),
@@ -284,7 +291,8 @@ impl Receiver {
             self.started = true;
             self.sender = Some(from);
             self.session = Some(pkt.session);
-            self.events.push_back(ReceiverEvent::Started { from, object_len });
+            self.events
+                .push_back(ReceiverEvent::Started { from, object_len });
         }
         match pkt.body {
             Body::Data(d) => {
@@ -359,7 +367,11 @@ impl Receiver {
         let seg = g.seg_size as usize;
         self.ring[slot * seg..slot * seg + payload.len()].copy_from_slice(payload);
         self.have[slot] = true;
-        while self.cum < g.total && self.have[(self.cum % b) as usize] {
+        // A slot is this sequence number's only while within [read_seq, read_seq + b).
+        while self.cum < g.total
+            && self.cum < self.read_seq.saturating_add(b)
+            && self.have[(self.cum % b) as usize]
+        {
             let s = (self.cum % b) as usize;
             let len = seg_len(g, self.cum);
             self.hasher.update(&self.ring[s * seg..s * seg + len]);
@@ -384,6 +396,7 @@ impl Receiver {
         self.due = Some(AckDue {
             round,
             rtt_sample,
+            partial: false,
             trigger_at: now,
         });
     }
@@ -413,11 +426,13 @@ impl Receiver {
             self.ack_now(now, round, last);
         } else {
             let missing = u32::from(count - idx);
-            let wait = (self.gap * 2 * missing + Duration::from_millis(2)).min(Duration::from_secs(2));
+            let wait =
+                (self.gap * 2 * missing + Duration::from_millis(2)).min(Duration::from_secs(2));
             self.pending = Some((
                 AckDue {
                     round,
                     rtt_sample: false,
+                    partial: true,
                     trigger_at: now,
                 },
                 now + wait,

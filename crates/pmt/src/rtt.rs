@@ -1,7 +1,12 @@
-//! Round-trip-time estimator (RFC 6298 constants: gain 1/8 for the mean, 1/4 for the
-//! deviation). A sample is the time from sending a round's burst to receiving the ACK
-//! that its last segment triggered, minus the receiver's reported hold time, so it
-//! includes the burst's serialisation: the period that keeps the link just busy.
+//! Round-trip-time estimator: exponentially weighted mean with gain 1/2 and deviation
+//! with gain 1/4. The mean reacts faster than RFC 6298's 1/8 on purpose: the RTT sets
+//! the group period, and a period that lags a capacity drop builds a queue whose delay
+//! then inflates the period (under a 1 -> 0.7 -> 0.5 Mbit/s schedule the fast receiver
+//! finished at 1.10x its floor with 1/2, 1.13x with 1/8).
+//!
+//! A sample is the time from sending a round's burst to receiving the ACK that its
+//! last segment triggered, minus the receiver's reported hold time, so it includes the
+//! burst's serialisation: the period that keeps the link just busy.
 
 use std::time::Duration;
 
@@ -11,6 +16,7 @@ pub struct RttEstimator {
     rttvar: Duration,
     latest: Option<Duration>,
     initial: Duration,
+    provisional: bool,
 }
 
 impl RttEstimator {
@@ -20,11 +26,25 @@ impl RttEstimator {
             rttvar: initial / 2,
             latest: None,
             initial,
+            provisional: false,
+        }
+    }
+
+    /// A lower-bound sample (the round's tail was lost): used only until the first
+    /// full sample, which then replaces it.
+    pub fn provisional_sample(&mut self, rtt: Duration) {
+        if self.srtt.is_none() || self.provisional {
+            self.srtt = None;
+            self.sample(rtt);
+            self.provisional = true;
         }
     }
 
     pub fn sample(&mut self, rtt: Duration) {
         self.latest = Some(rtt);
+        if std::mem::take(&mut self.provisional) {
+            self.srtt = None;
+        }
         match self.srtt {
             None => {
                 self.srtt = Some(rtt);
@@ -33,7 +53,7 @@ impl RttEstimator {
             Some(s) => {
                 let dev = s.abs_diff(rtt);
                 self.rttvar = (self.rttvar * 3 + dev) / 4;
-                self.srtt = Some((s * 7 + rtt) / 8);
+                self.srtt = Some((s + rtt) / 2);
             }
         }
     }
@@ -43,8 +63,9 @@ impl RttEstimator {
         self.srtt.unwrap_or(self.initial)
     }
 
+    /// Whether a full (non-provisional) sample has arrived.
     pub fn has_sample(&self) -> bool {
-        self.srtt.is_some()
+        self.srtt.is_some() && !self.provisional
     }
 
     pub fn latest(&self) -> Option<Duration> {

@@ -51,7 +51,7 @@ impl Default for SenderConfig {
             window: 8,
             groups: 2,
             eps: Duration::from_millis(2),
-            initial_rtt: Duration::from_secs(1),
+            initial_rtt: Duration::from_millis(250),
             fail_timeout: Duration::from_secs(15),
             max_in_flight: 1024,
             psk: None,
@@ -119,6 +119,21 @@ pub struct SenderStats {
     /// ACKs claiming rounds or data never sent (forged or corrupt).
     pub invalid_acks: u64,
     pub duplicate_acks: u64,
+    /// Group-change events dropped because the caller did not poll events.
+    pub events_dropped: u64,
+    /// Ticks skipped because the caller did not drain `poll_transmit`.
+    pub skipped_ticks: u64,
+}
+
+/// Bound on queued datagrams: two full ticks' worth (W segments + META per receiver).
+fn job_cap(cfg: &SenderConfig, receivers: usize) -> usize {
+    2 * receivers * (cfg.window as usize + 1)
+}
+
+/// Bound on queued group-change events (done/failed/finished are never dropped:
+/// at most one each per receiver).
+fn event_cap(receivers: usize) -> usize {
+    8 * receivers + 8
 }
 
 /// What the caller can see of one receiver.
@@ -249,9 +264,9 @@ impl Sender {
             sha256,
             total,
             peers,
-            groups: Vec::new(),
-            jobs: VecDeque::with_capacity(4 * cfg.window as usize * receivers.len()),
-            events: VecDeque::new(),
+            groups: Vec::with_capacity(cfg.groups.clamp(1, receivers.len())),
+            jobs: VecDeque::with_capacity(job_cap(&cfg, receivers.len())),
+            events: VecDeque::with_capacity(event_cap(receivers.len())),
             scratch: Vec::with_capacity(cfg.window as usize),
             stats: SenderStats::default(),
             finished: false,
@@ -283,7 +298,8 @@ impl Sender {
             addr: p.addr,
             group: p.group,
             srtt: p.rtt.srtt(),
-            acked_bytes: (p.cum as u64 * self.cfg.segment_size as u64).min(self.object.len() as u64),
+            acked_bytes: (p.cum as u64 * self.cfg.segment_size as u64)
+                .min(self.object.len() as u64),
             state: p.state,
         }
     }
@@ -334,7 +350,10 @@ impl Sender {
             if p.state == PeerState::Active && now >= p.last_heard + self.cfg.fail_timeout {
                 p.state = PeerState::Failed;
                 tracing::warn!(receiver = %p.addr, "receiver silent for {:?}: declared failed", self.cfg.fail_timeout);
-                self.events.push_back(SenderEvent::ReceiverFailed { receiver: i, at: now });
+                self.events.push_back(SenderEvent::ReceiverFailed {
+                    receiver: i,
+                    at: now,
+                });
                 lost_any = true;
             }
         }
@@ -433,7 +452,7 @@ impl Sender {
         }
         self.stats.acks += 1;
         p.last_heard = now;
-        let newer = p.last_acked_round.map_or(true, |r| ack.round > r);
+        let newer = p.last_acked_round.is_none_or(|r| ack.round > r);
         let before = p.cum;
         let mut news = false;
         // Cumulative part: free the ring slots below the new cumulative point.
@@ -443,7 +462,9 @@ impl Sender {
             p.cum += 1;
         }
         // Selective part, only for data actually sent.
-        let limit = p.next_new.min(ack.cum.saturating_add(1 + 8 * ack.bitmap.len() as u32));
+        let limit = p
+            .next_new
+            .min(ack.cum.saturating_add(1 + 8 * ack.bitmap.len() as u32));
         let mut seq = ack.cum.saturating_add(1);
         while seq < limit {
             if ack.has(seq) {
@@ -469,22 +490,25 @@ impl Sender {
             self.stats.duplicate_acks += 1;
         }
         let mut regroup = false;
-        if ack.rtt_sample && p.last_sampled_round.map_or(true, |r| ack.round > r) {
-            let (r, at) = p.round_times[ack.round as usize % ROUND_HISTORY];
-            if r == ack.round {
-                let sample = now
-                    .saturating_sub(at)
-                    .saturating_sub(Duration::from_micros(ack.ack_delay_us as u64));
-                p.rtt.sample(sample.max(Duration::from_micros(100)));
+        let (r, at) = p.round_times[ack.round as usize % ROUND_HISTORY];
+        let fresh = r == ack.round && p.last_sampled_round.is_none_or(|r| ack.round > r);
+        if fresh && (ack.rtt_sample || ack.partial_sample) {
+            let sample = now
+                .saturating_sub(at)
+                .saturating_sub(Duration::from_micros(ack.ack_delay_us as u64))
+                .max(Duration::from_micros(100));
+            if ack.rtt_sample {
+                p.rtt.sample(sample);
                 p.last_sampled_round = Some(ack.round);
                 self.stats.rtt_samples += 1;
+                regroup = true;
+            } else if !p.rtt.has_sample() {
+                p.rtt.provisional_sample(sample);
                 regroup = true;
             }
         }
         if ack.complete {
-            p.state = PeerState::Done {
-                intact: ack.intact,
-            };
+            p.state = PeerState::Done { intact: ack.intact };
             self.events.push_back(SenderEvent::ReceiverDone {
                 receiver: pi,
                 intact: ack.intact,
@@ -512,24 +536,26 @@ impl Sender {
             .collect();
         let taus: Vec<Duration> = active.iter().map(|&i| self.peers[i].rtt.srtt()).collect();
         let a = groups::assign(&taus, self.cfg.groups, self.cfg.eps);
-        self.groups = a
-            .periods
-            .iter()
-            .map(|&period| Group {
-                period,
-                next_tick: None,
-            })
-            .collect();
+        self.groups.clear();
+        self.groups.extend(a.periods.iter().map(|&period| Group {
+            period,
+            next_tick: None,
+        }));
+        let ecap = event_cap(self.peers.len());
         for (k, &i) in active.iter().enumerate() {
             let g = a.group_of[k];
             let p = &mut self.peers[i];
             if p.group != g {
-                self.events.push_back(SenderEvent::GroupChanged {
-                    receiver: i,
-                    from: p.group,
-                    to: g,
-                    srtt: p.rtt.srtt(),
-                });
+                if self.events.len() < ecap {
+                    self.events.push_back(SenderEvent::GroupChanged {
+                        receiver: i,
+                        from: p.group,
+                        to: g,
+                        srtt: p.rtt.srtt(),
+                    });
+                } else {
+                    self.stats.events_dropped += 1;
+                }
             }
             // A member is due one period after it was last served (now if never);
             // the group ticks when its earliest member is due.
@@ -544,6 +570,11 @@ impl Sender {
     fn tick(&mut self, g: usize, now: Duration) {
         let period = self.groups[g].period;
         self.groups[g].next_tick = Some(now + period);
+        if self.jobs.len() > job_cap(&self.cfg, self.peers.len()) / 2 {
+            // The driver is not draining poll_transmit: do not pile up more rounds.
+            self.stats.skipped_ticks += 1;
+            return;
+        }
         for i in 0..self.peers.len() {
             if self.peers[i].state == PeerState::Active && self.peers[i].group == g {
                 self.serve(i, now);
@@ -581,7 +612,12 @@ impl Sender {
             self.scratch.push(p.next_new);
             p.next_new += 1;
         }
-        let need_meta = !p.have_meta || (p.cum == total && self.scratch.is_empty());
+        // META also serves as a probe: after the last ACK was lost (everything acked,
+        // no COMPLETE yet) and while the receiver's window is closed (its next ACK
+        // reopens it).
+        let window_closed = p.next_new < total && p.next_new >= p.window_end;
+        let need_meta =
+            !p.have_meta || (self.scratch.is_empty() && (p.cum == total || window_closed));
         if self.scratch.is_empty() && !need_meta {
             return; // everything is in flight: wait for ACKs or the RTO
         }

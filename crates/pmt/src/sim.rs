@@ -8,18 +8,20 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::{RngCore, SeedableRng};
-use rand_chacha::ChaCha8Rng;
 use radiohost_testbed::link::LinkConfig;
 use radiohost_testbed::simnet::SimNet;
+use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 use crate::multicast::{McReceiver, McSender, McSenderConfig};
 use crate::receiver::{Receiver, ReceiverConfig, ReceiverEvent, ReceiverStats};
 use crate::sender::{Sender, SenderConfig, SenderEvent, SenderStats};
 use crate::wire::IP_UDP_OVERHEAD;
 
-pub const SENDER_ADDR: SocketAddr =
-    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1)), 7000);
+pub const SENDER_ADDR: SocketAddr = SocketAddr::new(
+    std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1)),
+    7000,
+);
 
 pub fn receiver_addr(i: usize) -> SocketAddr {
     SocketAddr::from(([10, 0, 1 + (i / 250) as u8, 1 + (i % 250) as u8], 7001))
@@ -28,7 +30,7 @@ pub fn receiver_addr(i: usize) -> SocketAddr {
 /// Deterministic object bytes for a seed.
 pub fn object_for(size: usize, seed: u64) -> Arc<[u8]> {
     let mut v = vec![0u8; size];
-    ChaCha8Rng::seed_from_u64(seed ^ 0x0b1e_c7).fill_bytes(&mut v);
+    ChaCha8Rng::seed_from_u64(seed ^ 0x000b_1ec7).fill_bytes(&mut v);
     v.into()
 }
 
@@ -52,6 +54,14 @@ pub fn floor_seconds(link: &LinkConfig, size: usize) -> f64 {
         rate = c.rate_bps;
     }
     t + bits / (rate * keep)
+}
+
+/// The forward link of receiver `i` in run `seed` (every protocol gets the same).
+pub fn seeded(link: &LinkConfig, seed: u64, i: usize) -> LinkConfig {
+    LinkConfig {
+        seed: link.seed ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i as u64,
+        ..link.clone()
+    }
 }
 
 /// The reverse (ACK) direction: same link, own seed.
@@ -91,6 +101,8 @@ pub struct RunOutcome {
     pub sender_events: Vec<(Duration, SenderEvent)>,
     pub sender_stats: Option<SenderStats>,
     pub receiver_stats: Vec<ReceiverStats>,
+    /// TCP baseline only: (seconds, congestion window in segments) per receiver.
+    pub cwnd: Vec<Vec<(f64, u32)>>,
 }
 
 /// A PMT run in progress: the network and every endpoint, exposed so tests can
@@ -125,10 +137,7 @@ impl PmtSim {
         let mut net = SimNet::with_overhead(IP_UDP_OVERHEAD);
         let addrs: Vec<SocketAddr> = (0..links.len()).map(receiver_addr).collect();
         for (i, l) in links.iter().enumerate() {
-            let fwd = LinkConfig {
-                seed: l.seed ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i as u64,
-                ..l.clone()
-            };
+            let fwd = seeded(l, seed, i);
             let rev = reverse_of(&fwd);
             net.connect(SENDER_ADDR, addrs[i], fwd, rev);
         }
@@ -207,8 +216,15 @@ impl PmtSim {
             let n = self.receivers.len();
             self.trace.push(TraceRow {
                 t: now.as_secs_f64(),
-                periods: self.sender.group_periods().iter().map(Duration::as_secs_f64).collect(),
-                srtt: (0..n).map(|i| self.sender.peer(i).srtt.as_secs_f64()).collect(),
+                periods: self
+                    .sender
+                    .group_periods()
+                    .iter()
+                    .map(Duration::as_secs_f64)
+                    .collect(),
+                srtt: (0..n)
+                    .map(|i| self.sender.peer(i).srtt.as_secs_f64())
+                    .collect(),
                 group: (0..n).map(|i| self.sender.peer(i).group).collect(),
             });
         }
@@ -282,6 +298,7 @@ impl PmtSim {
             sender_events: self.sender_events.clone(),
             sender_stats: Some(self.sender.stats().clone()),
             receiver_stats: self.receivers.iter().map(|r| r.stats().clone()).collect(),
+            cwnd: Vec::new(),
         }
     }
 }
@@ -300,19 +317,11 @@ pub fn run_pmt(
 }
 
 /// Deliver `size` bytes with the slowest-receiver multicast baseline; stop at `limit`.
-pub fn run_multicast(
-    size: usize,
-    links: &[LinkConfig],
-    seed: u64,
-    limit: Duration,
-) -> RunOutcome {
+pub fn run_multicast(size: usize, links: &[LinkConfig], seed: u64, limit: Duration) -> RunOutcome {
     let mut net = SimNet::with_overhead(IP_UDP_OVERHEAD);
     let addrs: Vec<SocketAddr> = (0..links.len()).map(receiver_addr).collect();
     for (i, l) in links.iter().enumerate() {
-        let fwd = LinkConfig {
-            seed: l.seed ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i as u64,
-            ..l.clone()
-        };
+        let fwd = seeded(l, seed, i);
         let rev = reverse_of(&fwd);
         net.connect(SENDER_ADDR, addrs[i], fwd, rev);
     }
@@ -330,7 +339,10 @@ pub fn run_multicast(
         object.clone(),
         &addrs,
     );
-    let mut rx: Vec<McReceiver> = addrs.iter().map(|_| McReceiver::new(SENDER_ADDR, 1 << 32)).collect();
+    let mut rx: Vec<McReceiver> = addrs
+        .iter()
+        .map(|_| McReceiver::new(SENDER_ADDR, 1 << 32))
+        .collect();
     let mut done_at = vec![None; addrs.len()];
     let mut timeline = vec![vec![(0.0, 0u64)]; addrs.len()];
     let mut buf = Vec::with_capacity(2048);
@@ -387,5 +399,6 @@ pub fn run_multicast(
         sender_events: Vec::new(),
         sender_stats: None,
         receiver_stats: Vec::new(),
+        cwnd: Vec::new(),
     }
 }

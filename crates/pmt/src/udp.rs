@@ -20,7 +20,9 @@ use crate::sender::{PeerState, Sender, SenderConfig, SenderError, SenderEvent, S
 
 #[derive(Debug, Error)]
 pub enum DriverError {
-    #[error("cannot bind UDP socket on {addr}: {source} (is the address local and the port free?)")]
+    #[error(
+        "cannot bind UDP socket on {addr}: {source} (is the address local and the port free?)"
+    )]
     Bind { addr: SocketAddr, source: io::Error },
     #[error("socket I/O failed: {0}")]
     Io(#[from] io::Error),
@@ -45,11 +47,22 @@ pub struct Destination {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Progress {
     /// Sender side: receiver `i` has `acked` of `total` bytes acknowledged.
-    Acked { receiver: usize, acked: u64, total: u64, group: usize, srtt: Duration },
+    Acked {
+        receiver: usize,
+        acked: u64,
+        total: u64,
+        group: usize,
+        srtt: Duration,
+    },
     Sender(SenderEvent),
     /// Receiver side: `got` of `total` bytes in order.
-    Received { got: u64, total: u64 },
-    Complete { intact: bool },
+    Received {
+        got: u64,
+        total: u64,
+    },
+    Complete {
+        intact: bool,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -159,7 +172,9 @@ pub fn send_object(
         }
         let wait = sender
             .poll_timeout()
-            .map_or(Duration::from_millis(100), |t| t.saturating_sub(start.elapsed()));
+            .map_or(Duration::from_millis(100), |t| {
+                t.saturating_sub(start.elapsed())
+            });
         wait_readable(&socks, wait)?;
         for s in &socks {
             loop {
@@ -173,6 +188,9 @@ pub fn send_object(
         }
     }
     while let Some(e) = sender.poll_event() {
+        if let SenderEvent::ReceiverDone { receiver, .. } = e {
+            done_after[receiver] = Some(start.elapsed());
+        }
         progress(Progress::Sender(e));
     }
     let outcome = (0..addrs.len())
@@ -208,9 +226,25 @@ pub fn recv_object(
     linger: Duration,
     idle: Duration,
     stop: &AtomicBool,
+    progress: impl FnMut(Progress),
+) -> Result<RecvReport, DriverError> {
+    let sock = UdpSocket::bind(listen).map_err(|source| DriverError::Bind {
+        addr: listen,
+        source,
+    })?;
+    recv_object_on(cfg, sock, sink, linger, idle, stop, progress)
+}
+
+/// [`recv_object`] on a socket the caller bound (e.g. to port 0).
+pub fn recv_object_on(
+    cfg: ReceiverConfig,
+    sock: UdpSocket,
+    sink: &mut dyn Write,
+    linger: Duration,
+    idle: Duration,
+    stop: &AtomicBool,
     mut progress: impl FnMut(Progress),
 ) -> Result<RecvReport, DriverError> {
-    let sock = UdpSocket::bind(listen).map_err(|source| DriverError::Bind { addr: listen, source })?;
     sock.set_nonblocking(true)?;
     let socks = [sock];
     let start = Instant::now();
@@ -263,11 +297,14 @@ pub fn recv_object(
             }
         }
         if let Some(total) = r.object_len() {
-            progress(Progress::Received { got: written, total });
+            progress(Progress::Received {
+                got: written,
+                total,
+            });
         }
-        let wait = r
-            .poll_timeout()
-            .map_or(Duration::from_millis(100), |t| t.saturating_sub(start.elapsed()));
+        let wait = r.poll_timeout().map_or(Duration::from_millis(100), |t| {
+            t.saturating_sub(start.elapsed())
+        });
         wait_readable(&socks, wait)?;
         loop {
             match socks[0].recv_from(&mut rx) {

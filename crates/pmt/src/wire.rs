@@ -51,6 +51,9 @@ pub const FLAG_HAVE_META: u8 = 0x04;
 pub const FLAG_COMPLETE: u8 = 0x08;
 /// ACK: with COMPLETE, the SHA-256 matched.
 pub const FLAG_INTACT: u8 = 0x10;
+/// ACK: sent when the round's tail was overdue (its last segment was lost); the RTT
+/// it gives is a lower bound, used only before the first full sample.
+pub const FLAG_PARTIAL_SAMPLE: u8 = 0x20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -143,6 +146,7 @@ pub struct Ack<'a> {
     /// Time the receiver held the ACK after the packet that triggered it.
     pub ack_delay_us: u32,
     pub rtt_sample: bool,
+    pub partial_sample: bool,
     pub have_meta: bool,
     pub complete: bool,
     pub intact: bool,
@@ -268,6 +272,17 @@ pub fn decode<'a>(buf: &'a [u8], psk: Option<&Psk>) -> Result<Packet<'a>, WireEr
     if buf[3] != 0 {
         return Err(WireError::Field("reserved byte must be zero"));
     }
+    let allowed = FLAG_AUTH
+        | match buf[1] {
+            1 => FLAG_LAST,
+            3 => {
+                FLAG_RTT_SAMPLE | FLAG_HAVE_META | FLAG_COMPLETE | FLAG_INTACT | FLAG_PARTIAL_SAMPLE
+            }
+            _ => 0,
+        };
+    if flags & !allowed != 0 {
+        return Err(WireError::Field("unknown flag bits"));
+    }
     let session = u32::from_be_bytes([buf[4], buf[5], buf[6], buf[7]]);
     let mut r = Reader {
         buf: &buf[..body_end],
@@ -335,6 +350,7 @@ pub fn decode<'a>(buf: &'a [u8], psk: Option<&Psk>) -> Result<Packet<'a>, WireEr
                 window_end,
                 ack_delay_us,
                 rtt_sample: flags & FLAG_RTT_SAMPLE != 0,
+                partial_sample: flags & FLAG_PARTIAL_SAMPLE != 0,
                 have_meta: flags & FLAG_HAVE_META != 0,
                 complete: flags & FLAG_COMPLETE != 0,
                 intact: flags & FLAG_INTACT != 0,
@@ -413,6 +429,9 @@ pub fn encode_ack(out: &mut Vec<u8>, session: u32, a: &Ack<'_>, psk: Option<&Psk
     if a.rtt_sample {
         flags |= FLAG_RTT_SAMPLE;
     }
+    if a.partial_sample {
+        flags |= FLAG_PARTIAL_SAMPLE;
+    }
     if a.have_meta {
         flags |= FLAG_HAVE_META;
     }
@@ -428,7 +447,8 @@ pub fn encode_ack(out: &mut Vec<u8>, session: u32, a: &Ack<'_>, psk: Option<&Psk
     e.out.extend_from_slice(&a.cum.to_be_bytes());
     e.out.extend_from_slice(&a.window_end.to_be_bytes());
     e.out.extend_from_slice(&a.ack_delay_us.to_be_bytes());
-    e.out.extend_from_slice(&(bitmap.len() as u16).to_be_bytes());
+    e.out
+        .extend_from_slice(&(bitmap.len() as u16).to_be_bytes());
     e.out.extend_from_slice(bitmap);
     e.finish(psk)
 }
@@ -479,12 +499,13 @@ mod tests {
         }
 
         #[test]
-        fn ack_roundtrip(round: u32, cum: u32, window_end: u32, delay: u32, flags in 0u8..16,
+        fn ack_roundtrip(round: u32, cum: u32, window_end: u32, delay: u32, flags in 0u8..32,
                          bitmap in proptest::collection::vec(any::<u8>(), 0..MAX_BITMAP),
                          session: u32, authed: bool) {
             let a = Ack { round, cum, window_end, ack_delay_us: delay,
                 rtt_sample: flags & 1 != 0, have_meta: flags & 2 != 0,
-                complete: flags & 4 != 0, intact: flags & 8 != 0, bitmap: &bitmap };
+                complete: flags & 4 != 0, intact: flags & 8 != 0,
+                partial_sample: flags & 16 != 0, bitmap: &bitmap };
             let k = key();
             let psk = authed.then_some(&k);
             let mut buf = Vec::new();
@@ -545,6 +566,7 @@ mod tests {
             window_end: 100,
             ack_delay_us: 0,
             rtt_sample: true,
+            partial_sample: false,
             have_meta: true,
             complete: false,
             intact: false,

@@ -184,8 +184,7 @@ pub(crate) fn scheduling(policy: Policy, priority: i32, before: &Observed) -> Ou
             reason: "sched_setscheduler succeeded but the read-back differs (another \
                      process changed this thread?)"
                 .into(),
-            fix: "check for tools that manage priorities (rtkit, tuned, irqbalance scripts)"
-                .into(),
+            fix: "check for tools that manage priorities (rtkit, tuned, irqbalance scripts)".into(),
         },
         Err(e) => Outcome::Degraded {
             detail: "unknown".into(),
@@ -259,8 +258,7 @@ pub(crate) fn prefault_stack(bytes: usize) -> Outcome {
             } else {
                 Outcome::Degraded {
                     detail: format!("only {resident} of {pages} stack pages resident"),
-                    reason: "the kernel reclaimed touched stack pages (memory not locked?)"
-                        .into(),
+                    reason: "the kernel reclaimed touched stack pages (memory not locked?)".into(),
                     fix: "also set lock_memory so touched pages stay resident".into(),
                 }
             }

@@ -329,8 +329,16 @@ fn isolation(m: &AuditInputs, req: &AuditRequest, out: &mut Vec<Finding>) {
         .unwrap_or_default();
     let nocbs = m.cmdline_cpus("rcu_nocbs").unwrap_or_default();
     for (what, set, why) in [
-        ("isolcpus", &isolated, "the scheduler places other tasks on it"),
-        ("nohz_full", &nohz, "the scheduler tick interrupts it every 1-4 ms"),
+        (
+            "isolcpus",
+            &isolated,
+            "the scheduler places other tasks on it",
+        ),
+        (
+            "nohz_full",
+            &nohz,
+            "the scheduler tick interrupts it every 1-4 ms",
+        ),
         ("rcu_nocbs", &nocbs, "RCU callbacks run on it"),
     ] {
         let missing: Vec<usize> = req
@@ -351,10 +359,7 @@ fn isolation(m: &AuditInputs, req: &AuditRequest, out: &mut Vec<Finding>) {
             Finding {
                 check: "isolation",
                 severity: Severity::Warning,
-                message: format!(
-                    "CPU {} not in {what}: {why}",
-                    cpulist::format(&missing)
-                ),
+                message: format!("CPU {} not in {what}: {why}", cpulist::format(&missing)),
                 fix: format!(
                     "add `isolcpus={list} nohz_full={list} rcu_nocbs={list}` to the kernel \
                      command line (GRUB_CMDLINE_LINUX) and reboot"
@@ -425,7 +430,12 @@ fn governors(m: &AuditInputs, req: &AuditRequest, out: &mut Vec<Finding>) {
     }
     for (cpu, g) in chosen {
         out.push(if g == "performance" {
-            finding("cpufreq", Severity::Ok, format!("CPU {cpu}: governor performance"), "")
+            finding(
+                "cpufreq",
+                Severity::Ok,
+                format!("CPU {cpu}: governor performance"),
+                "",
+            )
         } else {
             Finding {
                 check: "cpufreq",
@@ -457,37 +467,43 @@ fn limits(m: &AuditInputs, req: &AuditRequest, out: &mut Vec<Finding>) {
     ));
     let rtprio = m.rlimit_rtprio.and_then(|l| l.soft);
     let rt_text = rtprio.map_or("unlimited".to_string(), |v| v.to_string());
-    out.push(if nice || rtprio.is_none_or(|v| v >= req.priority.max(0) as u64) {
-        finding(
-            "rlimit-rtprio",
-            Severity::Ok,
-            format!(
-                "RLIMIT_RTPRIO {rt_text}{}: priority {} allowed",
-                if nice { " (CAP_SYS_NICE overrides)" } else { "" },
-                req.priority
-            ),
-            "",
-        )
-    } else {
-        Finding {
-            check: "rlimit-rtprio",
-            severity: if req.priority > 0 {
-                Severity::Critical
-            } else {
-                Severity::Info
-            },
-            message: format!(
-                "RLIMIT_RTPRIO {rt_text} and no CAP_SYS_NICE: real-time priority above \
+    out.push(
+        if nice || rtprio.is_none_or(|v| v >= req.priority.max(0) as u64) {
+            finding(
+                "rlimit-rtprio",
+                Severity::Ok,
+                format!(
+                    "RLIMIT_RTPRIO {rt_text}{}: priority {} allowed",
+                    if nice {
+                        " (CAP_SYS_NICE overrides)"
+                    } else {
+                        ""
+                    },
+                    req.priority
+                ),
+                "",
+            )
+        } else {
+            Finding {
+                check: "rlimit-rtprio",
+                severity: if req.priority > 0 {
+                    Severity::Critical
+                } else {
+                    Severity::Info
+                },
+                message: format!(
+                    "RLIMIT_RTPRIO {rt_text} and no CAP_SYS_NICE: real-time priority above \
                  {rt_text} will be refused"
-            ),
-            fix: format!(
-                "`ulimit -r {p}`, `@audio - rtprio 95` in /etc/security/limits.conf, \
+                ),
+                fix: format!(
+                    "`ulimit -r {p}`, `@audio - rtprio 95` in /etc/security/limits.conf, \
                  LimitRTPRIO={p} in a systemd unit, or `setcap cap_sys_nice+ep $(which \
                  radiohost)`",
-                p = req.priority.max(1)
-            ),
-        }
-    });
+                    p = req.priority.max(1)
+                ),
+            }
+        },
+    );
     let memlock = m.rlimit_memlock.and_then(|l| l.soft);
     out.push(if ipc || memlock.is_none() {
         finding(

@@ -84,6 +84,19 @@ pub fn tai_offset_s() -> i64 {
     ((tai - rt + 500_000_000).div_euclid(1_000_000_000)) as i64
 }
 
+/// Median cost of reading `clock` (ns between back-to-back reads over
+/// `reads` pairs): the floor of any latency measured with it.
+pub fn clock_read_cost_ns(clock: ClockId, reads: usize) -> u64 {
+    let mut d: Vec<u64> = (0..reads.max(1))
+        .map(|_| {
+            let a = clock.now_ns();
+            clock.now_ns().saturating_sub(a)
+        })
+        .collect();
+    d.sort_unstable();
+    d[d.len() / 2]
+}
+
 /// A source of "now" in ns. Code that takes a `&dyn Clock` (or generic `C:
 /// Clock`) runs unchanged under real time and under simulation.
 pub trait Clock: Send + Sync {

@@ -252,7 +252,8 @@ pub enum Step {
 
 impl fmt::Display for Step {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+        // pad() so `{:<15}` aligns tables.
+        f.pad(match self {
             Step::LockMemory => "lock memory",
             Step::Affinity => "cpu affinity",
             Step::Scheduling => "scheduling",
@@ -375,9 +376,12 @@ impl ApplyReport {
 
     /// Steps that were refused or degraded.
     pub fn problems(&self) -> impl Iterator<Item = &StepReport> {
-        self.steps
-            .iter()
-            .filter(|s| matches!(s.outcome, Outcome::Refused { .. } | Outcome::Degraded { .. }))
+        self.steps.iter().filter(|s| {
+            matches!(
+                s.outcome,
+                Outcome::Refused { .. } | Outcome::Degraded { .. }
+            )
+        })
     }
 
     /// One-line summary of what is in effect, e.g. `fifo:80 cpus=1 mlocked`.
@@ -412,9 +416,7 @@ impl fmt::Display for ApplyReport {
         for s in &self.steps {
             match &s.outcome {
                 Outcome::NotRequested => writeln!(f, "  {:<15} not requested", s.step)?,
-                Outcome::Applied { detail } => {
-                    writeln!(f, "  {:<15} applied   {detail}", s.step)?
-                }
+                Outcome::Applied { detail } => writeln!(f, "  {:<15} applied   {detail}", s.step)?,
                 Outcome::Degraded {
                     detail,
                     reason,

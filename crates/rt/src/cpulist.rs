@@ -24,7 +24,12 @@ pub enum CpuListError {
 /// An empty string is an empty list (sysfs writes that when nothing is isolated).
 pub fn parse(text: &str) -> Result<Vec<usize>, CpuListError> {
     let mut present = vec![false; MAX_CPUS];
-    for item in text.trim().split(',').map(str::trim).filter(|s| !s.is_empty()) {
+    for item in text
+        .trim()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
         // The `N-M:group/stride` form of isolcpus: honour the stride.
         let (range, stride) = match item.split_once(':') {
             Some((range, spec)) => {
@@ -104,7 +109,10 @@ mod tests {
         assert_eq!(parse("3-1"), Err(CpuListError::Backwards("3-1".into())));
         assert!(matches!(parse("a"), Err(CpuListError::BadItem(_))));
         assert!(matches!(parse("1-"), Err(CpuListError::BadItem(_))));
-        assert!(matches!(parse("0-99999999999"), Err(CpuListError::TooLarge(_))));
+        assert!(matches!(
+            parse("0-99999999999"),
+            Err(CpuListError::TooLarge(_))
+        ));
         assert!(matches!(parse("0-7:2/0"), Err(CpuListError::BadItem(_))));
     }
 

@@ -74,7 +74,11 @@ pub fn parse_output(text: &str) -> Result<Parsed, CyclictestError> {
     let mut histogram = LatencyHistogram::new();
     let mut gaps = 0u64;
     let mut last: Option<u64> = None;
-    for s in text.lines().filter_map(parse_line).filter(|s| s.thread == 0) {
+    for s in text
+        .lines()
+        .filter_map(parse_line)
+        .filter(|s| s.thread == 0)
+    {
         histogram.record_signed(s.value);
         if let Some(prev) = last {
             gaps += s.cycle.saturating_sub(prev.saturating_add(1));

@@ -73,6 +73,9 @@ pub struct Load {
     workers: Vec<JoinHandle<()>>,
 }
 
+/// A worker body: context and the memory worker's byte count.
+type WorkerFn = fn(&Ctx, usize);
+
 struct Ctx {
     stop: Arc<AtomicBool>,
     deadline: Instant,
@@ -97,7 +100,7 @@ impl Load {
             counters: counters.clone(),
             workers: Vec::new(),
         };
-        let kinds: [(usize, &str, fn(&Ctx, usize)); 4] = [
+        let kinds: [(usize, &str, WorkerFn); 4] = [
             (config.cpu_hogs, "load-cpu", cpu_hog),
             (config.memory_workers, "load-mem", memory_churn),
             (config.syscall_workers, "load-sys", syscall_churn),

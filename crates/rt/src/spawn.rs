@@ -131,9 +131,9 @@ impl RtThreadBuilder {
         T: Send + 'static,
     {
         self.config.validate()?;
-        let stack = self.stack_size.unwrap_or_else(|| {
-            MIN_STACK.max(self.config.prefault_stack_bytes + STACK_HEADROOM)
-        });
+        let stack = self
+            .stack_size
+            .unwrap_or_else(|| MIN_STACK.max(self.config.prefault_stack_bytes + STACK_HEADROOM));
         let (report_tx, report_rx) = mpsc::sync_channel::<ApplyReport>(1);
         let (go_tx, go_rx) = mpsc::sync_channel::<bool>(1);
         let config = self.config.clone();

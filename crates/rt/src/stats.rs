@@ -84,6 +84,18 @@ impl LatencyHistogram {
         let _ = self.hist.record(v);
     }
 
+    /// Records `count` samples of one latency (e.g. when importing another
+    /// histogram's buckets).
+    pub fn record_n(&mut self, ns: u64, count: u64) {
+        let v = if ns > MAX_TRACKED_NS {
+            self.clamped += count;
+            MAX_TRACKED_NS
+        } else {
+            ns
+        };
+        let _ = self.hist.record_n(v, count);
+    }
+
     /// Records a signed latency, clamping negatives (early wake-ups) to 0.
     pub fn record_signed(&mut self, ns: i64) {
         self.record(ns.max(0) as u64);
@@ -120,7 +132,9 @@ impl LatencyHistogram {
         if n == 0 || den == 0 {
             return 0;
         }
-        let rank = (n as u128 * num.min(den) as u128).div_ceil(den as u128).max(1) as u64;
+        let rank = (n as u128 * num.min(den) as u128)
+            .div_ceil(den as u128)
+            .max(1) as u64;
         let mut seen = 0u64;
         for v in self.hist.iter_recorded() {
             seen += v.count_at_value();
@@ -138,7 +152,9 @@ impl LatencyHistogram {
         if b.is_empty() || den == 0 {
             return (0, 0);
         }
-        let need = (n as u128 * num.min(den) as u128).div_ceil(den as u128).max(1) as u64;
+        let need = (n as u128 * num.min(den) as u128)
+            .div_ceil(den as u128)
+            .max(1) as u64;
         let (mut best, mut j, mut in_window) = ((b[0].0, b[b.len() - 1].0), 0usize, 0u64);
         for i in 0..b.len() {
             while in_window < need && j < b.len() {
@@ -225,6 +241,10 @@ mod tests {
         h.record_signed(-5);
         let s = h.summary();
         assert_eq!((s.clamped, s.min_ns), (1, 0));
+        h.record_n(7, 3);
+        h.record_n(MAX_TRACKED_NS * 2, 2);
+        let s = h.summary();
+        assert_eq!((s.samples, s.clamped), (10, 3));
     }
 
     #[test]

@@ -70,7 +70,9 @@ pub fn current_affinity() -> io::Result<Vec<usize>> {
             std::mem::size_of::<libc::cpu_set_t>(),
             &mut set,
         ))?;
-        Ok((0..MAX_CPUS).filter(|&c| libc::CPU_ISSET(c, &set)).collect())
+        Ok((0..MAX_CPUS)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect())
     }
 }
 

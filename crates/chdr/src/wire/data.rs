@@ -26,8 +26,14 @@ impl<'a> DataPacket<'a> {
     /// datagram and a payload that is not whole sc16 samples are errors.
     pub fn parse(buf: &'a [u8]) -> Result<Self, WireError> {
         let header = ChdrHeader::parse(buf)?;
-        if !matches!(header.pkt_type, PacketType::Data | PacketType::DataWithTimestamp) {
-            return Err(WireError::UnexpectedType { expected: "data", got: header.pkt_type });
+        if !matches!(
+            header.pkt_type,
+            PacketType::Data | PacketType::DataWithTimestamp
+        ) {
+            return Err(WireError::UnexpectedType {
+                expected: "data",
+                got: header.pkt_type,
+            });
         }
         let timestamp = match header.pkt_type.has_timestamp() {
             true => Some(read_word(buf, 1)?),
@@ -37,10 +43,17 @@ impl<'a> DataPacket<'a> {
         let prefix = header.prefix_bytes();
         let end = header.length as usize;
         let payload = &buf[prefix..end];
-        if payload.len() % SAMPLE_BYTES != 0 {
-            return Err(WireError::PartialSample { payload_bytes: payload.len() });
+        if !payload.len().is_multiple_of(SAMPLE_BYTES) {
+            return Err(WireError::PartialSample {
+                payload_bytes: payload.len(),
+            });
         }
-        Ok(DataPacket { header, timestamp, metadata: &buf[md_start..prefix], payload })
+        Ok(DataPacket {
+            header,
+            timestamp,
+            metadata: &buf[md_start..prefix],
+            payload,
+        })
     }
 
     pub fn num_samples(&self) -> usize {
@@ -67,7 +80,10 @@ impl<'a> DataPacket<'a> {
             return Err(WireError::BufferTooSmall { need: n, have });
         };
         for (s, b) in dst.iter_mut().zip(self.payload.chunks_exact(SAMPLE_BYTES)) {
-            *s = Ci16::new(i16::from_le_bytes([b[0], b[1]]), i16::from_le_bytes([b[2], b[3]]));
+            *s = Ci16::new(
+                i16::from_le_bytes([b[0], b[1]]),
+                i16::from_le_bytes([b[2], b[3]]),
+            );
         }
         Ok(n)
     }
@@ -98,14 +114,20 @@ pub fn write_data_packet(
     samples: &[Ci16],
 ) -> Result<usize, WireError> {
     if metadata.len() > ChdrHeader::MAX_MDATA as usize {
-        return Err(WireError::FieldOverflow { field: "num_mdata", value: metadata.len() as u64 });
+        return Err(WireError::FieldOverflow {
+            field: "num_mdata",
+            value: metadata.len() as u64,
+        });
     }
     let len = data_packet_len(spec.timestamp.is_some(), metadata.len(), samples.len());
     if len > MAX_PACKET_BYTES {
         return Err(WireError::PacketTooLong { length: len });
     }
     if buf.len() < len {
-        return Err(WireError::BufferTooSmall { need: len, have: buf.len() });
+        return Err(WireError::BufferTooSmall {
+            need: len,
+            have: buf.len(),
+        });
     }
     let header = ChdrHeader {
         vc: spec.vc,
@@ -146,7 +168,10 @@ mod tests {
     #[test]
     fn sample_layout_is_i_then_q_little_endian() {
         let mut buf = [0u8; 64];
-        let spec = DataPacketSpec { timestamp: Some(0x0102), ..Default::default() };
+        let spec = DataPacketSpec {
+            timestamp: Some(0x0102),
+            ..Default::default()
+        };
         let n = write_data_packet(&mut buf, &spec, &[], &[Ci16::new(0x1234, -2)]).unwrap();
         assert_eq!(n, 20);
         assert_eq!(&buf[8..16], &0x0102u64.to_le_bytes());
@@ -156,8 +181,13 @@ mod tests {
     #[test]
     fn rejects_partial_samples_wrong_types_and_short_buffers() {
         let mut buf = [0u8; 64];
-        let n = write_data_packet(&mut buf, &DataPacketSpec::default(), &[], &[Ci16::new(1, 2)])
-            .unwrap();
+        let n = write_data_packet(
+            &mut buf,
+            &DataPacketSpec::default(),
+            &[],
+            &[Ci16::new(1, 2)],
+        )
+        .unwrap();
         // Shrink the announced length by two bytes: half a sample.
         let mut h = ChdrHeader::parse(&buf).unwrap();
         h.length = (n - 2) as u16;
@@ -169,15 +199,28 @@ mod tests {
         h.length = n as u16;
         h.pkt_type = PacketType::Control;
         buf[..8].copy_from_slice(&h.encode().unwrap().to_le_bytes());
-        assert!(matches!(DataPacket::parse(&buf[..n]), Err(WireError::UnexpectedType { .. })));
+        assert!(matches!(
+            DataPacket::parse(&buf[..n]),
+            Err(WireError::UnexpectedType { .. })
+        ));
         let mut small = [0u8; 8];
         assert!(matches!(
-            write_data_packet(&mut small, &DataPacketSpec::default(), &[], &[Ci16::default(); 2]),
+            write_data_packet(
+                &mut small,
+                &DataPacketSpec::default(),
+                &[],
+                &[Ci16::default(); 2]
+            ),
             Err(WireError::BufferTooSmall { .. })
         ));
         let mut big = vec![0u8; 70_000];
         assert!(matches!(
-            write_data_packet(&mut big, &DataPacketSpec::default(), &[], &[Ci16::default(); 17_000]),
+            write_data_packet(
+                &mut big,
+                &DataPacketSpec::default(),
+                &[],
+                &[Ci16::default(); 17_000]
+            ),
             Err(WireError::PacketTooLong { .. })
         ));
     }

@@ -75,7 +75,10 @@ impl ChdrHeader {
     /// Pack into the 64-bit word. Fails if `vc` or `num_mdata` overflow their fields.
     pub fn encode(&self) -> Result<u64, WireError> {
         if self.vc > Self::MAX_VC {
-            return Err(WireError::FieldOverflow { field: "vc", value: self.vc as u64 });
+            return Err(WireError::FieldOverflow {
+                field: "vc",
+                value: self.vc as u64,
+            });
         }
         if self.num_mdata > Self::MAX_MDATA {
             return Err(WireError::FieldOverflow {
@@ -119,10 +122,16 @@ impl ChdrHeader {
         let hdr = Self::decode(word)?;
         let len = hdr.length as usize;
         if len > buf.len() {
-            return Err(WireError::Truncated { need: len, have: buf.len() });
+            return Err(WireError::Truncated {
+                need: len,
+                have: buf.len(),
+            });
         }
         if len < hdr.prefix_bytes() {
-            return Err(WireError::LengthTooShort { length: len, min: hdr.prefix_bytes() });
+            return Err(WireError::LengthTooShort {
+                length: len,
+                min: hdr.prefix_bytes(),
+            });
         }
         Ok(hdr)
     }
@@ -133,7 +142,10 @@ pub(crate) fn read_word(buf: &[u8], index: usize) -> Result<u64, WireError> {
     let start = index * WORD_BYTES;
     match buf.get(start..start + WORD_BYTES) {
         Some(b) => Ok(u64::from_le_bytes(b.try_into().expect("slice of 8 bytes"))),
-        None => Err(WireError::Truncated { need: start + WORD_BYTES, have: buf.len() }),
+        None => Err(WireError::Truncated {
+            need: start + WORD_BYTES,
+            have: buf.len(),
+        }),
     }
 }
 
@@ -145,7 +157,10 @@ pub(crate) fn write_word(buf: &mut [u8], index: usize, word: u64) -> Result<(), 
             b.copy_from_slice(&word.to_le_bytes());
             Ok(())
         }
-        None => Err(WireError::BufferTooSmall { need: start + WORD_BYTES, have }),
+        None => Err(WireError::BufferTooSmall {
+            need: start + WORD_BYTES,
+            have,
+        }),
     }
 }
 
@@ -190,11 +205,20 @@ mod tests {
 
     #[test]
     fn reserved_types_and_overflows_are_errors() {
-        assert_eq!(ChdrHeader::decode(3 << 53), Err(WireError::ReservedPacketType(3)));
-        assert_eq!(ChdrHeader::decode(5 << 53), Err(WireError::ReservedPacketType(5)));
+        assert_eq!(
+            ChdrHeader::decode(3 << 53),
+            Err(WireError::ReservedPacketType(3))
+        );
+        assert_eq!(
+            ChdrHeader::decode(5 << 53),
+            Err(WireError::ReservedPacketType(5))
+        );
         let mut h = ChdrHeader::decode(0).unwrap();
         h.vc = 64;
-        assert!(matches!(h.encode(), Err(WireError::FieldOverflow { field: "vc", .. })));
+        assert!(matches!(
+            h.encode(),
+            Err(WireError::FieldOverflow { field: "vc", .. })
+        ));
     }
 
     #[test]
@@ -202,11 +226,20 @@ mod tests {
         let mut h = ChdrHeader::decode(6 << 53).unwrap();
         h.length = 64;
         let bytes = h.encode().unwrap().to_le_bytes();
-        assert!(matches!(ChdrHeader::parse(&bytes), Err(WireError::Truncated { need: 64, .. })));
+        assert!(matches!(
+            ChdrHeader::parse(&bytes),
+            Err(WireError::Truncated { need: 64, .. })
+        ));
         h.length = 4;
         let bytes = h.encode().unwrap().to_le_bytes();
-        assert!(matches!(ChdrHeader::parse(&bytes), Err(WireError::LengthTooShort { .. })));
-        assert!(matches!(ChdrHeader::parse(&[1, 2, 3]), Err(WireError::Truncated { .. })));
+        assert!(matches!(
+            ChdrHeader::parse(&bytes),
+            Err(WireError::LengthTooShort { .. })
+        ));
+        assert!(matches!(
+            ChdrHeader::parse(&[1, 2, 3]),
+            Err(WireError::Truncated { .. })
+        ));
     }
 
     proptest! {

@@ -26,7 +26,10 @@ pub enum WireError {
     #[error("reserved {field} code {code}")]
     ReservedCode { field: &'static str, code: u8 },
     #[error("expected a {expected} packet, got {got:?}")]
-    UnexpectedType { expected: &'static str, got: PacketType },
+    UnexpectedType {
+        expected: &'static str,
+        got: PacketType,
+    },
     #[error("payload of {payload_bytes} bytes is not a whole number of 4-byte sc16 samples")]
     PartialSample { payload_bytes: usize },
     #[error("value {value} does not fit the {field} field")]
@@ -51,7 +54,9 @@ impl<'a> Packet<'a> {
     pub fn parse(buf: &'a [u8]) -> Result<Self, WireError> {
         let header = ChdrHeader::parse(buf)?;
         Ok(match header.pkt_type {
-            PacketType::Data | PacketType::DataWithTimestamp => Packet::Data(DataPacket::parse(buf)?),
+            PacketType::Data | PacketType::DataWithTimestamp => {
+                Packet::Data(DataPacket::parse(buf)?)
+            }
             PacketType::StreamStatus => {
                 let (h, s) = StreamStatus::parse(buf)?;
                 Packet::Status(h, s)

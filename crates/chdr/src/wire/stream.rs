@@ -49,7 +49,12 @@ impl StreamStatusCode {
             2 => StreamStatusCode::SeqErr,
             3 => StreamStatusCode::DataErr,
             4 => StreamStatusCode::RtErr,
-            other => return Err(WireError::ReservedCode { field: "status", code: other }),
+            other => {
+                return Err(WireError::ReservedCode {
+                    field: "status",
+                    code: other,
+                })
+            }
         })
     }
 }
@@ -98,7 +103,12 @@ impl StreamCommandOp {
             0 => StreamCommandOp::Init,
             1 => StreamCommandOp::Ping,
             2 => StreamCommandOp::Resync,
-            other => return Err(WireError::ReservedCode { field: "op_code", code: other }),
+            other => {
+                return Err(WireError::ReservedCode {
+                    field: "op_code",
+                    code: other,
+                })
+            }
         })
     }
 }
@@ -147,12 +157,18 @@ fn payload_start(
             PacketType::StreamStatus => "stream status",
             _ => "stream command",
         };
-        return Err(WireError::UnexpectedType { expected, got: header.pkt_type });
+        return Err(WireError::UnexpectedType {
+            expected,
+            got: header.pkt_type,
+        });
     }
     let start = 1 + header.num_mdata as usize;
     let need = WORD_BYTES * (start + words);
     if (header.length as usize) < need {
-        return Err(WireError::LengthTooShort { length: header.length as usize, min: need });
+        return Err(WireError::LengthTooShort {
+            length: header.length as usize,
+            min: need,
+        });
     }
     Ok((header, start))
 }
@@ -177,15 +193,24 @@ impl StreamStatus {
         self.check()?;
         let h = control_header(PacketType::StreamStatus, seq_num, dst_epid, STATUS_WORDS);
         if buf.len() < STREAM_STATUS_BYTES {
-            return Err(WireError::BufferTooSmall { need: STREAM_STATUS_BYTES, have: buf.len() });
+            return Err(WireError::BufferTooSmall {
+                need: STREAM_STATUS_BYTES,
+                have: buf.len(),
+            });
         }
         write_word(buf, 0, h.encode()?)?;
         write_word(
             buf,
             1,
-            (self.capacity_bytes << 24) | ((self.status.code() as u64) << 16) | self.src_epid as u64,
+            (self.capacity_bytes << 24)
+                | ((self.status.code() as u64) << 16)
+                | self.src_epid as u64,
         )?;
-        write_word(buf, 2, (self.xfer_count_pkts << 24) | self.capacity_pkts as u64)?;
+        write_word(
+            buf,
+            2,
+            (self.xfer_count_pkts << 24) | self.capacity_pkts as u64,
+        )?;
         write_word(buf, 3, self.xfer_count_bytes)?;
         write_word(buf, 4, (self.status_info << 16) | self.buff_info as u64)?;
         Ok(STREAM_STATUS_BYTES)
@@ -214,13 +239,22 @@ impl StreamStatus {
 impl StreamCommand {
     pub fn write(&self, buf: &mut [u8], seq_num: u16, dst_epid: u16) -> Result<usize, WireError> {
         if self.op_data > 0xf {
-            return Err(WireError::FieldOverflow { field: "op_data", value: self.op_data as u64 });
+            return Err(WireError::FieldOverflow {
+                field: "op_data",
+                value: self.op_data as u64,
+            });
         }
         if self.num_pkts > MASK_40 {
-            return Err(WireError::FieldOverflow { field: "num_pkts", value: self.num_pkts });
+            return Err(WireError::FieldOverflow {
+                field: "num_pkts",
+                value: self.num_pkts,
+            });
         }
         if buf.len() < STREAM_COMMAND_BYTES {
-            return Err(WireError::BufferTooSmall { need: STREAM_COMMAND_BYTES, have: buf.len() });
+            return Err(WireError::BufferTooSmall {
+                need: STREAM_COMMAND_BYTES,
+                have: buf.len(),
+            });
         }
         let h = control_header(PacketType::StreamCommand, seq_num, dst_epid, COMMAND_WORDS);
         write_word(buf, 0, h.encode()?)?;
@@ -287,11 +321,20 @@ mod tests {
             buff_info: 0,
             status_info: 0,
         };
-        assert!(matches!(s.write(&mut buf, 0, 0), Err(WireError::FieldOverflow { .. })));
-        let s = StreamStatus { capacity_bytes: 5, ..s };
+        assert!(matches!(
+            s.write(&mut buf, 0, 0),
+            Err(WireError::FieldOverflow { .. })
+        ));
+        let s = StreamStatus {
+            capacity_bytes: 5,
+            ..s
+        };
         s.write(&mut buf, 0, 0).unwrap();
         buf[8 + 2] |= 0x0f; // status nibble = 15
-        assert!(matches!(StreamStatus::parse(&buf), Err(WireError::ReservedCode { .. })));
+        assert!(matches!(
+            StreamStatus::parse(&buf),
+            Err(WireError::ReservedCode { .. })
+        ));
         let c = StreamCommand {
             src_epid: 0,
             op: StreamCommandOp::Ping,
@@ -300,8 +343,14 @@ mod tests {
             num_bytes: 0,
         };
         let n = c.write(&mut buf, 0, 0).unwrap();
-        assert!(matches!(StreamStatus::parse(&buf[..n]), Err(WireError::UnexpectedType { .. })));
-        assert!(matches!(StreamCommand::parse(&buf[..n - 1]), Err(WireError::Truncated { .. })));
+        assert!(matches!(
+            StreamStatus::parse(&buf[..n]),
+            Err(WireError::UnexpectedType { .. })
+        ));
+        assert!(matches!(
+            StreamCommand::parse(&buf[..n - 1]),
+            Err(WireError::Truncated { .. })
+        ));
     }
 
     proptest! {

@@ -37,7 +37,11 @@ pub enum FadingProcess {
 pub fn bessel_j0(x: f64) -> f64 {
     let steps = 64 + (x.abs() * 4.0).min(4096.0) as usize;
     let h = PI / steps as f64;
-    (0..steps).map(|i| (x * ((i as f64 + 0.5) * h).sin()).cos()).sum::<f64>() * h / PI
+    (0..steps)
+        .map(|i| (x * ((i as f64 + 0.5) * h).sin()).cos())
+        .sum::<f64>()
+        * h
+        / PI
 }
 
 /// AR(1) correlation matching Jakes' autocorrelation `J0(2 pi fd T)` at lag `T`.
@@ -50,7 +54,9 @@ pub fn ar1_rho_for_doppler(doppler_hz: f64, interval_s: f64) -> f64 {
 pub enum FadingError {
     #[error("AR(1) correlation {0} is outside [-1, 1]")]
     Rho(f64),
-    #[error("Jakes model needs a finite Doppler >= 0 Hz, an interval > 0 s and 1 to 4096 sinusoids")]
+    #[error(
+        "Jakes model needs a finite Doppler >= 0 Hz, an interval > 0 s and 1 to 4096 sinusoids"
+    )]
     Jakes,
     #[error(transparent)]
     Dsp(#[from] DspError),
@@ -73,7 +79,13 @@ pub struct FadingChannel {
 
 impl FadingChannel {
     /// A channel with taps following `pdp` on every path, evolving by `process`.
-    pub fn new(pdp: PowerDelayProfile, inputs: usize, outputs: usize, process: FadingProcess, seed: u64) -> Result<Self, FadingError> {
+    pub fn new(
+        pdp: PowerDelayProfile,
+        inputs: usize,
+        outputs: usize,
+        process: FadingProcess,
+        seed: u64,
+    ) -> Result<Self, FadingError> {
         check_ports(inputs, outputs)?;
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let taps = inputs * outputs * pdp.delays().len();
@@ -94,7 +106,10 @@ impl FadingChannel {
                 interval_s,
                 sinusoids: s,
             } => {
-                let ok = doppler_hz.is_finite() && doppler_hz >= 0.0 && interval_s.is_finite() && interval_s > 0.0;
+                let ok = doppler_hz.is_finite()
+                    && doppler_hz >= 0.0
+                    && interval_s.is_finite()
+                    && interval_s > 0.0;
                 if !ok || s == 0 || s > 4096 {
                     return Err(FadingError::Jakes);
                 }
@@ -219,7 +234,13 @@ mod tests {
         a.advance();
         a.write_response(&mut ra).unwrap();
         assert_ne!(ra, first, "it moves");
-        let diff: f32 = ra.paths().iter().flatten().zip(first.paths().iter().flatten()).map(|(x, y)| (x - y).norm_sqr()).sum();
+        let diff: f32 = ra
+            .paths()
+            .iter()
+            .flatten()
+            .zip(first.paths().iter().flatten())
+            .map(|(x, y)| (x - y).norm_sqr())
+            .sum();
         assert!(diff < 0.2 * 4.0, "but slowly: {diff}");
         // Long-run mean power of the first tap stays near its profile power.
         let mut power = 0.0f64;
@@ -255,7 +276,13 @@ mod tests {
             interval_s: 1e-3,
             sinusoids: 8,
         };
-        assert_eq!(FadingChannel::new(pdp.clone(), 1, 1, bad, 1).unwrap_err(), FadingError::Jakes);
-        assert_eq!(FadingChannel::new(pdp, 1, 1, FadingProcess::Ar1 { rho: 1.5 }, 1).unwrap_err(), FadingError::Rho(1.5));
+        assert_eq!(
+            FadingChannel::new(pdp.clone(), 1, 1, bad, 1).unwrap_err(),
+            FadingError::Jakes
+        );
+        assert_eq!(
+            FadingChannel::new(pdp, 1, 1, FadingProcess::Ar1 { rho: 1.5 }, 1).unwrap_err(),
+            FadingError::Rho(1.5)
+        );
     }
 }

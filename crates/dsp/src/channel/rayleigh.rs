@@ -49,7 +49,8 @@ impl PowerDelayProfile {
             return Err(PdpError::Delay(d));
         }
         let total: f32 = powers.iter().sum();
-        if powers.iter().any(|p| !p.is_finite() || *p < 0.0) || !(total > 0.0 && total.is_finite()) {
+        if powers.iter().any(|p| !p.is_finite() || *p < 0.0) || !(total > 0.0 && total.is_finite())
+        {
             return Err(PdpError::Power);
         }
         let powers = powers.iter().map(|p| p / total).collect();
@@ -95,7 +96,12 @@ pub(crate) fn complex_gaussian(rng: &mut impl Rng, power: f32) -> Cf32 {
 
 /// Draws an M x N channel whose every path has independent Rayleigh taps following `pdp`
 /// (each tap CN(0, p_k), so each path has unit mean power).
-pub fn draw_rayleigh(pdp: &PowerDelayProfile, inputs: usize, outputs: usize, rng: &mut impl Rng) -> Result<MimoTaps, DspError> {
+pub fn draw_rayleigh(
+    pdp: &PowerDelayProfile,
+    inputs: usize,
+    outputs: usize,
+    rng: &mut impl Rng,
+) -> Result<MimoTaps, DspError> {
     let mut taps = MimoTaps::zeros(inputs, outputs, pdp.len())?;
     for n in 0..outputs {
         for m in 0..inputs {
@@ -125,11 +131,26 @@ mod tests {
 
     #[test]
     fn bad_profiles_are_refused() {
-        assert_eq!(PowerDelayProfile::from_linear(vec![], vec![]), Err(PdpError::Empty));
-        assert_eq!(PowerDelayProfile::from_linear(vec![0], vec![-1.0]), Err(PdpError::Power));
-        assert_eq!(PowerDelayProfile::from_linear(vec![0], vec![0.0]), Err(PdpError::Power));
-        assert!(matches!(PowerDelayProfile::from_linear(vec![0, 1], vec![1.0]), Err(PdpError::Lengths { .. })));
-        assert!(matches!(PowerDelayProfile::from_linear(vec![MAX_TAPS], vec![1.0]), Err(PdpError::Delay(_))));
+        assert_eq!(
+            PowerDelayProfile::from_linear(vec![], vec![]),
+            Err(PdpError::Empty)
+        );
+        assert_eq!(
+            PowerDelayProfile::from_linear(vec![0], vec![-1.0]),
+            Err(PdpError::Power)
+        );
+        assert_eq!(
+            PowerDelayProfile::from_linear(vec![0], vec![0.0]),
+            Err(PdpError::Power)
+        );
+        assert!(matches!(
+            PowerDelayProfile::from_linear(vec![0, 1], vec![1.0]),
+            Err(PdpError::Lengths { .. })
+        ));
+        assert!(matches!(
+            PowerDelayProfile::from_linear(vec![MAX_TAPS], vec![1.0]),
+            Err(PdpError::Delay(_))
+        ));
     }
 
     #[test]
@@ -145,8 +166,14 @@ mod tests {
             }
         }
         let mean: Vec<f64> = power.iter().map(|p| p / draws as f64).collect();
-        assert!((mean[0] - f64::from(pdp.powers()[0])).abs() < 0.05, "{mean:?}");
-        assert!((mean[3] - f64::from(pdp.powers()[1])).abs() < 0.05, "{mean:?}");
+        assert!(
+            (mean[0] - f64::from(pdp.powers()[0])).abs() < 0.05,
+            "{mean:?}"
+        );
+        assert!(
+            (mean[3] - f64::from(pdp.powers()[1])).abs() < 0.05,
+            "{mean:?}"
+        );
         assert_eq!((mean[1], mean[2]), (0.0, 0.0));
     }
 }

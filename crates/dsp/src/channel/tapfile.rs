@@ -41,13 +41,27 @@ pub enum TapFileError {
     #[error("{inputs}x{outputs} ports: each side needs 1 to {MAX_PORTS} ports")]
     Ports { inputs: usize, outputs: usize },
     #[error("path #{index}: port {input} -> {output} is outside the {inputs}x{outputs} channel")]
-    PortOutOfRange { index: usize, input: usize, output: usize, inputs: usize, outputs: usize },
+    PortOutOfRange {
+        index: usize,
+        input: usize,
+        output: usize,
+        inputs: usize,
+        outputs: usize,
+    },
     #[error("path #{index}: input {input} -> output {output} is listed twice")]
-    DuplicatePath { index: usize, input: usize, output: usize },
+    DuplicatePath {
+        index: usize,
+        input: usize,
+        output: usize,
+    },
     #[error("path #{index}: give either \"taps\" or \"sparse\", not {what}")]
     TapForm { index: usize, what: &'static str },
     #[error("path #{index}, tap #{tap}: {what}")]
-    BadTap { index: usize, tap: usize, what: String },
+    BadTap {
+        index: usize,
+        tap: usize,
+        what: String,
+    },
     #[error("path #{index}: delay {delay} is listed twice")]
     DuplicateDelay { index: usize, delay: u64 },
     #[error("path #{index}: {len} taps exceed the limit of {MAX_TAPS}")]
@@ -111,7 +125,8 @@ pub struct TapFile {
 
 /// Parses a tap file from JSON text. Never panics; every problem is a [`TapFileError`].
 pub fn parse_tap_file(text: &str) -> Result<TapFile, TapFileError> {
-    let file: FileRepr = serde_json::from_str(text).map_err(|e| TapFileError::Json(e.to_string()))?;
+    let file: FileRepr =
+        serde_json::from_str(text).map_err(|e| TapFileError::Json(e.to_string()))?;
     if file.radiohost_taps != TAP_FILE_VERSION {
         return Err(TapFileError::Version(file.radiohost_taps));
     }
@@ -141,11 +156,27 @@ pub fn parse_tap_file(text: &str) -> Result<TapFile, TapFileError> {
         *slot = Some(match (&p.taps, &p.sparse) {
             (Some(dense), None) => dense_path(index, dense)?,
             (None, Some(sparse)) => sparse_path(index, sparse)?,
-            (Some(_), Some(_)) => return Err(TapFileError::TapForm { index, what: "both" }),
-            (None, None) => return Err(TapFileError::TapForm { index, what: "neither" }),
+            (Some(_), Some(_)) => {
+                return Err(TapFileError::TapForm {
+                    index,
+                    what: "both",
+                })
+            }
+            (None, None) => {
+                return Err(TapFileError::TapForm {
+                    index,
+                    what: "neither",
+                })
+            }
         });
     }
-    let len = paths.iter().flatten().map(Vec::len).max().unwrap_or(1).max(1);
+    let len = paths
+        .iter()
+        .flatten()
+        .map(Vec::len)
+        .max()
+        .unwrap_or(1)
+        .max(1);
     let paths = paths
         .into_iter()
         .map(|p| {
@@ -154,7 +185,8 @@ pub fn parse_tap_file(text: &str) -> Result<TapFile, TapFileError> {
             p
         })
         .collect();
-    let taps = MimoTaps::from_paths(inputs, outputs, paths).map_err(|e| TapFileError::Json(e.to_string()))?;
+    let taps = MimoTaps::from_paths(inputs, outputs, paths)
+        .map_err(|e| TapFileError::Json(e.to_string()))?;
     Ok(TapFile {
         taps,
         sample_rate: file.sample_rate,
@@ -185,7 +217,12 @@ fn dense_path(index: usize, dense: &[[f64; 2]]) -> Result<Vec<Cf32>, TapFileErro
     dense
         .iter()
         .enumerate()
-        .map(|(tap, [re, im])| Ok(Cf32::new(finite32(index, tap, *re)?, finite32(index, tap, *im)?)))
+        .map(|(tap, [re, im])| {
+            Ok(Cf32::new(
+                finite32(index, tap, *re)?,
+                finite32(index, tap, *im)?,
+            ))
+        })
         .collect()
 }
 
@@ -201,25 +238,33 @@ fn sparse_path(index: usize, sparse: &[SparseTap]) -> Result<Vec<Cf32>, TapFileE
     let mut seen = vec![false; out.len()];
     for (tap, t) in sparse.iter().enumerate() {
         let value = match (t.re, t.im, t.gain_db, t.phase_deg) {
-            (re, im, None, None) if re.is_some() || im.is_some() => {
-                Cf32::new(finite32(index, tap, re.unwrap_or(0.0))?, finite32(index, tap, im.unwrap_or(0.0))?)
-            }
+            (re, im, None, None) if re.is_some() || im.is_some() => Cf32::new(
+                finite32(index, tap, re.unwrap_or(0.0))?,
+                finite32(index, tap, im.unwrap_or(0.0))?,
+            ),
             (None, None, Some(db), phase) => {
                 let amp = 10f64.powf(db / 20.0);
                 let ph = phase.unwrap_or(0.0).to_radians();
-                Cf32::new(finite32(index, tap, amp * ph.cos())?, finite32(index, tap, amp * ph.sin())?)
+                Cf32::new(
+                    finite32(index, tap, amp * ph.cos())?,
+                    finite32(index, tap, amp * ph.sin())?,
+                )
             }
             _ => {
                 return Err(TapFileError::BadTap {
                     index,
                     tap,
-                    what: "give re/im or gain_db (with optional phase_deg), not a mix or nothing".into(),
+                    what: "give re/im or gain_db (with optional phase_deg), not a mix or nothing"
+                        .into(),
                 })
             }
         };
         let d = t.delay as usize;
         if std::mem::replace(&mut seen[d], true) {
-            return Err(TapFileError::DuplicateDelay { index, delay: t.delay });
+            return Err(TapFileError::DuplicateDelay {
+                index,
+                delay: t.delay,
+            });
         }
         out[d] = value;
     }
@@ -227,7 +272,11 @@ fn sparse_path(index: usize, sparse: &[SparseTap]) -> Result<Vec<Cf32>, TapFileE
 }
 
 /// Writes `taps` as a tap file (dense form; all-zero paths are left out).
-pub fn write_tap_file(taps: &MimoTaps, sample_rate: Option<f64>, description: Option<&str>) -> String {
+pub fn write_tap_file(
+    taps: &MimoTaps,
+    sample_rate: Option<f64>,
+    description: Option<&str>,
+) -> String {
     let mut paths = Vec::new();
     for n in 0..taps.outputs() {
         for m in 0..taps.inputs() {
@@ -238,7 +287,11 @@ pub fn write_tap_file(taps: &MimoTaps, sample_rate: Option<f64>, description: Op
             paths.push(PathRepr {
                 input: m,
                 output: n,
-                taps: Some(p.iter().map(|t| [f64::from(t.re), f64::from(t.im)]).collect()),
+                taps: Some(
+                    p.iter()
+                        .map(|t| [f64::from(t.re), f64::from(t.im)])
+                        .collect(),
+                ),
                 sparse: None,
             });
         }

@@ -3,8 +3,10 @@
 //! Memory layout (why): each column block's a-posteriori LLRs are stored twice in a row
 //! (`app[c][j] == app[c][j + Zc]`), so the cyclic shift of a block is a plain unaligned
 //! load at offset `shift`. Lanes are padded to a multiple of 64 so every kernel works on
-//! whole vectors; padding lanes compute garbage that never reaches a real lane. After a
-//! row block updates a column, the kernel restores the mirror half (`fixup`).
+//! whole vectors; padding lanes compute garbage that never reaches a real lane. When a
+//! row block updates a column, the kernel also writes the mirror half (directly when Zc
+//! is a multiple of the vector width, else by a short fix-up copy afterwards).
+//! Saturated a-posteriori values are passed on unchanged (see `scalar::saturated`).
 //! Check-to-variable messages are kept per edge as `i8` (one byte per lane), which for
 //! BG1 Zc=384 is 121 KiB and stays in L2.
 //!
@@ -51,7 +53,8 @@ impl SimdLevel {
     pub fn detect() -> SimdLevel {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::is_x86_feature_detected!("avx512bw") && std::is_x86_feature_detected!("avx512f") {
+            if std::is_x86_feature_detected!("avx512bw") && std::is_x86_feature_detected!("avx512f")
+            {
                 return SimdLevel::Avx512;
             }
             if std::is_x86_feature_detected!("avx2") {
@@ -128,6 +131,8 @@ pub const CHANNEL_LLR_MAX: i8 = 63;
 const FILLER_LLR: i8 = 127;
 /// Lane padding: the widest vector (AVX-512, 64 x i8).
 const LANE_PAD: usize = 64;
+/// Bytes before each column's data, written (never read) by mirror stores.
+const FRONT_PAD: usize = 64;
 
 /// Check-node magnitude post-processing, in quanta (shared by all kernels).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,6 +154,9 @@ pub(crate) struct Edge {
 pub(crate) struct Dims {
     pub zc: usize,
     pub zpad: usize,
+    /// First iteration: every old message is zero (read as such, never loaded), which
+    /// spares clearing the message memory before each block.
+    pub first: bool,
 }
 
 /// Layered min-sum LDPC decoder for one set of code parameters.
@@ -191,30 +199,35 @@ impl Decoder {
         let graph = Graph::new(p.bg, p.zc).expect("CodeParams holds a valid lifting size");
         let rows = p.active_rows();
         let zpad = p.zc.div_ceil(LANE_PAD) * LANE_PAD;
-        // Two copies of Zc plus room for whole-vector loads at any shift.
-        let stride = (p.zc + zpad).div_ceil(LANE_PAD) * LANE_PAD;
+        // Front pad, two copies of Zc, and room for whole-vector loads at any shift and
+        // for mirror stores that spill past either end (see `x86`).
+        let stride = FRONT_PAD + (p.zc + zpad).div_ceil(LANE_PAD) * LANE_PAD + LANE_PAD;
         let mut edges = Vec::new();
         let mut row_start = vec![0];
         for r in 0..rows {
             for b in graph.row(r) {
                 edges.push(Edge {
-                    base: b.col * stride,
+                    base: b.col * stride + FRONT_PAD,
                     shift: b.shift,
                 });
             }
             row_start.push(edges.len());
         }
         let max_deg = graph.max_row_degree();
-        let config_error = match (cfg.max_iterations, correction(cfg.min_sum, DEFAULT_LLR_SCALE)) {
+        let config_error = match (
+            cfg.max_iterations,
+            correction(cfg.min_sum, DEFAULT_LLR_SCALE),
+        ) {
             (0, _) => Some(LdpcError::ZeroIterations),
             (_, Err(e)) => Some(e),
             _ => None,
         };
-        Decoder {
+        let d = Decoder {
             p,
             cfg,
             level: cfg.simd.resolve(),
-            correction: correction(cfg.min_sum, DEFAULT_LLR_SCALE).unwrap_or(Correction::Eighths(6)),
+            correction: correction(cfg.min_sum, DEFAULT_LLR_SCALE)
+                .unwrap_or(Correction::Eighths(6)),
             config_error,
             llr_scale: DEFAULT_LLR_SCALE,
             rows,
@@ -227,7 +240,20 @@ impl Decoder {
             work: vec![0; max_deg * LANE_PAD],
             syndrome: vec![0; p.zc],
             quantized: vec![0; p.tx_bits],
+        };
+        // The SIMD kernels use raw pointers: verify their bounds once for every row.
+        #[cfg(target_arch = "x86_64")]
+        for r in 0..d.rows {
+            let (a, b) = (d.row_start[r], d.row_start[r + 1]);
+            let dims = Dims {
+                zc: p.zc,
+                zpad,
+                first: false,
+            };
+            let c2v = &d.c2v[a * zpad..b * zpad];
+            x86::check_bounds(&d.app, &d.edges[a..b], c2v, &d.work, &dims, LANE_PAD);
         }
+        d
     }
 
     /// Like [`Decoder::new`] but rejects an invalid configuration.
@@ -268,15 +294,26 @@ impl Decoder {
     /// llr.len() == tx_bits, LLR convention: POSITIVE means bit 0 (ln P(0)/P(1)).
     /// payload_out.len() == payload_bits, bits one per byte.
     /// +-infinity is a certain bit; NaN is rejected with [`LdpcError::NanLlr`].
-    pub fn decode(&mut self, llr: &[f32], payload_out: &mut [u8]) -> Result<DecodeOutcome, LdpcError> {
+    pub fn decode(
+        &mut self,
+        llr: &[f32],
+        payload_out: &mut [u8],
+    ) -> Result<DecodeOutcome, LdpcError> {
         check_len("LLR input", self.p.tx_bits, llr.len())?;
+        // Branch-free so it vectorises; NaN is looked for only when one is present.
+        if llr.iter().fold(false, |acc, x| acc | x.is_nan()) {
+            let index = llr.iter().position(|x| x.is_nan()).unwrap_or(0);
+            return Err(LdpcError::NanLlr { index });
+        }
         let scale = self.llr_scale;
         let max = CHANNEL_LLR_MAX as f32;
-        for (i, (q, &x)) in self.quantized.iter_mut().zip(llr).enumerate() {
-            if x.is_nan() {
-                return Err(LdpcError::NanLlr { index: i });
-            }
-            *q = (x * scale).round().clamp(-max, max) as i8;
+        for (q, &x) in self.quantized.iter_mut().zip(llr) {
+            let v = (x * scale).clamp(-max, max);
+            // Round half away from zero (as f32::round) without a libm call.
+            let r = v + 0.5f32.copysign(v);
+            // SAFETY: `r` is finite (NaN was rejected, infinities clamped) and within
+            // +-(CHANNEL_LLR_MAX + 1), so the truncating conversion is defined.
+            *q = unsafe { r.to_int_unchecked::<i32>() } as i8;
         }
         let q = std::mem::take(&mut self.quantized);
         let r = self.decode_quantized(&q, payload_out);
@@ -285,18 +322,22 @@ impl Decoder {
     }
 
     /// Decodes already-quantised LLRs (positive means bit 0), used as they are.
-    pub fn decode_quantized(&mut self, llr: &[i8], payload_out: &mut [u8]) -> Result<DecodeOutcome, LdpcError> {
+    pub fn decode_quantized(
+        &mut self,
+        llr: &[i8],
+        payload_out: &mut [u8],
+    ) -> Result<DecodeOutcome, LdpcError> {
         if let Some(e) = &self.config_error {
             return Err(e.clone());
         }
         check_len("LLR input", self.p.tx_bits, llr.len())?;
         check_len("payload output", self.p.payload_bits, payload_out.len())?;
         self.load_channel(llr);
-        self.c2v.fill(0);
+
         let mut iterations = 0;
         let mut parity_ok = false;
         while iterations < self.cfg.max_iterations {
-            self.iterate();
+            self.iterate(iterations == 0);
             iterations += 1;
             if self.cfg.early_termination {
                 parity_ok = self.syndrome_ok();
@@ -309,11 +350,17 @@ impl Decoder {
             parity_ok = self.syndrome_ok();
         }
         let zc = self.p.zc;
-        for (i, bit) in payload_out.iter_mut().enumerate() {
-            let (col, lane) = (i / zc, i % zc);
-            *bit = (self.app[col * self.stride + lane] < 0) as u8;
+        for (col, bits) in payload_out.chunks_mut(zc).enumerate() {
+            let base = col * self.stride + FRONT_PAD;
+            let app = &self.app[base..base + bits.len()];
+            for (bit, &v) in bits.iter_mut().zip(app) {
+                *bit = (v < 0) as u8;
+            }
         }
-        Ok(DecodeOutcome { iterations, parity_ok })
+        Ok(DecodeOutcome {
+            iterations,
+            parity_ok,
+        })
     }
 
     /// The quantised a-posteriori LLRs of the whole unpunctured codeword after the last
@@ -321,37 +368,51 @@ impl Decoder {
     pub fn posterior(&self) -> Vec<i8> {
         let zc = self.p.zc;
         (0..self.p.bg.cols())
-            .flat_map(|c| self.app[c * self.stride..c * self.stride + zc].iter().copied())
+            .flat_map(|c| {
+                self.app[c * self.stride + FRONT_PAD..c * self.stride + FRONT_PAD + zc]
+                    .iter()
+                    .copied()
+            })
             .collect()
     }
 
     fn load_channel(&mut self, llr: &[i8]) {
-        let zc = self.p.zc;
-        let stride = self.stride;
+        let (zc, stride) = (self.p.zc, self.stride);
         self.app.fill(0);
-        let set = |pos: usize, v: i8, app: &mut [i8]| {
-            let (col, lane) = (pos / zc, pos % zc);
-            app[col * stride + lane] = v;
-            app[col * stride + lane + zc] = v;
-        };
-        for pos in self.p.payload_bits..self.p.k() {
-            set(pos, FILLER_LLR, &mut self.app);
-        }
-        let mut src = llr.iter();
-        for seg in tx_segments(&self.p) {
-            for pos in seg {
-                match src.next() {
-                    Some(&v) => set(pos, v, &mut self.app),
-                    None => return,
+        // Writes `len` values starting at codeword position `pos`, column by column.
+        let write = |mut pos: usize, len: usize, src: Option<&[i8]>, app: &mut [i8]| {
+            let mut done = 0;
+            while done < len {
+                let (col, lane) = (pos / zc, pos % zc);
+                let n = (zc - lane).min(len - done);
+                let at = col * stride + FRONT_PAD + lane;
+                let dst = &mut app[at..at + n];
+                match src {
+                    Some(s) => dst.copy_from_slice(&s[done..done + n]),
+                    None => dst.fill(FILLER_LLR),
                 }
+                done += n;
+                pos += n;
             }
+        };
+        write(self.p.payload_bits, self.p.fillers(), None, &mut self.app);
+        let mut used = 0;
+        for seg in tx_segments(&self.p) {
+            let n = seg.len().min(llr.len() - used);
+            write(seg.start, n, Some(&llr[used..used + n]), &mut self.app);
+            used += n;
+        }
+        // Mirror half: app[c][j + Zc] = app[c][j].
+        for col in self.app.chunks_mut(stride) {
+            col.copy_within(FRONT_PAD..FRONT_PAD + zc, FRONT_PAD + zc);
         }
     }
 
-    fn iterate(&mut self) {
+    fn iterate(&mut self, first: bool) {
         let dims = Dims {
             zc: self.p.zc,
             zpad: self.zpad,
+            first,
         };
         for r in 0..self.rows {
             let (a, b) = (self.row_start[r], self.row_start[r + 1]);
@@ -361,12 +422,30 @@ impl Decoder {
                 #[cfg(target_arch = "x86_64")]
                 SimdLevel::Avx512 => {
                     // SAFETY: level comes from runtime detection of avx512f + avx512bw.
-                    unsafe { x86::layer_avx512(&mut self.app, edges, c2v, &mut self.work, &dims, self.correction) }
+                    unsafe {
+                        x86::layer_avx512(
+                            &mut self.app,
+                            edges,
+                            c2v,
+                            &mut self.work,
+                            &dims,
+                            self.correction,
+                        )
+                    }
                 }
                 #[cfg(target_arch = "x86_64")]
                 SimdLevel::Avx2 => {
                     // SAFETY: level comes from runtime detection of avx2.
-                    unsafe { x86::layer_avx2(&mut self.app, edges, c2v, &mut self.work, &dims, self.correction) }
+                    unsafe {
+                        x86::layer_avx2(
+                            &mut self.app,
+                            edges,
+                            c2v,
+                            &mut self.work,
+                            &dims,
+                            self.correction,
+                        )
+                    }
                 }
                 _ => scalar::layer(&mut self.app, edges, c2v, &dims, self.correction),
             }
@@ -375,21 +454,51 @@ impl Decoder {
 
     /// Hard decisions satisfy every active row.
     fn syndrome_ok(&mut self) -> bool {
-        let zc = self.p.zc;
-        for r in 0..self.rows {
-            self.syndrome.fill(0);
-            for e in &self.edges[self.row_start[r]..self.row_start[r + 1]] {
-                let src = &self.app[e.base + e.shift..e.base + e.shift + zc];
-                for (acc, &v) in self.syndrome.iter_mut().zip(src) {
-                    *acc ^= v;
-                }
-            }
-            if self.syndrome.iter().any(|&x| x < 0) {
-                return false;
+        let rows = &self.row_start[..self.rows + 1];
+        let (app, edges, acc) = (&self.app, &self.edges, &mut self.syndrome);
+        match self.level {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: Avx2 and Avx512 levels come from runtime detection (AVX-512 CPUs
+            // have AVX2).
+            SimdLevel::Avx2 | SimdLevel::Avx512 => unsafe {
+                syndrome_ok_avx2(app, edges, rows, acc)
+            },
+            _ => syndrome_ok(app, edges, rows, acc),
+        }
+    }
+}
+
+/// Hard decisions satisfy every row listed by `row_start`: per row, the XOR of the
+/// shifted blocks (the sign bit of an LLR is its hard decision) must have no sign bit set.
+#[inline(always)]
+fn syndrome_ok(app: &[i8], edges: &[Edge], row_start: &[usize], acc: &mut [i8]) -> bool {
+    let zc = acc.len();
+    for r in row_start.windows(2) {
+        acc.fill(0);
+        for e in &edges[r[0]..r[1]] {
+            let src = &app[e.base + e.shift..e.base + e.shift + zc];
+            for (a, &v) in acc.iter_mut().zip(src) {
+                *a ^= v;
             }
         }
-        true
+        // OR of all bytes (vectorises, unlike an early-exit search); sign bit = fail.
+        if acc.iter().fold(0u8, |a, &x| a | x as u8) & 0x80 != 0 {
+            return false;
+        }
     }
+    true
+}
+
+/// The same loops compiled for AVX2, so they vectorise 32 lanes wide.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn syndrome_ok_avx2(
+    app: &[i8],
+    edges: &[Edge],
+    row_start: &[usize],
+    acc: &mut [i8],
+) -> bool {
+    syndrome_ok(app, edges, row_start, acc)
 }
 
 /// Restores `app[c][j + Zc] == app[c][j]` after the window `[shift, shift + Zc)` of a

@@ -1,10 +1,12 @@
-//! Reference kernel: one row block, lane by lane. This file defines the arithmetic that
-//! the SIMD kernels reproduce exactly.
+//! Portable reference kernel for one row block (no intrinsics). This file defines the
+//! per-lane arithmetic that the SIMD kernels reproduce exactly.
 
 use super::{fixup_scalar, Correction, Dims, Edge};
 
 /// Most blocks in one base-graph row (BG1 row 0 has 19).
 const MAX_DEGREE: usize = 32;
+/// Lanes processed together.
+const BLOCK: usize = 64;
 
 #[inline]
 pub(crate) fn correct(m: u8, c: Correction) -> u8 {
@@ -29,35 +31,78 @@ pub(crate) fn correct(m: u8, c: Correction) -> u8 {
     }
 }
 
+/// A saturated a-posteriori LLR no longer equals channel + sum of messages, so removing
+/// this row's old message from it would under-estimate the extrinsic value and, row
+/// after row, drag reliable bits to zero and past it. A saturated value is passed on as
+/// it is instead (it is the most reliable value representable).
+#[inline]
+pub(crate) fn saturated(a: i8) -> bool {
+    a == i8::MAX || a == i8::MIN
+}
+
 /// Layered min-sum update of one row block.
 ///
-/// For each lane: `t_e = sat(app_e - c2v_e)`; `min1`, `min2` of `|t_e|` (as u8, so -128
-/// gives 128) and the XOR of all `t_e` (its sign bit is the sign product); new
+/// For each lane: `t_e = sat(app_e - c2v_e)` (or `app_e` if saturated, see
+/// [`saturated`]); `min1`, `min2` of `|t_e|` (as u8, so -128 gives 128) and the XOR of
+/// all `t_e` (its sign bit is the sign product); new
 /// `c2v_e = ±correct(min(|t_e| == min1 ? min2 : min1, 127))` with the sign of
 /// `t_e ^ product`; `app_e = sat(t_e + c2v_e)`. An edge equal to `min1` gets `min2`:
 /// when the minimum is shared, `min2 == min1`, so no index is needed.
 pub(crate) fn layer(app: &mut [i8], edges: &[Edge], c2v: &mut [i8], dims: &Dims, corr: Correction) {
     let (zc, zpad) = (dims.zc, dims.zpad);
-    let mut t = [0i8; MAX_DEGREE];
-    for i in 0..zc {
-        let (mut min1, mut min2, mut sgn) = (u8::MAX, u8::MAX, 0i8);
+    // Whole blocks of lanes (padding lanes included, as in the SIMD kernels; the fix-up
+    // below repairs what they write) with lane-innermost loops of constant length: plain
+    // per-lane code that the compiler can still vectorise for any target.
+    let mut t = [[0i8; BLOCK]; MAX_DEGREE];
+    let n = BLOCK;
+    let mut i0 = 0;
+    while i0 < zpad {
+        let (mut min1, mut min2, mut sgn) = ([u8::MAX; BLOCK], [u8::MAX; BLOCK], [0i8; BLOCK]);
         for (e, ed) in edges.iter().enumerate() {
-            let te = app[ed.base + ed.shift + i].saturating_sub(c2v[e * zpad + i]);
-            t[e] = te;
-            let m = te.unsigned_abs();
-            min2 = min2.min(min1.max(m));
-            min1 = min1.min(m);
-            sgn ^= te;
+            let a = &app[ed.base + ed.shift + i0..][..n];
+            let te = &mut t[e][..n];
+            if dims.first {
+                // Old messages are all zero: t = a, saturated or not.
+                te.copy_from_slice(a);
+            } else {
+                let old = &c2v[e * zpad + i0..][..n];
+                for i in 0..n {
+                    te[i] = if saturated(a[i]) {
+                        a[i]
+                    } else {
+                        a[i].saturating_sub(old[i])
+                    };
+                }
+            }
+            for i in 0..n {
+                let m = te[i].unsigned_abs();
+                min2[i] = min2[i].min(min1[i].max(m));
+                min1[i] = min1[i].min(m);
+                sgn[i] ^= te[i];
+            }
         }
-        let m1 = correct(min1.min(127), corr) as i8;
-        let m2 = correct(min2.min(127), corr) as i8;
+        let (mut m1, mut m2) = ([0i8; BLOCK], [0i8; BLOCK]);
+        for i in 0..n {
+            m1[i] = correct(min1[i].min(127), corr) as i8;
+            m2[i] = correct(min2[i].min(127), corr) as i8;
+        }
         for (e, ed) in edges.iter().enumerate() {
-            let te = t[e];
-            let mag = if te.unsigned_abs() == min1 { m2 } else { m1 };
-            let c = if (te ^ sgn) < 0 { -mag } else { mag };
-            c2v[e * zpad + i] = c;
-            app[ed.base + ed.shift + i] = te.saturating_add(c);
+            let te = &t[e][..n];
+            let new_c2v = &mut c2v[e * zpad + i0..][..n];
+            for i in 0..n {
+                let mag = if te[i].unsigned_abs() == min1[i] {
+                    m2[i]
+                } else {
+                    m1[i]
+                };
+                new_c2v[i] = if (te[i] ^ sgn[i]) < 0 { -mag } else { mag };
+            }
+            let new_app = &mut app[ed.base + ed.shift + i0..][..n];
+            for i in 0..n {
+                new_app[i] = te[i].saturating_add(new_c2v[i]);
+            }
         }
+        i0 += n;
     }
     for ed in edges {
         fixup_scalar(&mut app[ed.base..ed.base + 2 * zc], zc, ed.shift);

@@ -5,15 +5,39 @@
 use super::{Correction, Dims, Edge};
 use std::arch::x86_64::*;
 
-/// Checks the bounds every kernel relies on before it uses raw pointers.
-fn check_bounds(app: &[i8], edges: &[Edge], c2v: &[i8], work: &[i8], dims: &Dims, w: usize) {
-    assert!(dims.zpad % w == 0 && dims.zpad >= dims.zc);
+/// The bounds every kernel relies on before it uses raw pointers. `Decoder::new` builds
+/// the layout so they hold and checks them once; debug builds re-check on every call.
+pub(crate) fn check_bounds(
+    app: &[i8],
+    edges: &[Edge],
+    c2v: &[i8],
+    work: &[i8],
+    dims: &Dims,
+    w: usize,
+) {
+    assert!(dims.zpad.is_multiple_of(w) && dims.zpad >= dims.zc);
     assert!(c2v.len() >= edges.len() * dims.zpad);
     assert!(work.len() >= edges.len() * w);
     for ed in edges {
         assert!(ed.shift < dims.zc);
         assert!(ed.base + ed.shift + dims.zpad <= app.len());
-        assert!(ed.base + 2 * dims.zc <= app.len());
+        assert!(ed.base >= w && ed.base + 2 * dims.zc + w <= app.len());
+    }
+}
+
+/// When Zc is a multiple of the vector width every lane is real, so each new APP vector
+/// written at window offset `q` is also written to its mirror: `q + Zc` for the first
+/// copy, `q - Zc` for the second, both for a vector straddling Zc (the parts that land
+/// outside `[0, 2 Zc)` go to the column's padding, which is never read). Later vectors of
+/// the same block never load from these mirror ranges, so no fix-up pass is needed.
+#[inline(always)]
+unsafe fn mirror_store(col: *mut i8, q: usize, zc: usize, w: usize, store: impl Fn(*mut i8)) {
+    if q < zc {
+        store(col.add(q + zc));
+    }
+    if q + w > zc {
+        // q + w > Zc, so q - Zc > -w >= -FRONT_PAD: inside the column's front pad.
+        store(col.offset(q as isize - zc as isize));
     }
 }
 
@@ -27,13 +51,22 @@ fn correct256(m: __m256i, c: Correction) -> __m256i {
                 r = m;
             }
             if k & 4 != 0 {
-                r = _mm256_add_epi8(r, _mm256_and_si256(_mm256_srli_epi16(m, 1), _mm256_set1_epi8(0x7f)));
+                r = _mm256_add_epi8(
+                    r,
+                    _mm256_and_si256(_mm256_srli_epi16(m, 1), _mm256_set1_epi8(0x7f)),
+                );
             }
             if k & 2 != 0 {
-                r = _mm256_add_epi8(r, _mm256_and_si256(_mm256_srli_epi16(m, 2), _mm256_set1_epi8(0x3f)));
+                r = _mm256_add_epi8(
+                    r,
+                    _mm256_and_si256(_mm256_srli_epi16(m, 2), _mm256_set1_epi8(0x3f)),
+                );
             }
             if k & 1 != 0 {
-                r = _mm256_add_epi8(r, _mm256_and_si256(_mm256_srli_epi16(m, 3), _mm256_set1_epi8(0x1f)));
+                r = _mm256_add_epi8(
+                    r,
+                    _mm256_and_si256(_mm256_srli_epi16(m, 3), _mm256_set1_epi8(0x1f)),
+                );
             }
             r
         }
@@ -46,11 +79,17 @@ unsafe fn copy_avx2(dst: *mut i8, src: *const i8, len: usize) {
     if len >= 32 {
         let mut o = 0;
         while o + 32 < len {
-            _mm256_storeu_si256(dst.add(o) as *mut __m256i, _mm256_loadu_si256(src.add(o) as *const __m256i));
+            _mm256_storeu_si256(
+                dst.add(o) as *mut __m256i,
+                _mm256_loadu_si256(src.add(o) as *const __m256i),
+            );
             o += 32;
         }
         let o = len - 32;
-        _mm256_storeu_si256(dst.add(o) as *mut __m256i, _mm256_loadu_si256(src.add(o) as *const __m256i));
+        _mm256_storeu_si256(
+            dst.add(o) as *mut __m256i,
+            _mm256_loadu_si256(src.add(o) as *const __m256i),
+        );
     } else {
         for o in 0..len {
             *dst.add(o) = *src.add(o);
@@ -61,25 +100,60 @@ unsafe fn copy_avx2(dst: *mut i8, src: *const i8, len: usize) {
 /// AVX2 version of `scalar::layer`.
 ///
 /// # Safety
-/// The CPU must support AVX2.
+/// The CPU must support AVX2, and the buffers must pass `check_bounds`.
 #[target_feature(enable = "avx2")]
-pub(crate) unsafe fn layer_avx2(app: &mut [i8], edges: &[Edge], c2v: &mut [i8], work: &mut [i8], dims: &Dims, corr: Correction) {
+pub(crate) unsafe fn layer_avx2(
+    app: &mut [i8],
+    edges: &[Edge],
+    c2v: &mut [i8],
+    work: &mut [i8],
+    dims: &Dims,
+    corr: Correction,
+) {
+    if cfg!(debug_assertions) {
+        check_bounds(app, edges, c2v, work, dims, 32);
+    }
+    // Loop-invariant choices as constants, so the inner loops carry no tests for them.
+    match (dims.first, dims.zc.is_multiple_of(32)) {
+        (true, true) => layer_avx2_impl::<true, true>(app, edges, c2v, work, dims, corr),
+        (true, false) => layer_avx2_impl::<true, false>(app, edges, c2v, work, dims, corr),
+        (false, true) => layer_avx2_impl::<false, true>(app, edges, c2v, work, dims, corr),
+        (false, false) => layer_avx2_impl::<false, false>(app, edges, c2v, work, dims, corr),
+    }
+}
+
+/// `layer_avx2` for one first-iteration / direct-mirror combination.
+#[target_feature(enable = "avx2")]
+unsafe fn layer_avx2_impl<const FIRST: bool, const DIRECT_MIRROR: bool>(
+    app: &mut [i8],
+    edges: &[Edge],
+    c2v: &mut [i8],
+    work: &mut [i8],
+    dims: &Dims,
+    corr: Correction,
+) {
     const W: usize = 32;
-    check_bounds(app, edges, c2v, work, dims, W);
-    let (zc, zpad) = (dims.zc, dims.zpad);
+    let (zc, zpad, first, direct_mirror) = (dims.zc, dims.zpad, FIRST, DIRECT_MIRROR);
     let appp = app.as_mut_ptr();
     let c2vp = c2v.as_mut_ptr();
     let wp = work.as_mut_ptr();
     let one = _mm256_set1_epi8(1);
     let max127 = _mm256_set1_epi8(127);
     let all = _mm256_set1_epi8(-1);
+    let min128 = _mm256_set1_epi8(i8::MIN);
     let mut i0 = 0;
     while i0 < zpad {
         let (mut min1, mut min2, mut sgn) = (all, all, _mm256_setzero_si256());
         for (e, ed) in edges.iter().enumerate() {
             let a = _mm256_loadu_si256(appp.add(ed.base + ed.shift + i0) as *const __m256i);
-            let c = _mm256_loadu_si256(c2vp.add(e * zpad + i0) as *const __m256i);
-            let t = _mm256_subs_epi8(a, c);
+            let c = if first {
+                _mm256_setzero_si256()
+            } else {
+                _mm256_loadu_si256(c2vp.add(e * zpad + i0) as *const __m256i)
+            };
+            // Saturated APP: subtract nothing (see `scalar::saturated`).
+            let sat = _mm256_or_si256(_mm256_cmpeq_epi8(a, max127), _mm256_cmpeq_epi8(a, min128));
+            let t = _mm256_subs_epi8(a, _mm256_andnot_si256(sat, c));
             _mm256_storeu_si256(wp.add(e * W) as *mut __m256i, t);
             let m = _mm256_abs_epi8(t);
             min2 = _mm256_min_epu8(min2, _mm256_max_epu8(min1, m));
@@ -95,14 +169,23 @@ pub(crate) unsafe fn layer_avx2(app: &mut [i8], edges: &[Edge], c2v: &mut [i8], 
             let s = _mm256_or_si256(_mm256_xor_si256(t, sgn), one);
             let c = _mm256_sign_epi8(mag, s);
             _mm256_storeu_si256(c2vp.add(e * zpad + i0) as *mut __m256i, c);
-            _mm256_storeu_si256(appp.add(ed.base + ed.shift + i0) as *mut __m256i, _mm256_adds_epi8(t, c));
+            let v = _mm256_adds_epi8(t, c);
+            let q = ed.shift + i0;
+            _mm256_storeu_si256(appp.add(ed.base + q) as *mut __m256i, v);
+            if direct_mirror {
+                mirror_store(appp.add(ed.base), q, zc, W, |p| {
+                    _mm256_storeu_si256(p as *mut __m256i, v)
+                });
+            }
         }
         i0 += W;
     }
-    for ed in edges {
-        let col = appp.add(ed.base);
-        copy_avx2(col, col.add(zc), ed.shift);
-        copy_avx2(col.add(ed.shift + zc), col.add(ed.shift), zc - ed.shift);
+    if !direct_mirror {
+        for ed in edges {
+            let col = appp.add(ed.base);
+            copy_avx2(col, col.add(zc), ed.shift);
+            copy_avx2(col.add(ed.shift + zc), col.add(ed.shift), zc - ed.shift);
+        }
     }
 }
 
@@ -116,13 +199,22 @@ fn correct512(m: __m512i, c: Correction) -> __m512i {
                 r = m;
             }
             if k & 4 != 0 {
-                r = _mm512_add_epi8(r, _mm512_and_si512(_mm512_srli_epi16(m, 1), _mm512_set1_epi8(0x7f)));
+                r = _mm512_add_epi8(
+                    r,
+                    _mm512_and_si512(_mm512_srli_epi16(m, 1), _mm512_set1_epi8(0x7f)),
+                );
             }
             if k & 2 != 0 {
-                r = _mm512_add_epi8(r, _mm512_and_si512(_mm512_srli_epi16(m, 2), _mm512_set1_epi8(0x3f)));
+                r = _mm512_add_epi8(
+                    r,
+                    _mm512_and_si512(_mm512_srli_epi16(m, 2), _mm512_set1_epi8(0x3f)),
+                );
             }
             if k & 1 != 0 {
-                r = _mm512_add_epi8(r, _mm512_and_si512(_mm512_srli_epi16(m, 3), _mm512_set1_epi8(0x1f)));
+                r = _mm512_add_epi8(
+                    r,
+                    _mm512_and_si512(_mm512_srli_epi16(m, 3), _mm512_set1_epi8(0x1f)),
+                );
             }
             r
         }
@@ -134,7 +226,10 @@ fn correct512(m: __m512i, c: Correction) -> __m512i {
 unsafe fn copy_avx512(dst: *mut i8, src: *const i8, len: usize) {
     let mut o = 0;
     while o + 64 <= len {
-        _mm512_storeu_si512(dst.add(o) as *mut __m512i, _mm512_loadu_si512(src.add(o) as *const __m512i));
+        _mm512_storeu_si512(
+            dst.add(o) as *mut __m512i,
+            _mm512_loadu_si512(src.add(o) as *const __m512i),
+        );
         o += 64;
     }
     let rest = len - o;
@@ -147,25 +242,58 @@ unsafe fn copy_avx512(dst: *mut i8, src: *const i8, len: usize) {
 /// AVX-512BW version of `scalar::layer`.
 ///
 /// # Safety
-/// The CPU must support AVX-512F and AVX-512BW.
+/// The CPU must support AVX-512F and AVX-512BW, and the buffers must pass `check_bounds`.
 #[target_feature(enable = "avx512f,avx512bw")]
-pub(crate) unsafe fn layer_avx512(app: &mut [i8], edges: &[Edge], c2v: &mut [i8], work: &mut [i8], dims: &Dims, corr: Correction) {
+pub(crate) unsafe fn layer_avx512(
+    app: &mut [i8],
+    edges: &[Edge],
+    c2v: &mut [i8],
+    work: &mut [i8],
+    dims: &Dims,
+    corr: Correction,
+) {
+    if cfg!(debug_assertions) {
+        check_bounds(app, edges, c2v, work, dims, 64);
+    }
+    match (dims.first, dims.zc.is_multiple_of(64)) {
+        (true, true) => layer_avx512_impl::<true, true>(app, edges, c2v, work, dims, corr),
+        (true, false) => layer_avx512_impl::<true, false>(app, edges, c2v, work, dims, corr),
+        (false, true) => layer_avx512_impl::<false, true>(app, edges, c2v, work, dims, corr),
+        (false, false) => layer_avx512_impl::<false, false>(app, edges, c2v, work, dims, corr),
+    }
+}
+
+/// `layer_avx512` for one first-iteration / direct-mirror combination.
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn layer_avx512_impl<const FIRST: bool, const DIRECT_MIRROR: bool>(
+    app: &mut [i8],
+    edges: &[Edge],
+    c2v: &mut [i8],
+    work: &mut [i8],
+    dims: &Dims,
+    corr: Correction,
+) {
     const W: usize = 64;
-    check_bounds(app, edges, c2v, work, dims, W);
-    let (zc, zpad) = (dims.zc, dims.zpad);
+    let (zc, zpad, first, direct_mirror) = (dims.zc, dims.zpad, FIRST, DIRECT_MIRROR);
     let appp = app.as_mut_ptr();
     let c2vp = c2v.as_mut_ptr();
     let wp = work.as_mut_ptr();
     let zero = _mm512_setzero_si512();
     let max127 = _mm512_set1_epi8(127);
     let all = _mm512_set1_epi8(-1);
+    let min128 = _mm512_set1_epi8(i8::MIN);
     let mut i0 = 0;
     while i0 < zpad {
         let (mut min1, mut min2, mut sgn) = (all, all, zero);
         for (e, ed) in edges.iter().enumerate() {
             let a = _mm512_loadu_si512(appp.add(ed.base + ed.shift + i0) as *const __m512i);
-            let c = _mm512_loadu_si512(c2vp.add(e * zpad + i0) as *const __m512i);
-            let t = _mm512_subs_epi8(a, c);
+            let c = if first {
+                zero
+            } else {
+                _mm512_loadu_si512(c2vp.add(e * zpad + i0) as *const __m512i)
+            };
+            let unsat = _mm512_mask_cmpneq_epi8_mask(_mm512_cmpneq_epi8_mask(a, max127), a, min128);
+            let t = _mm512_mask_subs_epi8(a, unsat, a, c);
             _mm512_storeu_si512(wp.add(e * W) as *mut __m512i, t);
             let m = _mm512_abs_epi8(t);
             min2 = _mm512_min_epu8(min2, _mm512_max_epu8(min1, m));
@@ -181,13 +309,22 @@ pub(crate) unsafe fn layer_avx512(app: &mut [i8], edges: &[Edge], c2v: &mut [i8]
             let neg = _mm512_movepi8_mask(_mm512_xor_si512(t, sgn));
             let c = _mm512_mask_sub_epi8(mag, neg, zero, mag);
             _mm512_storeu_si512(c2vp.add(e * zpad + i0) as *mut __m512i, c);
-            _mm512_storeu_si512(appp.add(ed.base + ed.shift + i0) as *mut __m512i, _mm512_adds_epi8(t, c));
+            let v = _mm512_adds_epi8(t, c);
+            let q = ed.shift + i0;
+            _mm512_storeu_si512(appp.add(ed.base + q) as *mut __m512i, v);
+            if direct_mirror {
+                mirror_store(appp.add(ed.base), q, zc, W, |p| {
+                    _mm512_storeu_si512(p as *mut __m512i, v)
+                });
+            }
         }
         i0 += W;
     }
-    for ed in edges {
-        let col = appp.add(ed.base);
-        copy_avx512(col, col.add(zc), ed.shift);
-        copy_avx512(col.add(ed.shift + zc), col.add(ed.shift), zc - ed.shift);
+    if !direct_mirror {
+        for ed in edges {
+            let col = appp.add(ed.base);
+            copy_avx512(col, col.add(zc), ed.shift);
+            copy_avx512(col.add(ed.shift + zc), col.add(ed.shift), zc - ed.shift);
+        }
     }
 }

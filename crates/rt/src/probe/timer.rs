@@ -40,7 +40,7 @@ impl TimerProbe {
     /// Runs the probe to completion (or until `control.stop()`).
     pub fn run(&self, control: &ProbeControl) -> Result<ProbeRun, ProbeError> {
         let interval_ns = self.interval.as_nanos();
-        if interval_ns < 1_000 || interval_ns > 10_000_000_000 {
+        if !(1_000..=10_000_000_000).contains(&interval_ns) {
             return Err(ProbeError::Invalid(format!(
                 "interval {:?} outside 1 us ..= 10 s",
                 self.interval

@@ -95,9 +95,9 @@ impl UdpProbe {
         let pinger = RtThreadBuilder::new("rt-probe-ping")
             .config(self.thread.clone())
             .spawn(move |_| ping_loop(&socket, interval_ns, samples, &ctl));
-        let result = pinger.and_then(|p| {
+        let result = pinger.map(|p| {
             let report = p.report().clone();
-            Ok((report, p.join()))
+            (report, p.join())
         });
         echo_stop.store(true, Ordering::Relaxed);
         if let Some(echo) = echo {
@@ -214,7 +214,7 @@ mod tests {
         };
         let run = probe.run(&ProbeControl::default()).unwrap();
         assert_eq!(run.histogram.len() + run.missed, 40);
-        assert!(run.histogram.len() > 0);
+        assert!(!run.histogram.is_empty());
     }
 
     #[test]

@@ -1,0 +1,209 @@
+//! One streaming session: an emulated radio (in-process, on loopback) and the
+//! host streamer with a processor between RX and TX. Also the channel processor
+//! that runs dsp's UPOLS convolver per packet.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context, Result};
+use radiohost_chdr::net::pin_current_thread;
+use radiohost_chdr::process::{Block, PacketProcessor};
+use radiohost_chdr::radio::{run_radio_on, RadioConfig, RadioReport, RadioSockets};
+use radiohost_chdr::streamer::{run_streamer_on, PollMode, StreamerConfig, StreamerReport};
+use radiohost_chdr::tx::TxPolicy;
+use radiohost_dsp::{MimoConvolver, MimoTaps};
+use radiohost_iq::{Cf32, Ci16};
+
+/// EPIDs of the emulated radio's endpoints (RX streams land on the host at
+/// `HOST_RX_EPID + port`; TX endpoints are `RADIO_TX_EPID + port`).
+pub const HOST_RX_EPID: u16 = 0x0100;
+pub const RADIO_TX_EPID: u16 = 0x0200;
+pub const HOST_TX_EPID: u16 = 0x0300;
+
+#[derive(Clone, Debug)]
+pub struct SessionOpts {
+    pub inputs: usize,
+    pub outputs: usize,
+    pub rate_sps: f64,
+    pub samples_per_packet: usize,
+    pub packets: u64,
+    /// RX timestamp -> TX timestamp budget.
+    pub offset: Duration,
+    pub poll: PollMode,
+    pub cpu: Option<usize>,
+    pub radio_cpu: Option<usize>,
+    pub radio_spin: bool,
+    pub batch: usize,
+    pub policy: TxPolicy,
+    pub capacity_pkts: u32,
+    pub subscribers: Vec<SocketAddr>,
+    pub record: bool,
+}
+
+impl SessionOpts {
+    pub fn offset_ticks(&self) -> u64 {
+        (self.offset.as_secs_f64() * self.rate_sps).round() as u64
+    }
+
+    pub fn streamer_config(&self, bind: SocketAddr, radio_tx: SocketAddr) -> StreamerConfig {
+        let mut c = StreamerConfig::new(bind, radio_tx, self.samples_per_packet);
+        c.rx_epids = (0..self.inputs as u16).map(|p| HOST_RX_EPID + p).collect();
+        c.tx_epids = (0..self.outputs as u16).map(|p| RADIO_TX_EPID + p).collect();
+        c.host_epid = HOST_TX_EPID;
+        c.tx_offset_ticks = self.offset_ticks();
+        c.poll = self.poll;
+        c.cpu = self.cpu;
+        c.batch = self.batch;
+        c.subscribers = self.subscribers.clone();
+        c.pending_capacity = 1024;
+        c.status_period = (self.capacity_pkts as u64 / 4).max(1);
+        c
+    }
+}
+
+pub struct SessionResult {
+    pub streamer: StreamerReport,
+    pub radio: RadioReport,
+    pub wall: Duration,
+}
+
+/// Run the emulated radio and the streamer on loopback until the radio's
+/// packets are through.
+pub fn run_session<P: PacketProcessor + 'static>(o: &SessionOpts, proc: P) -> Result<SessionResult> {
+    ensure!(o.inputs >= 1 && o.outputs >= 1, "need at least one input and one output port");
+    ensure!(o.packets > 0, "--packets must be at least 1");
+    let host = UdpSocket::bind("127.0.0.1:0").context("binding the streamer socket on loopback")?;
+    let host_addr = host.local_addr()?;
+    let radio_cfg = RadioConfig {
+        host: host_addr,
+        rx_bind: "127.0.0.1:0".parse()?,
+        tx_bind: "127.0.0.1:0".parse()?,
+        rx_dst_epids: (0..o.inputs as u16).map(|p| HOST_RX_EPID + p).collect(),
+        tx_epids: (0..o.outputs as u16).map(|p| RADIO_TX_EPID + p).collect(),
+        rate_sps: o.rate_sps,
+        samples_per_packet: o.samples_per_packet,
+        packets: o.packets,
+        start_delay: Duration::from_millis(30),
+        tx_capacity_pkts: o.capacity_pkts,
+        policy: o.policy,
+        linger: o.offset * 2 + Duration::from_millis(100),
+        record: o.record,
+        spin: o.radio_spin,
+    };
+    let sockets = RadioSockets::bind(&radio_cfg)?;
+    let mut cfg = o.streamer_config(host_addr, sockets.tx.local_addr()?);
+    cfg.stop_after_frames = Some(o.packets);
+    cfg.idle_timeout = Duration::from_millis(300) + o.offset;
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop_streamer = stop.clone();
+    let start = Instant::now();
+    let streamer = thread::Builder::new()
+        .name("chdr-streamer".into())
+        .spawn(move || run_streamer_on(host, cfg, proc, &stop_streamer))?;
+    let radio_cpu = o.radio_cpu;
+    let stop_radio = stop.clone();
+    let radio = thread::Builder::new().name("chdr-radio".into()).spawn(move || {
+        if let Some(cpu) = radio_cpu {
+            if let Err(e) = pin_current_thread(cpu) {
+                tracing::warn!("pinning the emulated radio to CPU {cpu} refused: {e}; running unpinned");
+            }
+        }
+        run_radio_on(sockets, radio_cfg, &stop_radio)
+    })?;
+    let radio = radio.join().map_err(|_| anyhow::anyhow!("the emulated radio thread panicked"))?;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let streamer = streamer.join().map_err(|_| anyhow::anyhow!("the streamer thread panicked"))?;
+    Ok(SessionResult {
+        streamer: streamer.context("host streamer failed")?,
+        radio: radio.context("emulated radio failed")?,
+        wall: start.elapsed(),
+    })
+}
+
+/// Most ports the channel processor handles.
+pub const MAX_CHANNEL_PORTS: usize = 16;
+
+/// The live channel: dsp's UPOLS convolver run on every packet, in B-sample
+/// blocks (the packet size must be a multiple of B).
+pub struct ChannelProcessor {
+    conv: MimoConvolver,
+    block: usize,
+    spp: usize,
+    inputs: usize,
+    outputs: usize,
+    in_f: Vec<Cf32>,
+    out_f: Vec<Cf32>,
+    /// Blocks the convolver refused (cannot happen once construction checked shapes).
+    pub errors: u64,
+}
+
+impl ChannelProcessor {
+    pub fn new(taps: &MimoTaps, block: usize, samples_per_packet: usize) -> Result<Self> {
+        ensure!(block > 0, "--block must be positive");
+        if samples_per_packet % block != 0 {
+            bail!(
+                "packet size {samples_per_packet} is not a multiple of the convolution block {block}: \
+                 choose --spp as k * --block"
+            );
+        }
+        let (m, n) = (taps.inputs(), taps.outputs());
+        ensure!(
+            m <= MAX_CHANNEL_PORTS && n <= MAX_CHANNEL_PORTS,
+            "{m}x{n} ports: the live channel emulator handles up to {MAX_CHANNEL_PORTS} per side"
+        );
+        let conv = MimoConvolver::new(block, taps).context("building the UPOLS convolver")?;
+        Ok(ChannelProcessor {
+            conv,
+            block,
+            spp: samples_per_packet,
+            inputs: m,
+            outputs: n,
+            in_f: vec![Cf32::new(0.0, 0.0); m * samples_per_packet],
+            out_f: vec![Cf32::new(0.0, 0.0); n * samples_per_packet],
+            errors: 0,
+        })
+    }
+}
+
+impl PacketProcessor for ChannelProcessor {
+    fn inputs(&self) -> usize {
+        self.inputs
+    }
+
+    fn outputs(&self) -> usize {
+        self.outputs
+    }
+
+    fn process(&mut self, input: &Block, output: &mut Block) {
+        let (spp, b) = (self.spp, self.block);
+        for p in 0..self.inputs {
+            for (f, s) in self.in_f[p * spp..(p + 1) * spp].iter_mut().zip(input.port(p)) {
+                *f = s.to_cf32();
+            }
+        }
+        for j in 0..spp / b {
+            let mut ins: [&[Cf32]; MAX_CHANNEL_PORTS] = [&[]; MAX_CHANNEL_PORTS];
+            for (k, port) in self.in_f.chunks_exact(spp).enumerate() {
+                ins[k] = &port[j * b..(j + 1) * b];
+            }
+            let mut outs: [&mut [Cf32]; MAX_CHANNEL_PORTS] = Default::default();
+            for (k, port) in self.out_f.chunks_exact_mut(spp).enumerate() {
+                outs[k] = &mut port[j * b..(j + 1) * b];
+            }
+            if self.conv.process_block(&ins[..self.inputs], &mut outs[..self.outputs]).is_err() {
+                self.errors += 1;
+                for o in outs[..self.outputs].iter_mut() {
+                    o.fill(Cf32::new(0.0, 0.0));
+                }
+            }
+        }
+        for p in 0..self.outputs {
+            for (s, f) in output.port_mut(p).iter_mut().zip(&self.out_f[p * spp..(p + 1) * spp]) {
+                *s = Ci16::from_cf32(*f);
+            }
+        }
+    }
+}

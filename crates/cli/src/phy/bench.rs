@@ -1,0 +1,460 @@
+//! `radiohost phy bench`: throughput of each baseband kernel and of a whole 64x16
+//! uplink frame on one core, with the physical floor (the best the core could do)
+//! and a baseline measured in the same run.
+//!
+//! Floors are estimates written down before optimising:
+//! * compute-bound kernels: their arithmetic over the core's peak rate (`cpu MHz`
+//!   from /proc/cpuinfo x FMA pipes x vector lanes), reported as the throughput that
+//!   rate would give;
+//! * memory-bound kernels (demodulation): bytes moved over the copy bandwidth
+//!   measured in this run.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use clap::Args;
+use num_complex::Complex64;
+use radiohost_iq::Cf32;
+use radiohost_ldpc::{BaseGraph, CodeParams, Decoder, DecoderConfig, Encoder, MinSum, SimdLevel};
+use radiohost_phy::generator::Generator;
+use radiohost_phy::ofdm::OfdmFft;
+use radiohost_phy::qam::{Demodulator, Modulation, Modulator};
+use radiohost_phy::uplink::{UplinkOutput, UplinkPipeline};
+use radiohost_phy::zf::{zf_detector, ZfScratch};
+use radiohost_phy::FrameConfig;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+const CONFIG_64X16: &str = include_str!("../../../phy/configs/64x16.json");
+/// Non-zero entries (edges) of base graph 1: every one is active at rate 1/3.
+const BG1_EDGES: f64 = 316.0;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Print a JSON array of {name, value, unit, floor}.
+    #[arg(long)]
+    json: bool,
+    /// Seconds to measure each kernel (more is steadier).
+    #[arg(long, default_value_t = 0.5)]
+    seconds: f64,
+}
+
+#[derive(Serialize)]
+struct Row {
+    name: String,
+    value: f64,
+    unit: &'static str,
+    floor: f64,
+    #[serde(skip)]
+    baseline: Option<(&'static str, f64)>,
+    #[serde(skip)]
+    note: String,
+}
+
+/// Seconds per call of `f`, measured over about `budget` seconds after one warm-up.
+fn time_per_call(budget: f64, mut f: impl FnMut()) -> f64 {
+    f();
+    let start = Instant::now();
+    let mut n = 0u64;
+    let limit = Duration::from_secs_f64(budget.max(0.01));
+    while start.elapsed() < limit || n < 3 {
+        f();
+        n += 1;
+    }
+    start.elapsed().as_secs_f64() / n as f64
+}
+
+/// The core's assumed peak: (flop/s f32, i8 vector lanes, clock Hz).
+struct Peak {
+    flops: f64,
+    i8_lanes: f64,
+    hz: f64,
+    what: String,
+}
+
+fn peak() -> Peak {
+    let mhz = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("cpu MHz"))
+                .and_then(|l| l.split(':').nth(1))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+        })
+        .unwrap_or(2500.0);
+    let avx512 = cfg!(target_arch = "x86_64") && {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    };
+    let lanes = if avx512 { 16.0 } else { 8.0 };
+    let hz = mhz * 1e6;
+    Peak {
+        // Two FMA pipes, two flops per FMA.
+        flops: hz * 2.0 * 2.0 * lanes,
+        i8_lanes: lanes * 4.0,
+        hz,
+        what: format!(
+            "{:.0} MHz, 2 FMA pipes x {} f32 lanes ({})",
+            mhz,
+            lanes,
+            if avx512 { "AVX-512" } else { "AVX2" }
+        ),
+    }
+}
+
+pub fn run(a: BenchArgs) -> Result<()> {
+    anyhow::ensure!(
+        a.seconds > 0.0 && a.seconds <= 60.0,
+        "--seconds must be in (0, 60]"
+    );
+    let t = a.seconds;
+    let pk = peak();
+    let mut rows = Vec::new();
+    let bw = copy_bandwidth(t);
+    rows.extend(ldpc_rows(t, &pk)?);
+    rows.push(fft_row(t, &pk));
+    rows.push(zf_row(t, &pk));
+    for m in [Modulation::Qam16, Modulation::Qam256] {
+        rows.push(demod_row(t, m, bw));
+    }
+    rows.push(uplink_row(t, &pk)?);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    println!(
+        "phy bench, one core; peak assumed {}; copy bandwidth {:.1} GB/s",
+        pk.what,
+        bw / 1e9
+    );
+    println!(
+        "{:<36} {:>10} {:<12} {:>10} {:>7}  {}",
+        "kernel", "value", "unit", "floor", "% floor", "baseline (same run)"
+    );
+    for r in &rows {
+        let base = match r.baseline {
+            Some((name, v)) => format!("{:.1}x {name}", r.value / v),
+            None => String::new(),
+        };
+        println!(
+            "{:<36} {:>10.2} {:<12} {:>10.2} {:>6.1}%  {base}",
+            r.name,
+            r.value,
+            r.unit,
+            r.floor,
+            100.0 * r.value / r.floor
+        );
+        if !r.note.is_empty() {
+            println!("{:<36} {}", "", r.note);
+        }
+    }
+    Ok(())
+}
+
+/// Copy bandwidth (bytes moved, read + write, per second) of a 64 MiB buffer.
+fn copy_bandwidth(t: f64) -> f64 {
+    let n = 8 << 20;
+    let src = vec![1u64; n];
+    let mut dst = vec![0u64; n];
+    let s = time_per_call(t.min(0.3), || {
+        dst.copy_from_slice(black_box(&src));
+        black_box(&dst);
+    });
+    (2 * n * 8) as f64 / s
+}
+
+fn ldpc_rows(t: f64, pk: &Peak) -> Result<Vec<Row>> {
+    let p = CodeParams::for_rate(BaseGraph::Bg1, 384, 1.0 / 3.0)?;
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let payload: Vec<u8> = (0..p.payload_bits)
+        .map(|_| rng.gen::<bool>() as u8)
+        .collect();
+    let mut coded = vec![0u8; p.tx_bits];
+    let mut enc = Encoder::new(p);
+    enc.encode(&payload, &mut coded)?;
+    // BPSK over AWGN at 1 dB Es/N0: realistic LLR magnitudes.
+    let sigma2 = 10f64.powf(-0.1);
+    let llrs: Vec<f32> = coded
+        .iter()
+        .map(|&b| {
+            let x = 1.0 - 2.0 * b as f64;
+            let n: f64 = rng.sample(rand_distr::StandardNormal);
+            (2.0 * (x + n * sigma2.sqrt()) / sigma2) as f32
+        })
+        .collect();
+    let mut out = vec![0u8; p.payload_bits];
+    let config = |simd| DecoderConfig {
+        max_iterations: 5,
+        min_sum: MinSum::Normalized(0.75),
+        early_termination: false,
+        simd,
+    };
+    let mut fast = Decoder::try_new(p, config(SimdLevel::Auto))?;
+    let mut scalar = Decoder::try_new(p, config(SimdLevel::Scalar))?;
+    let level = fast.simd_level();
+    let dec_s = time_per_call(t, || {
+        black_box(fast.decode(black_box(&llrs), &mut out).ok());
+    });
+    let scalar_s = time_per_call(t.min(0.5), || {
+        black_box(scalar.decode(black_box(&llrs), &mut out).ok());
+    });
+    let info = p.payload_bits as f64;
+    // Floor: every edge-lane update ~6 i8 vector ops, 2 vector ops per cycle.
+    let dec_floor_s = BG1_EDGES * 384.0 * 5.0 * 6.0 / (pk.i8_lanes * 2.0) / pk.hz;
+    let enc_s = time_per_call(t, || {
+        black_box(enc.encode(black_box(&payload), &mut coded).ok());
+    });
+    // Encoder floor: one XOR-accumulate per edge-lane, 2 vector ops per cycle.
+    let enc_floor_s = BG1_EDGES * 384.0 / (pk.i8_lanes * 2.0) / pk.hz;
+    Ok(vec![
+        Row {
+            name: "ldpc_decode_bg1_z384_r1/3_5it".into(),
+            value: info / dec_s / 1e6,
+            unit: "Mbit/s/core",
+            floor: info / dec_floor_s / 1e6,
+            baseline: Some(("scalar kernel", info / scalar_s / 1e6)),
+            note: format!(
+                "{level} kernel, early termination off, {:.1} us/block",
+                dec_s * 1e6
+            ),
+        },
+        Row {
+            name: "ldpc_encode_bg1_z384_r1/3".into(),
+            value: info / enc_s / 1e6,
+            unit: "Mbit/s/core",
+            floor: info / enc_floor_s / 1e6,
+            baseline: None,
+            note: format!("{:.1} us/block", enc_s * 1e6),
+        },
+    ])
+}
+
+fn naive_dft(x: &[Cf32], out: &mut [Cf32]) {
+    let n = x.len();
+    for (k, o) in out.iter_mut().enumerate() {
+        let mut acc = Complex64::default();
+        for (t, v) in x.iter().enumerate() {
+            let a = -2.0 * std::f64::consts::PI * ((k * t) % n) as f64 / n as f64;
+            acc += Complex64::new(v.re as f64, v.im as f64) * Complex64::new(a.cos(), a.sin());
+        }
+        *o = Cf32::new(acc.re as f32, acc.im as f32);
+    }
+}
+
+fn fft_row(t: f64, pk: &Peak) -> Row {
+    let n = 2048;
+    let batch = 64 * 14; // every antenna and symbol of a 64-antenna frame
+    let mut fft = OfdmFft::new(n);
+    let mut data: Vec<Cf32> = (0..n * batch)
+        .map(|i| Cf32::new((i % 7) as f32, (i % 5) as f32))
+        .collect();
+    let s = time_per_call(t, || fft.forward_batch(black_box(&mut data)));
+    let samples = (n * batch) as f64;
+    let flops = 5.0 * n as f64 * (n as f64).log2() * batch as f64;
+    let mut out = vec![Cf32::default(); n];
+    let naive_s = time_per_call(0.05, || naive_dft(black_box(&data[..n]), &mut out));
+    Row {
+        name: "fft_2048_batch896".into(),
+        value: samples / s / 1e6,
+        unit: "Msample/s",
+        floor: samples / (flops / pk.flops) / 1e6,
+        baseline: Some(("naive DFT", n as f64 / naive_s / 1e6)),
+        note: format!("{:.2} us per 2048-point FFT", s / batch as f64 * 1e6),
+    }
+}
+
+fn random_channel(m: usize, k: usize, rng: &mut ChaCha8Rng) -> Vec<Cf32> {
+    (0..m * k)
+        .map(|_| Cf32::new(rng.gen::<f32>() - 0.5, rng.gen::<f32>() - 0.5))
+        .collect()
+}
+
+/// Dense f64 pseudo-inverse: Gauss-Jordan inverse of H^H H, then times H^H.
+fn naive_zf(h: &[Cf32], m: usize, k: usize, w: &mut [Complex64]) {
+    let h64: Vec<Complex64> = h
+        .iter()
+        .map(|c| Complex64::new(c.re as f64, c.im as f64))
+        .collect();
+    let mut aug = vec![Complex64::default(); k * 2 * k];
+    for i in 0..k {
+        for j in 0..k {
+            aug[i * 2 * k + j] = (0..m).map(|r| h64[i * m + r].conj() * h64[j * m + r]).sum();
+        }
+        aug[i * 2 * k + k + i] = Complex64::new(1.0, 0.0);
+    }
+    for c in 0..k {
+        let p = aug[c * 2 * k + c];
+        for j in 0..2 * k {
+            aug[c * 2 * k + j] /= p;
+        }
+        for r in 0..k {
+            if r != c {
+                let f = aug[r * 2 * k + c];
+                for j in 0..2 * k {
+                    let v = aug[c * 2 * k + j];
+                    aug[r * 2 * k + j] -= f * v;
+                }
+            }
+        }
+    }
+    for i in 0..k {
+        for r in 0..m {
+            w[i * m + r] = (0..k)
+                .map(|j| aug[i * 2 * k + k + j] * h64[j * m + r].conj())
+                .sum();
+        }
+    }
+}
+
+fn zf_row(t: f64, pk: &Peak) -> Row {
+    let (m, k, sc) = (64, 16, 1200);
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let h: Vec<Cf32> = (0..sc)
+        .flat_map(|_| random_channel(m, k, &mut rng))
+        .collect();
+    let mut w = vec![Cf32::default(); sc * m * k];
+    let mut ng = vec![0.0f32; sc * k];
+    let mut scratch = ZfScratch::new(k);
+    let s = time_per_call(t, || {
+        for i in 0..sc {
+            let r = zf_detector(
+                &h[i * m * k..(i + 1) * m * k],
+                m,
+                k,
+                &mut scratch,
+                &mut w[i * m * k..(i + 1) * m * k],
+                &mut ng[i * k..(i + 1) * k],
+            );
+            black_box(r.ok());
+        }
+    }) / sc as f64;
+    let mut w64 = vec![Complex64::default(); m * k];
+    let naive_s = time_per_call(0.1, || naive_zf(black_box(&h[..m * k]), m, k, &mut w64));
+    // Gram (K(K+1)/2 dot products of length M) + two triangular solves on K x M,
+    // 8 flops per complex multiply-add.
+    let (mf, kf) = (m as f64, k as f64);
+    let flops = 8.0 * (kf * (kf + 1.0) / 2.0 * mf + kf * kf * mf);
+    Row {
+        name: "zf_64x16_per_subcarrier".into(),
+        value: 1.0 / s / 1e3,
+        unit: "ksubcarrier/s",
+        floor: pk.flops / flops / 1e3,
+        baseline: Some(("dense f64 inverse", 1.0 / naive_s / 1e3)),
+        note: format!("{:.2} us per subcarrier (Cholesky of H^H H, f32)", s * 1e6),
+    }
+}
+
+/// Full 2-D search over the constellation (the definition of max-log).
+fn naive_demod(m: Modulation, table: &[(Cf32, usize)], y: &[Cf32], nv: f32, llrs: &mut [f32]) {
+    let qm = m.bits_per_symbol();
+    for (s, l) in y.iter().zip(llrs.chunks_exact_mut(qm)) {
+        let mut best = [[f32::INFINITY; 2]; 8];
+        for &(p, label) in table {
+            let d = (s - p).norm_sqr();
+            for (b, slot) in best.iter_mut().enumerate().take(qm) {
+                let v = (label >> (qm - 1 - b)) & 1;
+                slot[v] = slot[v].min(d);
+            }
+        }
+        for (b, o) in l.iter_mut().enumerate() {
+            *o = (best[b][1] - best[b][0]) / nv;
+        }
+    }
+}
+
+fn demod_row(t: f64, m: Modulation, bw: f64) -> Row {
+    let qm = m.bits_per_symbol();
+    let n = 1200 * 16; // one symbol of a 64x16 frame, every user
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let bits: Vec<u8> = (0..n * qm).map(|_| rng.gen::<bool>() as u8).collect();
+    let mut y = vec![Cf32::default(); n];
+    let md = Modulator::new(m);
+    md.modulate(&bits, &mut y);
+    for v in y.iter_mut() {
+        *v += Cf32::new(rng.gen::<f32>() * 0.05, rng.gen::<f32>() * 0.05);
+    }
+    let nv = vec![0.01f32; n];
+    let mut llrs = vec![0f32; n * qm];
+    let dm = Demodulator::new(m);
+    let s = time_per_call(t, || dm.demodulate(black_box(&y), &nv, &mut llrs));
+    let table: Vec<(Cf32, usize)> = (0..1usize << qm)
+        .map(|label| {
+            let b: Vec<u8> = (0..qm)
+                .map(|i| ((label >> (qm - 1 - i)) & 1) as u8)
+                .collect();
+            let mut p = [Cf32::default()];
+            md.modulate(&b, &mut p);
+            (p[0], label)
+        })
+        .collect();
+    let naive_n = 512;
+    let naive_s = time_per_call(0.1, || {
+        naive_demod(
+            m,
+            &table,
+            black_box(&y[..naive_n]),
+            0.01,
+            &mut llrs[..naive_n * qm],
+        )
+    }) / naive_n as f64;
+    // Memory floor: symbol (8 B) + noise variance (4 B) in, Qm LLRs (4 B each) out.
+    let bytes = (8 + 4 + 4 * qm) as f64;
+    Row {
+        name: format!("demod_{}_maxlog", m.name().to_lowercase()),
+        value: n as f64 / s / 1e6,
+        unit: "Msymbol/s",
+        floor: bw / bytes / 1e6,
+        baseline: Some(("full 2-D search", 1.0 / naive_s / 1e6)),
+        note: "floor: bytes moved at the measured copy bandwidth".into(),
+    }
+}
+
+fn uplink_row(t: f64, pk: &Peak) -> Result<Row> {
+    let cfg = FrameConfig::from_json(CONFIG_64X16)?;
+    let frame = Generator::new(&cfg).frame(0)?;
+    let mut ul = UplinkPipeline::new(&cfg)?;
+    let mut out = UplinkOutput::for_config(&cfg);
+    let s = time_per_call(t.max(1.0), || {
+        black_box(ul.process_frame(black_box(&frame.samples), &mut out).ok());
+    });
+    let payload = (cfg.uplink_blocks() * cfg.block_payload_bits() * cfg.users) as f64;
+    let (m, k, d, n) = (
+        cfg.antennas as f64,
+        cfg.users as f64,
+        cfg.data_num as f64,
+        cfg.fft_size as f64,
+    );
+    let syms = cfg.schedule.len() as f64;
+    let ul_syms = cfg
+        .symbols_of(radiohost_phy::config::SymbolKind::Uplink)
+        .len() as f64;
+    // Floor: FFTs + ZF + equalisation (8 flops per complex MAC) at peak, plus LDPC
+    // at its own floor (edges x Zc x iterations x 6 ops over i8 lanes).
+    let flops = m * syms * 5.0 * n * n.log2()
+        + d * 8.0 * (k * (k + 1.0) / 2.0 * m + k * k * m)
+        + ul_syms * d * k * m * 8.0;
+    let blocks = (cfg.uplink_blocks() * cfg.users) as f64;
+    let ldpc_ops = blocks * BG1_EDGES * cfg.code.zc as f64 * cfg.decoder_iter as f64 * 6.0;
+    let floor_s = flops / pk.flops + ldpc_ops / (pk.i8_lanes * 2.0) / pk.hz;
+    Ok(Row {
+        name: "uplink_frame_64x16_2048fft_14sym".into(),
+        value: payload / s / 1e6,
+        unit: "Mbit/s/core",
+        floor: payload / floor_s / 1e6,
+        baseline: None,
+        note: format!(
+            "{:.2} ms per frame ({} payload bits; floor {:.2} ms)",
+            s * 1e3,
+            payload,
+            floor_s * 1e3
+        ),
+    })
+}

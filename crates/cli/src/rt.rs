@@ -1,0 +1,552 @@
+//! `radiohost rt`: machine audit, latency probes and the cyclictest comparison.
+
+mod bench;
+mod pipeline;
+mod plot;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use radiohost_rt::audit::{self, AuditInputs, AuditRequest, Finding};
+use radiohost_rt::load::{Load, LoadConfig, LoadStats};
+use radiohost_rt::pmqos::CpuDmaLatency;
+use radiohost_rt::probe::timer::TimerProbe;
+use radiohost_rt::probe::udp::{self, UdpPeer, UdpProbe};
+use radiohost_rt::probe::{effective_policy_label, LatencyRow, ProbeControl, ProbeRun};
+use radiohost_rt::{cpulist, Policy, RtThreadBuilder, ThreadConfig};
+
+/// `radiohost rt ...`
+#[derive(Subcommand)]
+pub enum RtCmd {
+    /// Audit this machine for real-time work: RT throttling, CPU isolation,
+    /// C-states, cpufreq governor, rlimits and capabilities, each with a fix.
+    Check(CheckArgs),
+    /// Measure wake-up (timer) or loopback round-trip (udp) latency of a
+    /// configured thread; optionally under load and idle-vs-loaded,
+    /// normal-vs-RT side by side.
+    Probe(ProbeArgs),
+    /// Timer probe and cyclictest back to back (same CPU, policy, priority,
+    /// interval, load), idle and loaded, with the ratio of medians and P99.9.
+    Bench(bench::BenchArgs),
+    /// UDP echo for `probe --mode udp --processes` (the second process).
+    Echo(EchoArgs),
+}
+
+/// Command-line policy names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PolicyArg {
+    /// SCHED_FIFO
+    Fifo,
+    /// SCHED_RR
+    Rr,
+    /// SCHED_OTHER (normal)
+    Other,
+}
+
+impl From<PolicyArg> for Policy {
+    fn from(p: PolicyArg) -> Policy {
+        match p {
+            PolicyArg::Fifo => Policy::Fifo,
+            PolicyArg::Rr => Policy::Rr,
+            PolicyArg::Other => Policy::Other,
+        }
+    }
+}
+
+/// Thread setup shared by probe, bench and echo.
+#[derive(Args, Clone, Debug)]
+pub struct ThreadArgs {
+    /// Scheduling policy of the measurement thread.
+    #[arg(long, value_enum, default_value = "fifo")]
+    pub policy: PolicyArg,
+    /// Priority (1-99 for fifo/rr; ignored for other).
+    #[arg(long, default_value_t = 80)]
+    pub priority: i32,
+    /// CPUs to pin to, kernel list syntax (`1`, `2-3`, `0,2`).
+    #[arg(long, value_parser = parse_cpus)]
+    pub cpu: Option<Cpus>,
+    /// Do not lock memory (mlockall) for RT policies.
+    #[arg(long)]
+    pub no_mlock: bool,
+    /// KiB of stack to prefault for RT policies.
+    #[arg(long, default_value_t = 256)]
+    pub prefault_kib: usize,
+}
+
+impl ThreadArgs {
+    /// The requested configuration: RT policies also lock memory and prefault
+    /// the stack (the study's "RT" setup); `other` is plain normal scheduling.
+    pub fn config(&self) -> ThreadConfig {
+        let policy = Policy::from(self.policy);
+        let rt = policy.is_realtime();
+        ThreadConfig {
+            policy,
+            priority: if rt { self.priority } else { 0 },
+            cpus: self.cpu.clone().map(|c| c.0),
+            lock_memory: rt && !self.no_mlock,
+            prefault_stack_bytes: if rt { self.prefault_kib * 1024 } else { 0 },
+        }
+    }
+
+    /// Normal scheduling on the same CPUs: the baseline of `--compare`.
+    pub fn normal_config(&self) -> ThreadConfig {
+        ThreadConfig {
+            cpus: self.cpu.clone().map(|c| c.0),
+            ..ThreadConfig::default()
+        }
+    }
+}
+
+/// A CPU list argument (a newtype so clap treats it as one value).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cpus(pub Vec<usize>);
+
+fn parse_cpus(s: &str) -> Result<Cpus, String> {
+    let v = cpulist::parse(s).map_err(|e| e.to_string())?;
+    if v.is_empty() {
+        return Err("empty CPU list".into());
+    }
+    Ok(Cpus(v))
+}
+
+/// Parses `10s`, `500ms`, `250us`, `2m` or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration (e.g. 10s, 500ms, 2m)"))?;
+    let secs = match unit {
+        "" | "s" => v,
+        "ms" => v / 1e3,
+        "us" => v / 1e6,
+        "m" | "min" => v * 60.0,
+        other => {
+            return Err(format!(
+                "unknown duration unit `{other}` (use us, ms, s, m)"
+            ))
+        }
+    };
+    if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
+        return Err(format!("duration `{s}` must be > 0 and at most a day"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+#[derive(Args)]
+pub struct CheckArgs {
+    /// CPUs the time-critical threads will use.
+    #[arg(long, value_parser = parse_cpus)]
+    cpu: Option<Cpus>,
+    /// Real-time priority they will ask for.
+    #[arg(long, default_value_t = 80)]
+    priority: i32,
+    /// Memory locking will not be used.
+    #[arg(long)]
+    no_mlock: bool,
+    /// Print findings as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// Absolute-deadline sleep and wake-up latency (like cyclictest).
+    Timer,
+    /// UDP ping-pong round trip over loopback.
+    Udp,
+    /// A CHDR packet from an emulated radio through the host streamer and
+    /// back: kernel RX timestamp to TX send (the streamer thread runs with
+    /// the probe's thread setup).
+    Pipeline,
+}
+
+#[derive(Args)]
+pub struct ProbeArgs {
+    /// What to measure.
+    #[arg(long, value_enum, default_value = "timer")]
+    mode: Mode,
+    #[command(flatten)]
+    thread: ThreadArgs,
+    /// Period between wake-ups / pings, µs.
+    #[arg(long, default_value_t = 1000)]
+    interval_us: u64,
+    /// Length of each run (10s, 500ms, 1m).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Run under the built-in background load (CPU hogs, memory and syscall
+    /// churn, short-lived processes).
+    #[arg(long)]
+    load: bool,
+    /// Run idle and loaded, with normal and with the requested RT setup, and
+    /// print all four side by side (the study's table). Takes 4 x duration.
+    #[arg(long)]
+    compare: bool,
+    /// udp: echo in a second process instead of a thread.
+    #[arg(long)]
+    processes: bool,
+    /// udp: CPUs of the echo thread/process (default: same as --cpu).
+    #[arg(long, value_parser = parse_cpus)]
+    echo_cpu: Option<Cpus>,
+    /// Hold /dev/cpu_dma_latency at this many µs during the runs (keeps CPUs
+    /// out of deep C-states, as cyclictest does by default).
+    #[arg(long)]
+    pm_qos_us: Option<u32>,
+    /// Write a latency histogram plot (SVG) here.
+    #[arg(long)]
+    plot: Option<std::path::PathBuf>,
+    /// Print rows as JSON lines instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+pub struct EchoArgs {
+    /// Address to listen on (port 0 picks one; the address is printed first).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    bind: SocketAddr,
+    #[command(flatten)]
+    thread: ThreadArgs,
+    /// Exit after this long at the latest.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    max_duration: Duration,
+}
+
+pub fn run(cmd: RtCmd) -> Result<()> {
+    match cmd {
+        RtCmd::Check(a) => check(a),
+        RtCmd::Probe(a) => probe(a),
+        RtCmd::Bench(a) => bench::run(a),
+        RtCmd::Echo(a) => echo(a),
+    }
+}
+
+fn check(a: CheckArgs) -> Result<()> {
+    let req = AuditRequest {
+        cpus: a.cpu.map(|c| c.0).unwrap_or_default(),
+        priority: a.priority,
+        lock_memory: !a.no_mlock,
+    };
+    let findings = audit::audit(&AuditInputs::gather_local(), &req);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&findings)?);
+    } else {
+        print_findings(&findings);
+    }
+    Ok(())
+}
+
+/// Human table of audit findings.
+pub fn print_findings(findings: &[Finding]) {
+    println!("{:<5} {:<15} finding", "", "check");
+    for f in findings {
+        println!(
+            "{:<5} {:<15} {}",
+            f.severity.to_string(),
+            f.check,
+            f.message
+        );
+        if !f.fix.is_empty() {
+            println!("{:<21} fix: {}", "", f.fix);
+        }
+    }
+    println!("worst: {}", audit::worst(findings));
+}
+
+/// One probe run's result with what it ran under.
+pub struct Measured {
+    pub row: LatencyRow,
+    pub run: ProbeRun,
+    pub load: Option<LoadStats>,
+}
+
+/// Runs `f` with a progress bar fed by the probe's sample counter.
+pub fn with_progress<T: Send>(
+    label: &str,
+    expected: u64,
+    control: &ProbeControl,
+    f: impl FnOnce() -> T + Send,
+) -> T {
+    let bar = indicatif::ProgressBar::new(expected);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len} {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.set_message(label.to_string());
+    let out = std::thread::scope(|s| {
+        let h = s.spawn(f);
+        while !h.is_finished() {
+            bar.set_position(control.samples());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        h.join()
+    });
+    bar.finish_and_clear();
+    match out {
+        Ok(v) => v,
+        Err(p) => std::panic::resume_unwind(p),
+    }
+}
+
+/// Starts the background load, lets it ramp up briefly, runs `f`, stops it.
+pub fn under_load<T>(
+    loaded: bool,
+    bound: Duration,
+    f: impl FnOnce() -> T,
+) -> Result<(T, Option<LoadStats>)> {
+    if !loaded {
+        return Ok((f(), None));
+    }
+    let load = Load::start(&LoadConfig::kernel_build_like(
+        bound + Duration::from_secs(5),
+    ))
+    .context("starting the background load")?;
+    std::thread::sleep(Duration::from_millis(500));
+    let out = f();
+    Ok((out, Some(load.stop())))
+}
+
+struct EchoProcess(Child);
+
+impl Drop for EchoProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn_echo_process(cfg: &ThreadArgs, bound: Duration) -> Result<(EchoProcess, SocketAddr)> {
+    let exe = std::env::current_exe().context("finding the radiohost executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.args(["rt", "echo", "--bind", "127.0.0.1:0", "--policy"])
+        .arg(format!("{:?}", cfg.policy).to_lowercase())
+        .args(["--priority", &cfg.priority.to_string()])
+        .args(["--prefault-kib", &cfg.prefault_kib.to_string()])
+        .args(["--max-duration", &format!("{}s", bound.as_secs() + 10)]);
+    if let Some(c) = &cfg.cpu {
+        cmd.args(["--cpu", &cpulist::format(&c.0)]);
+    }
+    if cfg.no_mlock {
+        cmd.arg("--no-mlock");
+    }
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .context("starting the echo process")?;
+    let stdout = child.stdout.take().context("echo process has no stdout")?;
+    let child = EchoProcess(child);
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .context("reading the echo process's address")?;
+    let addr = line
+        .trim()
+        .strip_prefix("listening ")
+        .and_then(|a| a.parse().ok())
+        .with_context(|| format!("echo process printed `{}`, not its address", line.trim()))?;
+    Ok((child, addr))
+}
+
+/// One probe run: mode, thread setup, optional load.
+fn measure(a: &ProbeArgs, cfg: &ThreadConfig, loaded: bool) -> Result<Measured> {
+    let interval = Duration::from_micros(a.interval_us);
+    let control = ProbeControl::default();
+    let samples = (a.duration.as_nanos() / interval.as_nanos().max(1)).max(1) as u64;
+    let load_label = if loaded { "loaded" } else { "idle" };
+    let label = format!("{:?} {} {load_label}", a.mode, cfg.policy).to_lowercase();
+    let (run, load) = match a.mode {
+        Mode::Timer => {
+            let probe = TimerProbe::for_duration(cfg.clone(), interval, a.duration);
+            under_load(loaded, a.duration, || {
+                with_progress(&label, samples, &control, || {
+                    probe.run(&control).map_err(anyhow::Error::from)
+                })
+            })?
+        }
+        Mode::Udp => {
+            let mut echo_args = a.thread.clone();
+            echo_args.cpu = a.echo_cpu.clone().or_else(|| a.thread.cpu.clone());
+            if !cfg.policy.is_realtime() {
+                echo_args.policy = PolicyArg::Other;
+            }
+            let mut _process = None;
+            let peer = if a.processes {
+                let (p, addr) = spawn_echo_process(&echo_args, a.duration)?;
+                _process = Some(p);
+                UdpPeer::Remote(addr)
+            } else {
+                let mut c = echo_args.config();
+                c.lock_memory = false; // process-wide; the pinger's setting decides
+                UdpPeer::Thread(c)
+            };
+            let probe = UdpProbe::for_duration(cfg.clone(), peer, interval, a.duration);
+            under_load(loaded, a.duration, || {
+                with_progress(&label, samples, &control, || {
+                    probe.run(&control).map_err(anyhow::Error::from)
+                })
+            })?
+        }
+        // The streamer keeps its own counters; no progress bar.
+        Mode::Pipeline => under_load(loaded, a.duration, || {
+            pipeline::measure(cfg, interval, a.duration)
+        })?,
+    };
+    let run = run?;
+    let mode = match a.mode {
+        Mode::Pipeline => "pipeline",
+        Mode::Timer => "timer",
+        Mode::Udp if a.processes => "udp-process",
+        Mode::Udp => "udp",
+    };
+    let row = LatencyRow::new(
+        mode,
+        &effective_policy_label(&run.report),
+        load_label,
+        &run.histogram.summary(),
+    );
+    Ok(Measured { row, run, load })
+}
+
+fn probe(a: ProbeArgs) -> Result<()> {
+    if a.interval_us == 0 {
+        bail!("--interval-us must be at least 1");
+    }
+    a.thread.config().validate()?;
+    let _pm = match a.pm_qos_us {
+        Some(us) => Some(CpuDmaLatency::request(us).context("--pm-qos-us")?),
+        None => None,
+    };
+    // Normal runs first: memory locking is process-wide and cannot be undone
+    // cleanly, so the RT runs come last.
+    let plan: Vec<(ThreadConfig, bool)> = if a.compare {
+        vec![
+            (a.thread.normal_config(), false),
+            (a.thread.normal_config(), true),
+            (a.thread.config(), false),
+            (a.thread.config(), true),
+        ]
+    } else {
+        vec![(a.thread.config(), a.load)]
+    };
+    let mut results = Vec::new();
+    for (cfg, loaded) in &plan {
+        let m = measure(&a, cfg, *loaded)?;
+        if a.json {
+            println!("{}", serde_json::to_string(&m.row)?);
+        }
+        results.push(m);
+    }
+    if !a.json {
+        print_setup(&results);
+        print_rows(&results.iter().map(|m| m.row.clone()).collect::<Vec<_>>());
+        print_extras(&results);
+    }
+    if let Some(path) = &a.plot {
+        let series: Vec<_> = results
+            .iter()
+            .map(|m| (plot::series_label(&m.row), &m.run.histogram))
+            .collect();
+        plot::histogram_svg(
+            path,
+            &format!("{:?} probe latency", a.mode).to_lowercase(),
+            &series,
+        )?;
+        if !a.json {
+            println!("plot: {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+fn print_setup(results: &[Measured]) {
+    let mut seen = Vec::new();
+    for m in results {
+        let r = &m.run.report;
+        if seen.contains(&r.config) {
+            continue;
+        }
+        seen.push(r.config.clone());
+        print!("{r}");
+    }
+}
+
+/// The study's table: one row per run, µs.
+pub fn print_rows(rows: &[LatencyRow]) {
+    println!(
+        "{:<12} {:<9} {:<7} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "mode", "policy", "load", "samples", "min us", "median", "p99", "p99.9", "max", "jitter"
+    );
+    for r in rows {
+        println!(
+            "{:<12} {:<9} {:<7} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+            r.mode,
+            r.policy,
+            r.load,
+            r.samples,
+            r.min_us,
+            r.median_us,
+            r.p99_us,
+            r.p999_us,
+            r.max_us,
+            r.jitter_us
+        );
+    }
+    println!("jitter = width of the shortest interval holding 99.9% of samples");
+}
+
+fn print_extras(results: &[Measured]) {
+    for m in results {
+        if m.run.missed > 0 {
+            println!(
+                "{} {} {}: {} intervals missed (woke after the next deadline / reply lost)",
+                m.row.mode, m.row.policy, m.row.load, m.run.missed
+            );
+        }
+        if let Some(l) = &m.load {
+            println!(
+                "load during {} {}: {} cpu blocks, {} MiB churned, {} syscalls, {} processes ({} failed)",
+                m.row.mode,
+                m.row.policy,
+                l.cpu_blocks,
+                l.bytes_churned >> 20,
+                l.syscalls,
+                l.processes,
+                l.spawn_failures
+            );
+        }
+    }
+}
+
+fn echo(a: EchoArgs) -> Result<()> {
+    let sock = udp::bind_echo(a.bind)?;
+    let addr = sock.local_addr()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let t = RtThreadBuilder::new("rt-echo")
+        .config(a.thread.config())
+        .spawn(move |_| udp::echo_loop(&sock, &flag))?;
+    for p in t.report().problems() {
+        tracing::warn!(step = %p.step, "echo thread setup: {:?}", p.outcome);
+    }
+    println!("listening {addr}");
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    let deadline = std::time::Instant::now() + a.max_duration;
+    while std::time::Instant::now() < deadline && !t.is_finished() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let echoed = t.join().map_err(|e| anyhow::anyhow!("{e}"))??;
+    tracing::info!(echoed, "echo finished");
+    Ok(())
+}

@@ -1,0 +1,226 @@
+//! Criterion benches of the phy kernels, each beside a naive baseline measured in
+//! the same run (ratios in docs/benchmarks/phy.md).
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use num_complex::Complex64;
+use radiohost_iq::Cf32;
+use radiohost_phy::crc::{crc_bits, CrcKind};
+use radiohost_phy::generator::Generator;
+use radiohost_phy::ofdm::OfdmFft;
+use radiohost_phy::qam::{Demodulator, Modulation, Modulator};
+use radiohost_phy::scramble::GoldSequence;
+use radiohost_phy::uplink::{UplinkOutput, UplinkPipeline};
+use radiohost_phy::zf::{zf_detector, ZfScratch};
+use radiohost_phy::FrameConfig;
+
+fn lcg(seed: &mut u64) -> f32 {
+    *seed = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (*seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+}
+
+fn naive_dft(x: &[Cf32], out: &mut [Cf32]) {
+    let n = x.len();
+    for (k, o) in out.iter_mut().enumerate() {
+        let mut acc = Complex64::default();
+        for (t, v) in x.iter().enumerate() {
+            let a = -2.0 * std::f64::consts::PI * ((k * t) % n) as f64 / n as f64;
+            acc += Complex64::new(v.re as f64, v.im as f64) * Complex64::new(a.cos(), a.sin());
+        }
+        *o = Cf32::new(acc.re as f32, acc.im as f32);
+    }
+}
+
+fn fft(c: &mut Criterion) {
+    let mut g = c.benchmark_group("fft");
+    for n in [256usize, 2048] {
+        let batch = 64;
+        let mut fft = OfdmFft::new(n);
+        let mut data: Vec<Cf32> = (0..n * batch).map(|i| Cf32::new(i as f32, 1.0)).collect();
+        g.throughput(Throughput::Elements((n * batch) as u64));
+        g.bench_function(BenchmarkId::new("rustfft_batch64", n), |b| {
+            b.iter(|| fft.forward_batch(black_box(&mut data)))
+        });
+    }
+    let n = 256;
+    let x: Vec<Cf32> = (0..n).map(|i| Cf32::new(i as f32, 1.0)).collect();
+    let mut out = vec![Cf32::default(); n];
+    g.throughput(Throughput::Elements(n as u64));
+    g.bench_function(BenchmarkId::new("naive_dft", n), |b| {
+        b.iter(|| naive_dft(black_box(&x), &mut out))
+    });
+    g.finish();
+}
+
+fn naive_zf(h: &[Cf32], m: usize, k: usize, w: &mut [Complex64]) {
+    let h64: Vec<Complex64> = h
+        .iter()
+        .map(|c| Complex64::new(c.re as f64, c.im as f64))
+        .collect();
+    let mut aug = vec![Complex64::default(); k * 2 * k];
+    for i in 0..k {
+        for j in 0..k {
+            aug[i * 2 * k + j] = (0..m).map(|r| h64[i * m + r].conj() * h64[j * m + r]).sum();
+        }
+        aug[i * 2 * k + k + i] = Complex64::new(1.0, 0.0);
+    }
+    for col in 0..k {
+        let p = aug[col * 2 * k + col];
+        for j in 0..2 * k {
+            aug[col * 2 * k + j] /= p;
+        }
+        for r in 0..k {
+            if r != col {
+                let f = aug[r * 2 * k + col];
+                for j in 0..2 * k {
+                    let v = aug[col * 2 * k + j];
+                    aug[r * 2 * k + j] -= f * v;
+                }
+            }
+        }
+    }
+    for i in 0..k {
+        for r in 0..m {
+            w[i * m + r] = (0..k)
+                .map(|j| aug[i * 2 * k + k + j] * h64[j * m + r].conj())
+                .sum();
+        }
+    }
+}
+
+fn zf(c: &mut Criterion) {
+    let mut g = c.benchmark_group("zf");
+    for (m, k) in [(16usize, 4usize), (64, 16)] {
+        let mut s = 5u64;
+        let h: Vec<Cf32> = (0..m * k)
+            .map(|_| Cf32::new(lcg(&mut s), lcg(&mut s)))
+            .collect();
+        let mut w = vec![Cf32::default(); m * k];
+        let mut ng = vec![0.0; k];
+        let mut scratch = ZfScratch::new(k);
+        let mut w64 = vec![Complex64::default(); m * k];
+        let id = format!("{m}x{k}");
+        g.bench_function(BenchmarkId::new("cholesky_f32", &id), |b| {
+            b.iter(|| zf_detector(black_box(&h), m, k, &mut scratch, &mut w, &mut ng).ok())
+        });
+        g.bench_function(BenchmarkId::new("dense_inverse_f64", &id), |b| {
+            b.iter(|| naive_zf(black_box(&h), m, k, &mut w64))
+        });
+    }
+    g.finish();
+}
+
+fn demod(c: &mut Criterion) {
+    let mut g = c.benchmark_group("demod");
+    let n = 4096;
+    for m in [
+        Modulation::Qpsk,
+        Modulation::Qam16,
+        Modulation::Qam64,
+        Modulation::Qam256,
+    ] {
+        let qm = m.bits_per_symbol();
+        let bits: Vec<u8> = (0..n * qm).map(|i| ((i * 7 + i / 3) % 2) as u8).collect();
+        let mut y = vec![Cf32::default(); n];
+        let md = Modulator::new(m);
+        md.modulate(&bits, &mut y);
+        let nv = vec![0.05f32; n];
+        let mut llrs = vec![0f32; n * qm];
+        let dm = Demodulator::new(m);
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_function(BenchmarkId::new("maxlog_per_axis", m.name()), |b| {
+            b.iter(|| dm.demodulate(black_box(&y), &nv, &mut llrs))
+        });
+        let table: Vec<(Cf32, usize)> = (0..1usize << qm)
+            .map(|label| {
+                let b: Vec<u8> = (0..qm)
+                    .map(|i| ((label >> (qm - 1 - i)) & 1) as u8)
+                    .collect();
+                let mut p = [Cf32::default()];
+                md.modulate(&b, &mut p);
+                (p[0], label)
+            })
+            .collect();
+        g.bench_function(BenchmarkId::new("full_2d_search", m.name()), |b| {
+            b.iter(|| {
+                for (s, l) in black_box(&y).iter().zip(llrs.chunks_exact_mut(qm)) {
+                    let mut best = [[f32::INFINITY; 2]; 8];
+                    for &(p, label) in &table {
+                        let d = (s - p).norm_sqr();
+                        for (bit, slot) in best.iter_mut().enumerate().take(qm) {
+                            let v = (label >> (qm - 1 - bit)) & 1;
+                            slot[v] = slot[v].min(d);
+                        }
+                    }
+                    for (bit, o) in l.iter_mut().enumerate() {
+                        *o = (best[bit][1] - best[bit][0]) / 0.05;
+                    }
+                }
+            })
+        });
+    }
+    g.finish();
+}
+
+fn bits_kernels(c: &mut Criterion) {
+    let mut g = c.benchmark_group("bits");
+    let bits: Vec<u8> = (0..8448).map(|i| ((i * 13 + i / 5) % 2) as u8).collect();
+    g.throughput(Throughput::Elements(bits.len() as u64));
+    g.bench_function("crc24a_table", |b| {
+        b.iter(|| crc_bits(CrcKind::Crc24A, black_box(&bits)))
+    });
+    g.bench_function("crc24a_bit_serial", |b| {
+        b.iter(|| {
+            black_box(&bits).iter().fold(0u32, |reg, &bit| {
+                let fb = ((reg >> 23) & 1) ^ bit as u32;
+                let s = (reg << 1) & 0xFF_FFFF;
+                if fb != 0 {
+                    s ^ CrcKind::Crc24A.poly()
+                } else {
+                    s
+                }
+            })
+        })
+    });
+    let mut buf = bits.clone();
+    g.bench_function("scramble_gold_word", |b| {
+        b.iter(|| GoldSequence::new(0x1234).scramble_bits(black_box(&mut buf)))
+    });
+    g.bench_function("scramble_gold_bitwise", |b| {
+        b.iter(|| {
+            // Straight from 38.211: two shift registers advanced one bit at a time.
+            let (mut x1, mut x2) = (1u32, 0x1234u32);
+            for n in 0..1600 + buf.len() {
+                let c = (x1 ^ x2) & 1;
+                let n1 = ((x1 >> 3) ^ x1) & 1;
+                let n2 = ((x2 >> 3) ^ (x2 >> 2) ^ (x2 >> 1) ^ x2) & 1;
+                x1 = (x1 >> 1) | (n1 << 30);
+                x2 = (x2 >> 1) | (n2 << 30);
+                if n >= 1600 {
+                    buf[n - 1600] ^= c as u8;
+                }
+            }
+        })
+    });
+    g.finish();
+}
+
+fn uplink(c: &mut Criterion) {
+    let mut g = c.benchmark_group("uplink_frame");
+    g.sample_size(10);
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/16x4.json");
+    let cfg = FrameConfig::load(std::path::Path::new(path)).expect("16x4 config");
+    let frame = Generator::new(&cfg).frame(0).expect("frame");
+    let mut ul = UplinkPipeline::new(&cfg).expect("pipeline");
+    let mut out = UplinkOutput::for_config(&cfg);
+    g.bench_function("16x4_1024fft", |b| {
+        b.iter(|| ul.process_frame(black_box(&frame.samples), &mut out).ok())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, fft, zf, demod, bits_kernels, uplink);
+criterion_main!(benches);

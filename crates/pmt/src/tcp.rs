@@ -1,0 +1,248 @@
+//! Baseline: the kernel's TCP (Reno), one connection per receiver, through the same
+//! link model as PMT, in real time ([`crate::tun`]). All connections run at once, as
+//! PMT serves all receivers at once. The congestion window is read with TCP_INFO.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use radiohost_testbed::link::LinkConfig;
+
+use crate::sim::{floor_seconds, object_for, reverse_of, seeded, ReceiverOutcome, RunOutcome};
+use crate::tun::{in_netns, IpLinkPair, TunError};
+
+const PORT: u16 = 5001;
+
+/// Congestion window (segments) of a connected socket, from TCP_INFO.
+pub fn tcp_cwnd(s: &TcpStream) -> Option<u32> {
+    // SAFETY: tcp_info is plain data; getsockopt writes at most `len` bytes into it.
+    unsafe {
+        let mut info: libc::tcp_info = std::mem::zeroed();
+        let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+        let rc = libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        );
+        (rc == 0).then_some(info.tcpi_snd_cwnd)
+    }
+}
+
+fn set_congestion(s: &TcpStream, algo: &str) -> std::io::Result<()> {
+    // SAFETY: passes a byte buffer of the given length.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            13, // TCP_CONGESTION
+            algo.as_ptr().cast(),
+            algo.len() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+struct Received {
+    bytes: Vec<u8>,
+    done: Option<Duration>,
+    timeline: Vec<(f64, u64)>,
+}
+
+fn serve(listener: TcpListener, size: usize, start: Instant, deadline: Instant) -> Received {
+    let mut r = Received {
+        bytes: Vec::with_capacity(size),
+        done: None,
+        timeline: vec![(0.0, 0)],
+    };
+    let _ = listener.set_nonblocking(true);
+    let mut conn = loop {
+        match listener.accept() {
+            Ok((c, _)) => break c,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => return r,
+        }
+    };
+    let _ = conn.set_nonblocking(false);
+    let _ = conn.set_read_timeout(Some(Duration::from_millis(100)));
+    let mut buf = vec![0u8; 65536];
+    while Instant::now() < deadline {
+        match conn.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                r.bytes.extend_from_slice(&buf[..n]);
+                let t = start.elapsed().as_secs_f64();
+                r.timeline.push((t, r.bytes.len() as u64));
+                if r.bytes.len() >= size && r.done.is_none() {
+                    r.done = Some(start.elapsed());
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+    }
+    r
+}
+
+fn send(
+    to: SocketAddr,
+    data: Arc<[u8]>,
+    algo: String,
+    start: Instant,
+    deadline: Instant,
+    finished: Arc<AtomicBool>,
+) -> Result<Vec<(f64, u32)>, String> {
+    let stream = loop {
+        match TcpStream::connect_timeout(&to, Duration::from_secs(2)) {
+            Ok(s) => break s,
+            Err(e) if Instant::now() >= deadline => return Err(format!("connect {to}: {e}")),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    };
+    set_congestion(&stream, &algo).map_err(|e| format!("TCP_CONGESTION={algo}: {e}"))?;
+    let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
+    let probe = stream.try_clone().map_err(|e| e.to_string())?;
+    let stop = finished.clone();
+    let sampler = std::thread::spawn(move || {
+        let mut cwnd = Vec::new();
+        while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+            if let Some(c) = tcp_cwnd(&probe) {
+                cwnd.push((start.elapsed().as_secs_f64(), c));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        cwnd
+    });
+    let mut w = &stream;
+    let mut off = 0;
+    while off < data.len() && Instant::now() < deadline {
+        match w.write(&data[off..]) {
+            Ok(n) => off += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => {
+                finished.store(true, Ordering::Relaxed);
+                return Err(format!("write: {e}"));
+            }
+        }
+    }
+    let _ = stream.shutdown(Shutdown::Write);
+    // Keep sampling until the receiver has everything (or the deadline).
+    while !finished.load(Ordering::Relaxed) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    finished.store(true, Ordering::Relaxed);
+    Ok(sampler.join().unwrap_or_default())
+}
+
+/// Run one TCP connection per link concurrently, each stopped at `limit_factor` x its
+/// floor. `tag` names the namespaces (keep it short and unique per process).
+pub fn run_tcp(
+    size: usize,
+    links: &[LinkConfig],
+    seed: u64,
+    limit_factor: f64,
+    congestion: &str,
+) -> Result<RunOutcome, TunError> {
+    let tag = format!("rh{}", std::process::id() % 100_000);
+    let object = object_for(size, seed);
+    let mut pairs = Vec::new();
+    for (i, l) in links.iter().enumerate() {
+        let fwd = seeded(l, seed, i);
+        let rev = reverse_of(&fwd);
+        pairs.push(IpLinkPair::create(
+            &format!("{tag}x{i}"),
+            i as u8 + 1,
+            fwd,
+            rev,
+        )?);
+    }
+    let start = Instant::now();
+    let floors: Vec<f64> = links.iter().map(|l| floor_seconds(l, size)).collect();
+    let mut servers = Vec::new();
+    let mut clients = Vec::new();
+    let mut flags = Vec::new();
+    for (i, p) in pairs.iter().enumerate() {
+        let deadline = start + Duration::from_secs_f64(floors[i] * limit_factor);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let bind = SocketAddr::from((p.addr_b, PORT));
+        servers.push(in_netns(&p.ns_b, move || {
+            let l = TcpListener::bind(bind);
+            let ok = l.is_ok();
+            let _ = tx.send(l.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+            ok.then(|| serve(l.expect("bound"), size, start, deadline))
+        })?);
+        rx.recv()
+            .map_err(|_| TunError::NotPermitted("server thread died".into()))?
+            .map_err(|e| TunError::Command {
+                cmd: format!("bind {bind}"),
+                stderr: e,
+            })?;
+        let finished = Arc::new(AtomicBool::new(false));
+        flags.push(finished.clone());
+        let to = SocketAddr::from((p.addr_b, PORT));
+        let data = object.clone();
+        let algo = congestion.to_string();
+        clients.push(in_netns(&p.ns_a, move || {
+            send(to, data, algo, start, deadline, finished)
+        })?);
+    }
+    let mut receivers = Vec::new();
+    let mut cwnd = Vec::new();
+    for (i, (s, c)) in servers.into_iter().zip(clients).enumerate() {
+        let got = s.join()?;
+        flags[i].store(true, Ordering::Relaxed);
+        let trace = c.join()?.unwrap_or_else(|e| {
+            tracing::warn!("TCP sender {i}: {e}");
+            Vec::new()
+        });
+        let (bytes, done, timeline, intact) = match got {
+            Some(r) => {
+                let intact = r.bytes[..] == object[..];
+                (r.bytes.len() as u64, r.done, r.timeline, intact)
+            }
+            None => (0, None, Vec::new(), false),
+        };
+        receivers.push(ReceiverOutcome {
+            bytes,
+            seconds: done.map(|d| d.as_secs_f64()),
+            floor_seconds: floors[i],
+            intact,
+            timeline,
+        });
+        cwnd.push(trace);
+    }
+    for p in pairs {
+        p.shutdown();
+    }
+    Ok(RunOutcome {
+        receivers,
+        trace: Vec::new(),
+        sender_events: Vec::new(),
+        sender_stats: None,
+        receiver_stats: Vec::new(),
+        cwnd,
+    })
+}
+
+/// Addresses used by [`run_tcp`] for receiver `i` (sender side, receiver side).
+pub fn tcp_addrs(i: usize) -> (Ipv4Addr, Ipv4Addr) {
+    (
+        Ipv4Addr::new(10, 77, i as u8 + 1, 1),
+        Ipv4Addr::new(10, 77, i as u8 + 1, 2),
+    )
+}
