@@ -106,6 +106,17 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
             emu.trigger_addr()
                 .context("emulator has no trigger socket")?,
         )?;
+        if !a.json {
+            for b in host.socket_buffers() {
+                eprintln!(
+                    "host socket {}: asked for {} KiB buffers, kernel granted {} KiB receive / {} KiB send",
+                    b.local,
+                    b.requested / 1024,
+                    b.recv_granted / 1024,
+                    b.send_granted / 1024
+                );
+            }
+        }
         let data: Vec<Vec<WarpWord>> = ids
             .iter()
             .map(|&id| test_waveform(id, a.samples as usize))
