@@ -38,6 +38,9 @@ pub struct EmulatorConfig {
     pub host_links: usize,
     /// Bind the trigger socket (only one emulator per address can).
     pub listen_for_triggers: bool,
+    /// Hosts allowed to talk to the nodes; empty means any. Datagrams from other
+    /// addresses are dropped and counted.
+    pub allowed_hosts: Vec<std::net::IpAddr>,
 }
 
 impl Default for EmulatorConfig {
@@ -61,6 +64,7 @@ impl Default for EmulatorConfig {
             },
             host_links: 1,
             listen_for_triggers: true,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -86,6 +90,8 @@ pub struct EmulatorStats {
     pub oversized: u64,
     /// Replies the socket refused (host gone or buffer full).
     pub send_errors: u64,
+    /// Datagrams from hosts not in `allowed_hosts` (dropped).
+    pub unexpected_source: u64,
 }
 
 struct Shared {
@@ -290,6 +296,7 @@ struct EventLoop {
     spare: Vec<Vec<u8>>,
     oversized: u64,
     send_errors: u64,
+    unexpected_source: u64,
 }
 
 /// How far ahead of the wall clock the loop may compute link entries: a new
@@ -339,6 +346,7 @@ impl EventLoop {
             spare: Vec::new(),
             oversized: 0,
             send_errors: 0,
+            unexpected_source: 0,
         }
     }
 
@@ -394,7 +402,13 @@ impl EventLoop {
 
     fn receive(&mut self, buf: &mut [u8]) -> io::Result<()> {
         if let Some(trigger) = &self.trigger {
-            while let Some((n, _)) = recv_nonblocking(trigger, buf)? {
+            while let Some((n, from)) = recv_nonblocking(trigger, buf)? {
+                if !self.cfg.allowed_hosts.is_empty()
+                    && !self.cfg.allowed_hosts.contains(&from.ip())
+                {
+                    self.unexpected_source += 1;
+                    continue;
+                }
                 let mut shared = self.shared.lock().expect("emulator lock");
                 let mut sink = [0u8; 64];
                 for node in shared.nodes.iter_mut() {
@@ -407,6 +421,12 @@ impl EventLoop {
             while let Some((n, from)) = recv_nonblocking(&self.sockets[i], buf)? {
                 if n > max {
                     self.oversized += 1;
+                    continue;
+                }
+                if !self.cfg.allowed_hosts.is_empty()
+                    && !self.cfg.allowed_hosts.contains(&from.ip())
+                {
+                    self.unexpected_source += 1;
                     continue;
                 }
                 let now = self.epoch.elapsed();
@@ -511,6 +531,7 @@ impl EventLoop {
         }
         shared.stats.oversized = self.oversized;
         shared.stats.send_errors = self.send_errors;
+        shared.stats.unexpected_source = self.unexpected_source;
         drop(shared);
         if self.order.is_multiple_of(64) {
             self.publish();

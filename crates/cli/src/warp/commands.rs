@@ -76,8 +76,8 @@ pub fn emulate(a: EmulateArgs) -> Result<()> {
         );
     }
     println!(
-        "oversized datagrams dropped: {}, reply send errors: {}",
-        stats.oversized, stats.send_errors
+        "oversized datagrams dropped: {}, from unexpected hosts: {}, reply send errors: {}",
+        stats.oversized, stats.unexpected_source, stats.send_errors
     );
     Ok(())
 }

@@ -91,6 +91,10 @@ pub struct LinkArgs {
     /// Capacity of each shared host link.
     #[arg(long, default_value = "10G")]
     pub host_link_rate: String,
+    /// Only answer these host addresses (repeatable; default: any). Others are
+    /// dropped and counted.
+    #[arg(long = "allow-host")]
+    pub allowed_hosts: Vec<std::net::IpAddr>,
     /// Number of host links (nodes are split evenly across them).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2))]
     pub host_links: u8,
@@ -116,6 +120,7 @@ impl LinkArgs {
             node_link,
             host_link,
             host_links: self.host_links as usize,
+            allowed_hosts: self.allowed_hosts.clone(),
             ..defaults
         })
     }

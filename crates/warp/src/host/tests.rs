@@ -222,3 +222,32 @@ fn socket_buffer_grant_is_reported() {
     assert_eq!(b.requested, 32 << 20);
     assert!(b.recv_granted > 0 && b.send_granted > 0);
 }
+
+#[test]
+fn nodes_ignore_hosts_they_do_not_know() {
+    let addressing = Addressing::LOOPBACK.with_ports(0, 0);
+    let emu = Emulator::start(EmulatorConfig {
+        nodes: 1,
+        addressing,
+        allowed_hosts: vec!["127.0.0.9".parse().unwrap()],
+        ..Default::default()
+    })
+    .unwrap();
+    let target = NodeTarget {
+        id: 0,
+        addr: emu.node_addrs()[0],
+        interface: 0,
+    };
+    let mut host = WarpHost::new(
+        HostConfig {
+            retries: 1,
+            timeout: Duration::from_millis(5),
+            ..Default::default()
+        },
+        vec![target],
+    )
+    .unwrap();
+    assert!(host.read_iq(&[0], RfBuffer::A, 0, 10).is_err());
+    assert!(emu.stats().unexpected_source >= 2);
+    assert_eq!(emu.stats().nodes[0].received, 0, "nothing reached the node");
+}
