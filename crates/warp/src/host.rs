@@ -144,6 +144,7 @@ pub struct WarpHost {
     buffers: Vec<SocketBuffers>,
     next_seq: u16,
     batch: RecvBatch,
+    pollfds: Vec<libc::pollfd>,
     stats: HostStats,
     /// Per node of the last operation: time from its start until that node's
     /// last reply arrived.
@@ -178,6 +179,14 @@ impl WarpHost {
         let by_addr = nodes.iter().enumerate().map(|(i, n)| (n.addr, i)).collect();
         Ok(Self {
             batch: RecvBatch::new(64, wire::MAX_DATAGRAM + 64),
+            pollfds: sockets
+                .iter()
+                .map(|s| libc::pollfd {
+                    fd: s.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect(),
             cfg,
             nodes,
             by_addr,
@@ -325,22 +334,22 @@ impl WarpHost {
         timeout: Duration,
         mut on_reply: impl FnMut(&mut HostStats, usize, &wire::Datagram<'_>),
     ) -> Result<bool, TransportError> {
+        // Wait on every interface at once, then drain whichever are readable.
+        if !crate::mmsg::wait_any_readable(&mut self.pollfds, timeout)? {
+            return Ok(false);
+        }
         let mut any = false;
-        let per_socket = if self.sockets.len() == 1 {
-            timeout
-        } else {
-            timeout / self.sockets.len() as u32
-        };
         for s in 0..self.sockets.len() {
+            if self.pollfds[s].revents == 0 {
+                continue;
+            }
             let fd = self.sockets[s].as_raw_fd();
-            let mut wait = per_socket;
             loop {
-                let n = self.batch.recv(fd, wait)?;
+                let n = self.batch.recv(fd, Duration::ZERO)?;
                 if n == 0 {
                     break;
                 }
                 any = true;
-                wait = Duration::ZERO;
                 for i in 0..n {
                     let (bytes, from) = self.batch.get(i);
                     self.stats.datagrams += 1;

@@ -44,7 +44,7 @@ impl RecvBatch {
     /// datagram waiting (up to the batch size). Returns how many arrived.
     pub fn recv(&mut self, fd: RawFd, timeout: Duration) -> io::Result<usize> {
         self.received = 0;
-        if !wait_readable(fd, timeout)? {
+        if !timeout.is_zero() && !wait_readable(fd, timeout)? {
             return Ok(0);
         }
         for i in 0..self.bufs.len() {
@@ -98,17 +98,33 @@ impl RecvBatch {
 
 /// Poll one fd for readability; true if readable before the timeout.
 pub fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
-    let mut pfd = libc::pollfd {
+    let mut pfd = [libc::pollfd {
         fd,
         events: libc::POLLIN,
         revents: 0,
-    };
+    }];
+    wait_any_readable(&mut pfd, timeout)
+}
+
+/// Poll several fds; true if any became readable before the timeout (their
+/// `revents` say which).
+pub fn wait_any_readable(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<bool> {
+    for f in fds.iter_mut() {
+        f.revents = 0;
+    }
     let ts = libc::timespec {
         tv_sec: timeout.as_secs() as libc::time_t,
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
     };
-    // SAFETY: one valid pollfd.
-    let rc = unsafe { libc::ppoll(&mut pfd, 1, &ts, std::ptr::null()) };
+    // SAFETY: `fds` is a valid slice of pollfd for the duration of the call.
+    let rc = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
     if rc < 0 {
         let e = io::Error::last_os_error();
         return if e.kind() == io::ErrorKind::Interrupted {
