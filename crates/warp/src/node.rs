@@ -105,7 +105,15 @@ pub struct NodeCore {
 impl NodeCore {
     /// A node with WARPLab node ID `id`, answering every trigger ID.
     pub fn new(id: u16) -> Self {
-        let buf = || vec![WarpWord(0); BUFFER_SAMPLES];
+        // Touch every page now so the first write or read is not slowed by page faults.
+        let buf = || {
+            let mut v = vec![WarpWord(0); BUFFER_SAMPLES];
+            for w in v.iter_mut().step_by(1024) {
+                // SAFETY: `w` is a valid, aligned element of `v`.
+                unsafe { std::ptr::write_volatile(w, WarpWord(0)) };
+            }
+            v
+        };
         Self {
             id,
             tx: [buf(), buf(), buf(), buf()],

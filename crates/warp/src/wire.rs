@@ -447,10 +447,12 @@ pub fn encode_samples(
     e.u8(0);
     e.u32(header.start);
     e.u32(words.len() as u32);
-    for w in words {
-        e.u32(w.0);
+    // One pass of byte swaps the compiler vectorises: this is the node's hot loop.
+    let payload = &mut e.buf[e.len..e.len + words.len() * 4];
+    for (out, w) in payload.chunks_exact_mut(4).zip(words) {
+        out.copy_from_slice(&w.0.to_be_bytes());
     }
-    Ok(e.len)
+    Ok(e.len + words.len() * 4)
 }
 
 /// Encode a node's write acknowledgement carrying the running checksum.
