@@ -9,7 +9,12 @@ use radiohost_iq::Ci16;
 fn codec(c: &mut Criterion) {
     for spp in [256usize, 512, 2000] {
         let samples: Vec<Ci16> = (0..spp).map(|i| Ci16::new(i as i16, !(i as i16))).collect();
-        let spec = DataPacketSpec { timestamp: Some(1234), seq_num: 7, dst_epid: 3, ..Default::default() };
+        let spec = DataPacketSpec {
+            timestamp: Some(1234),
+            seq_num: 7,
+            dst_epid: 3,
+            ..Default::default()
+        };
         let mut pkt = vec![0u8; 16 + 8 + 4 * spp];
         let len = write_data_packet(&mut pkt, &spec, &[], &samples).unwrap();
         let mut out = vec![Ci16::default(); spp];
@@ -23,7 +28,9 @@ fn codec(c: &mut Criterion) {
         });
         let mut enc = vec![0u8; len];
         g.bench_function("encode", |b| {
-            b.iter(|| write_data_packet(black_box(&mut enc), &spec, &[], black_box(&samples)).unwrap())
+            b.iter(|| {
+                write_data_packet(black_box(&mut enc), &spec, &[], black_box(&samples)).unwrap()
+            })
         });
         let mut dst = vec![0u8; len];
         g.bench_function("floor_memcpy", |b| {

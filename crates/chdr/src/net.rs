@@ -280,6 +280,10 @@ impl SendBatch {
         self.count == self.bufs.len()
     }
 
+    pub fn capacity(&self) -> usize {
+        self.bufs.len()
+    }
+
     /// Append a datagram to `dest`, encoded by `fill` into the slot buffer
     /// (which returns the length). Returns false if the batch is full.
     pub fn push<E>(
@@ -361,6 +365,19 @@ impl SendBatch {
 pub struct FlushResult {
     pub sent: usize,
     pub dropped: usize,
+}
+
+/// Give the calling thread SCHED_FIFO at `priority` (1..=99), so a busy-polling
+/// streamer is not time-sliced with ordinary tasks.
+pub fn set_fifo_priority(priority: i32) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: valid sched_param for the calling thread (pid 0).
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Pin the calling thread to one CPU.

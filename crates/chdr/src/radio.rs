@@ -198,11 +198,18 @@ pub fn run_radio_on(
 
     loop {
         let now = now_tick();
-        // RX: every packet whose last sample exists goes out.
-        for core in rx_cores.iter_mut() {
-            while out.try_push(&host, |b| core.poll(now, b).map(|r| r.map(|(n, _)| n)))? {}
-            if out.is_full() {
+        // RX: every packet whose last sample exists goes out, ports interleaved
+        // per packet time as a radio's streams would be.
+        loop {
+            if out.len() + rx_cores.len() > out.capacity() {
                 out.flush(&s.rx)?;
+            }
+            let mut any = false;
+            for core in rx_cores.iter_mut() {
+                any |= out.try_push(&host, |b| core.poll(now, b).map(|r| r.map(|(n, _)| n)))?;
+            }
+            if !any {
+                break;
             }
         }
         out.flush(&s.rx)?;
@@ -272,9 +279,11 @@ pub fn run_radio_on(
                     match rec.origin {
                         None => rec.origin = Some(tick),
                         Some(o) => {
-                            let expect = o + rec.samples.len() as u64;
+                            let skipped: u64 = rec.discontinuities.iter().map(|d| d.1).sum();
+                            let expect = o + rec.samples.len() as u64 + rec.truncated + skipped;
                             if tick != expect {
-                                rec.discontinuities.push((rec.samples.len(), tick - expect));
+                                rec.discontinuities
+                                    .push((rec.samples.len(), tick.saturating_sub(expect)));
                             }
                         }
                     }

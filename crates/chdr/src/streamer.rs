@@ -52,6 +52,8 @@ pub struct StreamerConfig {
     pub tx_offset_ticks: u64,
     pub poll: PollMode,
     pub cpu: Option<usize>,
+    /// SCHED_FIFO priority for the streaming thread (needs CAP_SYS_NICE).
+    pub rt_priority: Option<i32>,
     pub batch: usize,
     pub reorder_window: usize,
     /// TX packets held per output port while out of credit.
@@ -80,6 +82,7 @@ impl StreamerConfig {
             tx_offset_ticks: 0,
             poll: PollMode::Blocking,
             cpu: None,
+            rt_priority: None,
             batch: 32,
             reorder_window: 8,
             pending_capacity: 64,
@@ -157,7 +160,10 @@ pub struct StreamerCounters {
     pub tx_packets: u64,
     pub fanout_packets: u64,
     pub zero_filled_packets: u64,
+    /// Frames where some port had no packet and got zeros.
     pub misaligned_frames: u64,
+    /// Packets that arrived after their packet time was processed (with zeros).
+    pub late_port_packets: u64,
     pub unknown_stream: u64,
     pub malformed: u64,
     pub wrong_size: u64,
@@ -185,7 +191,6 @@ pub struct StreamerReport {
 
 struct InSlot {
     ts: u64,
-    rx_ts: u64,
     eob: bool,
     kernel_ns: i64,
     user_ns: i64,
@@ -207,6 +212,8 @@ struct Core<P> {
     inbox: Vec<VecDeque<InSlot>>,
     free_slots: Vec<Vec<Vec<Ci16>>>,
     inbox_cap: usize,
+    /// End of the last processed packet time: older deliveries are late.
+    processed_until: Option<u64>,
     in_block: Block,
     out_block: Block,
     credit: Vec<CreditSender>,
@@ -263,7 +270,7 @@ pub fn run_streamer_on<P: PacketProcessor>(
     let _ = net::enable_rx_timestamps(&sock);
     net::set_buffer_sizes(&sock, 8 << 20);
     sock.set_read_timeout(Some(Duration::from_millis(20)))?;
-    let (pinned_cpu, pin_error) = match cfg.cpu {
+    let (pinned_cpu, mut pin_error) = match cfg.cpu {
         Some(cpu) => match net::pin_current_thread(cpu) {
             Ok(()) => (Some(cpu), None),
             Err(e) => (
@@ -275,6 +282,15 @@ pub fn run_streamer_on<P: PacketProcessor>(
         },
         None => (None, None),
     };
+    if let Some(prio) = cfg.rt_priority {
+        if let Err(e) = net::set_fifo_priority(prio) {
+            let msg = format!(
+                "SCHED_FIFO priority {prio} refused: {e} (grant CAP_SYS_NICE or run as root); \
+                 running with the normal policy"
+            );
+            pin_error = Some(pin_error.map_or(msg.clone(), |p| format!("{p}; {msg}")));
+        }
+    }
     let mut core = Core::new(cfg, proc, pkt_len);
     let mut rx = RecvBatch::new(core.cfg.batch, MAX_PACKET_BYTES);
     core.send_init(&sock)?;
@@ -291,7 +307,7 @@ pub fn run_streamer_on<P: PacketProcessor>(
         }
         if n > 0 {
             core.flush(&sock)?;
-            started |= core.counters.rx_datagrams > 0;
+            started |= core.counters.frames > 0;
             last_rx = Instant::now();
             spins = 0;
         } else {
@@ -328,7 +344,8 @@ impl<P: PacketProcessor> Core<P> {
         let ins = cfg.rx_epids.len();
         let outs = cfg.tx_epids.len();
         let spp = cfg.samples_per_packet;
-        let inbox_cap = cfg.reorder_window.next_power_of_two() + 4;
+        // Room for the reorder window plus a burst of scheduling delay per port.
+        let inbox_cap = 2 * (cfg.reorder_window.next_power_of_two() + 64);
         let batch = cfg.batch.max(1) * (outs + cfg.subscribers.len() + 1);
         Core {
             reorder: (0..ins)
@@ -342,6 +359,7 @@ impl<P: PacketProcessor> Core<P> {
                 .map(|_| (0..inbox_cap).map(|_| vec![Ci16::default(); spp]).collect())
                 .collect(),
             inbox_cap,
+            processed_until: None,
             in_block: Block::new(ins, spp),
             out_block: Block::new(outs, spp),
             credit: (0..outs)
@@ -492,18 +510,14 @@ impl<P: PacketProcessor> Core<P> {
             crate::seq::PushOutcome::Stale { .. } => self.event(StreamEvent::Stale { port, seq }),
             _ => {}
         }
-        self.process_ready(sock)
+        self.process_ready(sock, false)
     }
 
     /// Decode one in-order delivery into the port's inbox (holes become zeros).
     fn deliver(&mut self, port: usize, d: Delivery<'_>, kernel_ns: i64, user_ns: i64) {
         let spp = self.cfg.samples_per_packet;
-        if self.inbox[port].len() >= self.inbox_cap {
-            // One port ran far ahead of another: release the oldest frame with
-            // zeros for the ports that lack it, so memory stays bounded.
-            self.force_release_oldest();
-        }
         let Some(mut samples) = self.free_slots[port].pop() else {
+            // Cannot happen while process_ready keeps inboxes below half full.
             self.counters.host_queue_drops += 1;
             return;
         };
@@ -530,10 +544,15 @@ impl<P: PacketProcessor> Core<P> {
                 (self.next_ts[port].unwrap_or(0), false)
             }
         };
-        self.next_ts[port] = Some(ts + spp as u64);
+        self.next_ts[port] = Some(ts.saturating_add(spp as u64));
+        if self.processed_until.is_some_and(|t| ts < t) {
+            // Its packet time was already processed with zeros for this port.
+            self.counters.late_port_packets += 1;
+            self.free_slots[port].push(samples);
+            return;
+        }
         self.inbox[port].push_back(InSlot {
             ts,
-            rx_ts: ts,
             eob,
             kernel_ns,
             user_ns,
@@ -541,66 +560,58 @@ impl<P: PacketProcessor> Core<P> {
         });
     }
 
-    fn force_release_oldest(&mut self) {
+    /// Process every packet time for which all input ports have data. If one
+    /// port runs half an inbox ahead (another port's stream stopped), process the
+    /// oldest packet time anyway with zeros for the ports that lack it, so
+    /// memory stays bounded and the live ports keep flowing.
+    /// With `force` (end of stream) every remaining packet time is processed.
+    fn process_ready(&mut self, sock: &UdpSocket, force: bool) -> Result<(), StreamerError> {
         let spp = self.cfg.samples_per_packet;
-        let oldest = self
-            .inbox
-            .iter()
-            .filter_map(|q| q.front().map(|s| s.ts))
-            .min();
-        let Some(ts) = oldest else { return };
-        for p in 0..self.inbox.len() {
-            if self.inbox[p].front().is_none_or(|s| s.ts != ts) {
-                let mut samples = match self.free_slots[p].pop() {
-                    Some(s) => s,
-                    None => vec![Ci16::default(); spp], // cannot happen: inbox below cap
-                };
-                samples.fill(Ci16::default());
-                self.counters.zero_filled_packets += 1;
-                self.inbox[p].push_front(InSlot {
-                    ts,
-                    rx_ts: ts,
-                    eob: false,
-                    kernel_ns: 0,
-                    user_ns: 0,
-                    samples,
-                });
+        loop {
+            let all = self.inbox.iter().all(|q| !q.is_empty());
+            let overfull = self.inbox.iter().any(|q| q.len() >= self.inbox_cap / 2);
+            if !all && !overfull && !force {
+                return Ok(());
             }
-        }
-    }
-
-    /// Process every packet time for which all input ports have data.
-    fn process_ready(&mut self, sock: &UdpSocket) -> Result<(), StreamerError> {
-        while self.inbox.iter().all(|q| !q.is_empty()) {
-            let ts = self.inbox[0].front().map(|s| s.ts).unwrap_or(0);
+            let Some(ts) = self
+                .inbox
+                .iter()
+                .filter_map(|q| q.front().map(|s| s.ts))
+                .min()
+            else {
+                return Ok(());
+            };
             let mut kernel_ns = i64::MIN;
             let mut user_ns = i64::MIN;
-            let mut rx_ts = ts;
-            let mut misaligned = false;
             let mut eob = false;
+            let mut filled = false;
             for p in 0..self.inbox.len() {
-                let slot = self.inbox[p].pop_front().expect("checked non-empty");
-                misaligned |= slot.ts != ts;
-                // The frame is ready when its last port arrived.
-                kernel_ns = kernel_ns.max(slot.kernel_ns);
-                user_ns = user_ns.max(slot.user_ns);
-                if p == 0 {
-                    rx_ts = slot.rx_ts;
-                    eob = slot.eob;
+                if self.inbox[p].front().is_some_and(|s| s.ts == ts) {
+                    let slot = self.inbox[p].pop_front().expect("front exists");
+                    // The frame is ready when its last port arrived.
+                    kernel_ns = kernel_ns.max(slot.kernel_ns);
+                    user_ns = user_ns.max(slot.user_ns);
+                    eob |= slot.eob;
+                    self.in_block.port_mut(p).copy_from_slice(&slot.samples);
+                    self.free_slots[p].push(slot.samples);
+                } else {
+                    // This port has nothing for `ts` (lost beyond the reorder
+                    // window, or its stream stalled): zeros keep time aligned.
+                    self.in_block.port_mut(p).fill(Ci16::default());
+                    self.counters.zero_filled_packets += 1;
+                    filled = true;
                 }
-                self.in_block.port_mut(p).copy_from_slice(&slot.samples);
-                self.free_slots[p].push(slot.samples);
             }
-            if misaligned {
+            if filled {
                 self.counters.misaligned_frames += 1;
             }
+            self.processed_until = Some(ts.saturating_add(spp as u64));
             self.proc.process(&self.in_block, &mut self.out_block);
             self.counters.frames += 1;
             for port in 0..self.out_block.ports() {
-                self.emit_tx(port, ts, rx_ts, eob, (kernel_ns, user_ns), sock)?;
+                self.emit_tx(port, ts, ts, eob, (kernel_ns, user_ns), sock)?;
             }
         }
-        Ok(())
     }
 
     fn emit_tx(
@@ -616,7 +627,7 @@ impl<P: PacketProcessor> Core<P> {
             eob,
             seq_num: self.tx_seq[port],
             dst_epid: self.cfg.tx_epids[port],
-            timestamp: Some(ts + self.cfg.tx_offset_ticks),
+            timestamp: Some(ts.wrapping_add(self.cfg.tx_offset_ticks)),
             ..Default::default()
         };
         let len = data_packet_len(true, 1, self.out_block.len());
@@ -696,7 +707,7 @@ impl<P: PacketProcessor> Core<P> {
             r.flush(&mut |d| self.deliver(port, d, 0, 0));
         }
         self.reorder = reorder;
-        self.process_ready(sock)?;
+        self.process_ready(sock, true)?;
         self.flush(sock)?;
         // Wait (bounded) for credit to send what is still queued.
         let deadline = Instant::now() + self.cfg.drain_timeout;

@@ -267,6 +267,14 @@ impl TxCore {
             self.consume(bytes, actions);
             return None;
         }
+        // A timestamp this close to the end of time would overflow the clock.
+        if p.timestamp
+            .is_some_and(|t| t.checked_add(2 * self.cfg.max_samples as u64 + 1).is_none())
+        {
+            self.counters.malformed += 1;
+            self.consume(bytes, actions);
+            return None;
+        }
         // Without a timestamp the packet continues the previous one.
         let last_end = self
             .queue
@@ -279,7 +287,7 @@ impl TxCore {
         };
         let cut = self.clock.map_or(now, |c| c.max(now));
         let n = p.num_samples();
-        let arrival_margin = ts as i64 - now as i64;
+        let arrival_margin = ts.wrapping_sub(now) as i64;
         if ts < cut {
             let late = (cut - ts).min(n as u64) as usize;
             let dropped = match self.cfg.policy {
@@ -454,7 +462,7 @@ mod tests {
 
     fn samples(ts: u64) -> Vec<Ci16> {
         (0..SPP)
-            .map(|i| Ci16::new((ts + i as u64) as i16, 1))
+            .map(|i| Ci16::new(ts.wrapping_add(i as u64) as i16, 1))
             .collect()
     }
 
@@ -648,6 +656,20 @@ mod tests {
         let (out, _, st) = play(&mut tx, &[], 132);
         assert_eq!(out.len(), 32);
         assert_eq!(st.last().unwrap().xfer_count_pkts, 5);
+    }
+
+    #[test]
+    fn timestamps_at_the_end_of_time_are_refused_not_overflowed() {
+        // Found by the tx_core fuzz target: ts + len overflowed u64.
+        let mut tx = core(TxPolicy::ZeroFill);
+        let (out, ev, _) = play(
+            &mut tx,
+            &[(0, packet(0, u64::MAX - 3)), (1, packet(1, 100))],
+            108,
+        );
+        assert!(ev.is_empty(), "{ev:?}");
+        assert_eq!(tx.counters().malformed, 1);
+        assert_eq!(out.len(), 8);
     }
 
     #[test]

@@ -27,15 +27,20 @@ pub enum RtCmd {
     /// Audit this machine for real-time work: RT throttling, CPU isolation,
     /// C-states, cpufreq governor, rlimits and capabilities, each with a fix.
     Check(CheckArgs),
-    /// Measure wake-up (timer) or loopback round-trip (udp) latency of a
-    /// configured thread; optionally under load and idle-vs-loaded,
-    /// normal-vs-RT side by side.
+    /// Measure wake-up (timer), loopback round-trip (udp) or CHDR streamer
+    /// RX-to-TX (pipeline) latency of a configured thread; optionally under
+    /// load, or idle-vs-loaded and normal-vs-RT side by side.
     Probe(ProbeArgs),
     /// Timer probe and cyclictest back to back (same CPU, policy, priority,
     /// interval, load), idle and loaded, with the ratio of medians and P99.9.
     Bench(bench::BenchArgs),
     /// UDP echo for `probe --mode udp --processes` (the second process).
     Echo(EchoArgs),
+    /// Run the built-in background load (CPU hogs, memory and syscall churn,
+    /// short-lived processes) until stdin closes or the duration ends, then
+    /// print the work done as JSON. Probes run it as a separate process so
+    /// their memory locking cannot change it.
+    Load(LoadArgs),
 }
 
 /// Command-line policy names.
@@ -221,12 +226,23 @@ pub struct EchoArgs {
     max_duration: Duration,
 }
 
+#[derive(Args)]
+pub struct LoadArgs {
+    /// Stop after this long at the latest.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    duration: Duration,
+    /// Ignore stdin (otherwise end-of-file on stdin stops the load).
+    #[arg(long)]
+    ignore_stdin: bool,
+}
+
 pub fn run(cmd: RtCmd) -> Result<()> {
     match cmd {
         RtCmd::Check(a) => check(a),
         RtCmd::Probe(a) => probe(a),
         RtCmd::Bench(a) => bench::run(a),
         RtCmd::Echo(a) => echo(a),
+        RtCmd::Load(a) => load(a),
     }
 }
 
@@ -297,7 +313,9 @@ pub fn with_progress<T: Send>(
     }
 }
 
-/// Starts the background load, lets it ramp up briefly, runs `f`, stops it.
+/// Runs `f` under the background load, started as a separate `radiohost rt
+/// load` process (so this process's mlockall does not change the load) and
+/// given half a second to ramp up; returns the work the load did.
 pub fn under_load<T>(
     loaded: bool,
     bound: Duration,
@@ -306,13 +324,49 @@ pub fn under_load<T>(
     if !loaded {
         return Ok((f(), None));
     }
-    let load = Load::start(&LoadConfig::kernel_build_like(
-        bound + Duration::from_secs(5),
-    ))
-    .context("starting the background load")?;
+    let exe = std::env::current_exe().context("finding the radiohost executable")?;
+    let mut child = Command::new(exe)
+        .args(["rt", "load", "--duration"])
+        .arg(format!(
+            "{}ms",
+            (bound + Duration::from_secs(5)).as_millis()
+        ))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting the background load process")?;
     std::thread::sleep(Duration::from_millis(500));
     let out = f();
-    Ok((out, Some(load.stop())))
+    drop(child.stdin.take()); // end-of-file: the load stops and reports
+    let output = child
+        .wait_with_output()
+        .context("waiting for the load process")?;
+    let stats = serde_json::from_slice(&output.stdout).with_context(|| {
+        format!(
+            "the load process printed `{}` instead of its statistics",
+            String::from_utf8_lossy(&output.stdout).trim()
+        )
+    })?;
+    Ok((out, Some(stats)))
+}
+
+fn load(a: LoadArgs) -> Result<()> {
+    let load = Load::start(&LoadConfig::kernel_build_like(a.duration))
+        .context("starting the background load")?;
+    if a.ignore_stdin {
+        std::thread::sleep(a.duration);
+    } else {
+        // Returns at end-of-file (parent done) or error; bounded by a watchdog.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            let mut sink = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+            let _ = tx.send(());
+        });
+        let _ = rx.recv_timeout(a.duration);
+    }
+    println!("{}", serde_json::to_string(&load.stop())?);
+    Ok(())
 }
 
 struct EchoProcess(Child);
@@ -549,4 +603,130 @@ fn echo(a: EchoArgs) -> Result<()> {
     let echoed = t.join().map_err(|e| anyhow::anyhow!("{e}"))??;
     tracing::info!(echoed, "echo finished");
     Ok(())
+}
+
+/// Demo stage: audit summary, then half a second of timer probe with normal
+/// scheduling and with the RT setup (FIFO 80, prefault; no mlock) on the last
+/// allowed CPU. Verifies each run got every sample and that the RT thread's
+/// report matches the kernel's view of that thread.
+pub fn demo_stage() -> Result<()> {
+    println!("== real-time layer: thread setup and wake-up latency ==");
+    let cpu = *radiohost_rt::sys::current_affinity()?
+        .last()
+        .context("this process may run on no CPU")?;
+    let findings = audit::audit(
+        &AuditInputs::gather_local(),
+        &AuditRequest {
+            cpus: vec![cpu],
+            priority: 80,
+            lock_memory: true,
+        },
+    );
+    let warn: Vec<&str> = findings
+        .iter()
+        .filter(|f| f.severity >= audit::Severity::Warning)
+        .map(|f| f.check)
+        .collect();
+    println!(
+        "machine audit for CPU {cpu}: worst {}, {} warnings ({}) - details: radiohost rt check --cpu {cpu}",
+        audit::worst(&findings),
+        warn.len(),
+        warn.join(", ")
+    );
+    let interval = Duration::from_micros(500);
+    let duration = Duration::from_millis(500);
+    let mut rows = Vec::new();
+    for cfg in [
+        ThreadConfig::default().pinned(vec![cpu]),
+        // mlockall is process-wide: it would lock every later demo stage's
+        // memory too, so the demo leaves it out.
+        ThreadConfig {
+            lock_memory: false,
+            ..ThreadConfig::realtime(80).pinned(vec![cpu])
+        },
+    ] {
+        let probe = TimerProbe::for_duration(cfg, interval, duration);
+        let run = probe.run(&ProbeControl::default())?;
+        anyhow::ensure!(
+            run.histogram.len() == probe.samples,
+            "timer probe took {} of {} samples",
+            run.histogram.len(),
+            probe.samples
+        );
+        let r = &run.report;
+        anyhow::ensure!(
+            r.after.cpus == vec![cpu]
+                || r.problems().any(|p| p.step == radiohost_rt::Step::Affinity),
+            "thread reports CPUs {:?} without saying pinning failed",
+            r.after.cpus
+        );
+        println!("{}", r.summary());
+        for p in r.problems() {
+            println!("  {}: {}", p.step, p.outcome.label());
+        }
+        rows.push(LatencyRow::new(
+            "timer",
+            &effective_policy_label(r),
+            "idle",
+            &run.histogram.summary(),
+        ));
+    }
+    print_rows(&rows);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn demo_stage_runs() {
+        demo_stage().unwrap();
+    }
+
+    #[test]
+    fn durations_parse_with_units_and_reject_nonsense() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("500us"), Ok(Duration::from_micros(500)));
+        for bad in ["", "0s", "-1s", "5x", "s", "2d", "1e9"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn rt_policies_lock_and_prefault_normal_does_not() {
+        let args = ThreadArgs {
+            policy: PolicyArg::Fifo,
+            priority: 70,
+            cpu: Some(Cpus(vec![1])),
+            no_mlock: false,
+            prefault_kib: 128,
+        };
+        let c = args.config();
+        assert_eq!(
+            (c.policy, c.priority, c.lock_memory),
+            (Policy::Fifo, 70, true)
+        );
+        assert_eq!(
+            (c.prefault_stack_bytes, c.cpus),
+            (128 * 1024, Some(vec![1]))
+        );
+        let n = args.normal_config();
+        assert_eq!(
+            (n.policy, n.priority, n.lock_memory),
+            (Policy::Other, 0, false)
+        );
+        assert_eq!(n.cpus, Some(vec![1]));
+        let other = ThreadArgs {
+            policy: PolicyArg::Other,
+            ..args
+        };
+        assert_eq!(other.config().priority, 0);
+        assert!(!other.config().lock_memory);
+        assert!(parse_cpus("").is_err());
+        assert_eq!(parse_cpus("0-2"), Ok(Cpus(vec![0, 1, 2])));
+    }
 }

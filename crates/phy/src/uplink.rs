@@ -68,7 +68,7 @@ impl Detector {
             csi: vec![Cf32::default(); d * k * m],
             w: vec![Cf32::default(); d * k * m],
             noise_gain: vec![0.0; d * k],
-            zf_scratch: ZfScratch::new(k),
+            zf_scratch: ZfScratch::with_antennas(m, k),
             antennas: m,
             users: k,
             data_num: d,

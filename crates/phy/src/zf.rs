@@ -24,20 +24,52 @@ pub struct ZfError {
     pub pivot: f32,
 }
 
-/// Caller-owned scratch for [`zf_detector`]: the `K x K` Cholesky factor.
+/// Caller-owned scratch for [`zf_detector`]: planar (split real/imaginary) copies
+/// of the channel and the detector, and the `K x K` Cholesky factor.
 #[derive(Debug, Clone)]
 pub struct ZfScratch {
-    l: Vec<Cf32>,
+    hr: Vec<f32>,
+    hi: Vec<f32>,
+    wr: Vec<f32>,
+    wi: Vec<f32>,
+    lr: Vec<f32>,
+    li: Vec<f32>,
     diag_inv: Vec<f32>,
     k: usize,
+    m: usize,
 }
 
 impl ZfScratch {
+    /// Scratch for `users` users; antenna buffers grow on first use (then stay).
     pub fn new(users: usize) -> Self {
         Self {
-            l: vec![Cf32::default(); users * users],
+            hr: Vec::new(),
+            hi: Vec::new(),
+            wr: Vec::new(),
+            wi: Vec::new(),
+            lr: vec![0.0; users * users],
+            li: vec![0.0; users * users],
             diag_inv: vec![0.0; users],
             k: users,
+            m: 0,
+        }
+    }
+
+    /// Scratch sized for `antennas x users` up front (no allocation on first use).
+    pub fn with_antennas(antennas: usize, users: usize) -> Self {
+        let mut s = Self::new(users);
+        s.resize(antennas);
+        s
+    }
+
+    fn resize(&mut self, m: usize) {
+        if self.m != m {
+            let n = m * self.k;
+            for v in [&mut self.hr, &mut self.hi, &mut self.wr, &mut self.wi] {
+                v.clear();
+                v.resize(n, 0.0);
+            }
+            self.m = m;
         }
     }
 }
@@ -46,38 +78,76 @@ impl ZfScratch {
 /// running sum would keep the compiler from vectorising the reductions.
 const LANES: usize = 8;
 
-/// `sum conj(a) * b` (`CONJ = true`) or `sum a * b`.
-#[inline]
-fn dot<const CONJ: bool>(a: &[Cf32], b: &[Cf32]) -> Cf32 {
+/// Planar `sum conj(a) * b`.
+#[inline(always)]
+fn dot_conj_planar(ar: &[f32], ai: &[f32], br: &[f32], bi: &[f32]) -> (f32, f32) {
     let mut re = [0f32; LANES];
     let mut im = [0f32; LANES];
-    let sign = if CONJ { -1.0 } else { 1.0 };
+    let n = ar.len() / LANES * LANES;
+    for c in (0..n).step_by(LANES) {
+        let (xr, xi) = (&ar[c..c + LANES], &ai[c..c + LANES]);
+        let (yr, yi) = (&br[c..c + LANES], &bi[c..c + LANES]);
+        for j in 0..LANES {
+            re[j] += xr[j] * yr[j] + xi[j] * yi[j];
+            im[j] += xr[j] * yi[j] - xi[j] * yr[j];
+        }
+    }
+    let (mut sr, mut si) = (re.iter().sum::<f32>(), im.iter().sum::<f32>());
+    for j in n..ar.len() {
+        sr += ar[j] * br[j] + ai[j] * bi[j];
+        si += ar[j] * bi[j] - ai[j] * br[j];
+    }
+    (sr, si)
+}
+
+/// `z -= c * zp` on planar vectors.
+#[inline(always)]
+fn axpy_sub(zr: &mut [f32], zi: &mut [f32], cr: f32, ci: f32, pr: &[f32], pi: &[f32]) {
+    for (((zr, zi), pr), pi) in zr.iter_mut().zip(zi.iter_mut()).zip(pr).zip(pi) {
+        *zr -= cr * pr - ci * pi;
+        *zi -= cr * pi + ci * pr;
+    }
+}
+
+/// `sum a * b` on interleaved complex vectors, in independent lanes.
+#[inline(always)]
+fn dot(a: &[Cf32], b: &[Cf32]) -> Cf32 {
+    let mut re = [0f32; LANES];
+    let mut im = [0f32; LANES];
     let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
     let (ra, rb) = (ca.remainder(), cb.remainder());
     for (x, y) in ca.zip(cb) {
         for j in 0..LANES {
-            // (xr + s*i*xi)(yr + i*yi) with s = -1 for the conjugate.
-            re[j] += x[j].re * y[j].re - sign * x[j].im * y[j].im;
-            im[j] += x[j].re * y[j].im + sign * x[j].im * y[j].re;
+            re[j] += x[j].re * y[j].re - x[j].im * y[j].im;
+            im[j] += x[j].re * y[j].im + x[j].im * y[j].re;
         }
     }
     let mut acc = Cf32::new(re.iter().sum(), im.iter().sum());
     for (x, y) in ra.iter().zip(rb) {
-        acc += if CONJ { x.conj() * y } else { x * y };
+        acc += x * y;
     }
     acc
 }
 
+/// Whether this CPU has AVX2 and FMA (checked once per call; std caches it).
 #[inline]
-fn dot_conj(a: &[Cf32], b: &[Cf32]) -> Cf32 {
-    dot::<true>(a, b)
+fn has_avx2_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 /// Compute the ZF detector of one subcarrier.
 ///
 /// `h`: `M*K` channel (column-major), `w`: `K*M` output (row-major),
 /// `noise_gain`: `K` outputs, `[(H^H H)^-1]_kk` (post-equaliser noise per unit of
-/// receiver noise variance).
+/// receiver noise variance). Runs an AVX2+FMA build of the same code when the CPU
+/// has it (the default target is baseline x86-64).
 ///
 /// # Panics
 /// If the slice lengths disagree with `m`, `k` or the scratch (caller bugs).
@@ -93,66 +163,112 @@ pub fn zf_detector(
     assert_eq!(w.len(), m * k, "zf: detector size");
     assert_eq!(noise_gain.len(), k, "zf: noise gain size");
     assert_eq!(scratch.k, k, "zf: scratch for another K");
-    let l = &mut scratch.l;
-    // Cholesky, column by column, building the Gram entries on the fly.
+    scratch.resize(m);
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2_fma() {
+        // SAFETY: the CPU supports the features this function is compiled for.
+        return unsafe { zf_avx2(h, m, k, scratch, w, noise_gain) };
+    }
+    zf_body(h, m, k, scratch, w, noise_gain)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn zf_avx2(
+    h: &[Cf32],
+    m: usize,
+    k: usize,
+    s: &mut ZfScratch,
+    w: &mut [Cf32],
+    noise_gain: &mut [f32],
+) -> Result<(), ZfError> {
+    zf_body(h, m, k, s, w, noise_gain)
+}
+
+#[inline(always)]
+fn zf_body(
+    h: &[Cf32],
+    m: usize,
+    k: usize,
+    s: &mut ZfScratch,
+    w: &mut [Cf32],
+    noise_gain: &mut [f32],
+) -> Result<(), ZfError> {
+    for (i, v) in h.iter().enumerate() {
+        s.hr[i] = v.re;
+        s.hi[i] = v.im;
+    }
+    let (hr, hi) = (&s.hr, &s.hi);
+    let (lr, li) = (&mut s.lr, &mut s.li);
+    // Cholesky G = L L^H, column by column, Gram entries G[i][j] = h_i^H h_j on the fly.
     for j in 0..k {
-        let hj = &h[j * m..(j + 1) * m];
-        let mut d = dot_conj(hj, hj).re;
+        let (hjr, hji) = (&hr[j * m..(j + 1) * m], &hi[j * m..(j + 1) * m]);
+        let energy = dot_conj_planar(hjr, hji, hjr, hji).0;
+        let mut d = energy;
         for p in 0..j {
-            d -= l[j * k + p].norm_sqr();
+            d -= lr[j * k + p] * lr[j * k + p] + li[j * k + p] * li[j * k + p];
         }
-        if d.is_nan() || d <= f32::EPSILON * 16.0 * dot_conj(hj, hj).re.max(f32::MIN_POSITIVE) {
+        if d.is_nan() || d <= f32::EPSILON * 16.0 * energy.max(f32::MIN_POSITIVE) {
             return Err(ZfError { user: j, pivot: d });
         }
         let ljj = d.sqrt();
-        l[j * k + j] = Cf32::new(ljj, 0.0);
-        scratch.diag_inv[j] = 1.0 / ljj;
+        lr[j * k + j] = ljj;
+        li[j * k + j] = 0.0;
+        let inv = 1.0 / ljj;
+        s.diag_inv[j] = inv;
         for i in j + 1..k {
-            // G[i][j] = h_i^H h_j
-            let mut s = dot_conj(&h[i * m..(i + 1) * m], hj);
+            let (mut gr, mut gi) =
+                dot_conj_planar(&hr[i * m..(i + 1) * m], &hi[i * m..(i + 1) * m], hjr, hji);
             for p in 0..j {
-                s -= l[i * k + p] * l[j * k + p].conj();
+                // G[i][j] - sum_p L[i][p] conj(L[j][p])
+                let (ar, ai) = (lr[i * k + p], li[i * k + p]);
+                let (br, bi) = (lr[j * k + p], li[j * k + p]);
+                gr -= ar * br + ai * bi;
+                gi -= ai * br - ar * bi;
             }
-            l[i * k + j] = s * scratch.diag_inv[j];
+            lr[i * k + j] = gr * inv;
+            li[i * k + j] = gi * inv;
         }
     }
-    // Forward substitution L Z = H^H (row i of H^H is conj(h_i)); Z overwrites w.
+    // Forward substitution L Z = H^H (row i of H^H is conj(h_i)); Z lives in (wr, wi).
+    let (wr, wi) = (&mut s.wr, &mut s.wi);
     for i in 0..k {
-        let (done, rest) = w.split_at_mut(i * m);
-        let zi = &mut rest[..m];
-        for (z, x) in zi.iter_mut().zip(&h[i * m..(i + 1) * m]) {
-            *z = x.conj();
+        let (done_r, rest_r) = wr.split_at_mut(i * m);
+        let (done_i, rest_i) = wi.split_at_mut(i * m);
+        let (zr, zi) = (&mut rest_r[..m], &mut rest_i[..m]);
+        zr.copy_from_slice(&hr[i * m..(i + 1) * m]);
+        for (z, x) in zi.iter_mut().zip(&hi[i * m..(i + 1) * m]) {
+            *z = -x;
         }
         for p in 0..i {
-            let c = l[i * k + p];
-            for (z, zp) in zi.iter_mut().zip(&done[p * m..(p + 1) * m]) {
-                *z -= c * zp;
-            }
+            let (pr, pi) = (&done_r[p * m..(p + 1) * m], &done_i[p * m..(p + 1) * m]);
+            axpy_sub(zr, zi, lr[i * k + p], li[i * k + p], pr, pi);
         }
-        let inv = scratch.diag_inv[i];
-        for z in zi.iter_mut() {
-            *z *= inv;
-        }
+        let inv = s.diag_inv[i];
+        zr.iter_mut().for_each(|v| *v *= inv);
+        zi.iter_mut().for_each(|v| *v *= inv);
     }
-    // Back substitution L^H W = Z, last row first.
+    // Back substitution L^H W = Z, last row first; (L^H)[i][p] = conj(L[p][i]).
     for i in (0..k).rev() {
-        let (head, tail) = w.split_at_mut((i + 1) * m);
-        let wi = &mut head[i * m..];
+        let (head_r, tail_r) = wr.split_at_mut((i + 1) * m);
+        let (head_i, tail_i) = wi.split_at_mut((i + 1) * m);
+        let (xr, xi) = (&mut head_r[i * m..], &mut head_i[i * m..]);
         for p in i + 1..k {
-            // (L^H)[i][p] = conj(L[p][i])
-            let c = l[p * k + i].conj();
             let off = (p - i - 1) * m;
-            for (x, wp) in wi.iter_mut().zip(&tail[off..off + m]) {
-                *x -= c * wp;
-            }
+            let (pr, pi) = (&tail_r[off..off + m], &tail_i[off..off + m]);
+            axpy_sub(xr, xi, lr[p * k + i], -li[p * k + i], pr, pi);
         }
-        let inv = scratch.diag_inv[i];
+        let inv = s.diag_inv[i];
         let mut norm = 0.0;
-        for x in wi.iter_mut() {
-            *x *= inv;
-            norm += x.norm_sqr();
+        for (r, im) in xr.iter_mut().zip(xi.iter_mut()) {
+            *r *= inv;
+            *im *= inv;
+            norm += *r * *r + *im * *im;
         }
         noise_gain[i] = norm;
+    }
+    for ((o, r), im) in w.iter_mut().zip(wr.iter()).zip(wi.iter()) {
+        *o = Cf32::new(*r, *im);
     }
     Ok(())
 }
@@ -165,8 +281,25 @@ pub fn zf_detector(
 pub fn equalize(w: &[Cf32], y: &[Cf32], x: &mut [Cf32]) {
     let m = y.len();
     assert_eq!(w.len(), m * x.len(), "equalize: detector size");
-    for (xk, wk) in x.iter_mut().zip(w.chunks_exact(m)) {
-        *xk = dot::<false>(wk, y);
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2_fma() {
+        // SAFETY: the CPU supports the features this function is compiled for.
+        unsafe { equalize_avx2(w, y, x) };
+        return;
+    }
+    equalize_body(w, y, x);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn equalize_avx2(w: &[Cf32], y: &[Cf32], x: &mut [Cf32]) {
+    equalize_body(w, y, x)
+}
+
+#[inline(always)]
+fn equalize_body(w: &[Cf32], y: &[Cf32], x: &mut [Cf32]) {
+    for (xk, wk) in x.iter_mut().zip(w.chunks_exact(y.len())) {
+        *xk = dot(wk, y);
     }
 }
 

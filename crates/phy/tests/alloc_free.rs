@@ -53,24 +53,32 @@ fn pipelines_and_kernels_do_not_allocate_in_steady_state() {
     let mut ul = UplinkPipeline::new(&cfg).unwrap();
     let mut out = UplinkOutput::for_config(&cfg);
     ul.process_frame(&frame.samples, &mut out).unwrap();
-    assert_eq!(allocations(|| ul.process_frame(&frame.samples, &mut out).unwrap()), 0, "uplink");
+    assert_eq!(
+        allocations(|| ul.process_frame(&frame.samples, &mut out).unwrap()),
+        0,
+        "uplink"
+    );
     assert!(out.blocks.iter().flatten().all(|b| b.crc_ok));
 
     let mut dl = DownlinkPipeline::new(&cfg);
     let mut tx = vec![Ci16::default(); cfg.antennas * cfg.frame_len()];
-    dl.process_frame(&frame.samples, &frame.downlink_payload, &mut tx).unwrap();
+    dl.process_frame(&frame.samples, &frame.downlink_payload, &mut tx)
+        .unwrap();
     let n = allocations(|| {
-        dl.process_frame(&frame.samples, &frame.downlink_payload, &mut tx).unwrap();
+        dl.process_frame(&frame.samples, &frame.downlink_payload, &mut tx)
+            .unwrap();
     });
     assert_eq!(n, 0, "downlink");
 
     let mut fft = OfdmFft::new(2048);
     let mut buf = vec![Cf32::new(1.0, 0.0); 2048 * 4];
     let (m, k) = (16, 4);
-    let h: Vec<Cf32> = (0..m * k).map(|i| Cf32::new((i % 7) as f32, (i % 3) as f32 - 1.0)).collect();
+    let h: Vec<Cf32> = (0..m * k)
+        .map(|i| Cf32::new((i % 7) as f32, (i % 3) as f32 - 1.0))
+        .collect();
     let mut w = vec![Cf32::default(); m * k];
     let mut ng = vec![0.0; k];
-    let mut zs = ZfScratch::new(k);
+    let mut zs = ZfScratch::with_antennas(m, k);
     let (mut x, y) = (vec![Cf32::default(); k], vec![Cf32::new(0.5, 0.0); m]);
     let mut y2 = vec![Cf32::default(); m];
     let md = Modulator::new(Modulation::Qam256);
@@ -93,4 +101,3 @@ fn pipelines_and_kernels_do_not_allocate_in_steady_state() {
     });
     assert_eq!(n, 0, "kernels");
 }
-

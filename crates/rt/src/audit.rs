@@ -93,6 +93,8 @@ pub struct AuditInputs {
     pub capabilities: Option<u64>,
     /// TAI - UTC offset the kernel applies, s.
     pub tai_offset_s: i64,
+    /// Timer slack of normal threads (`/proc/self/timerslack_ns`).
+    pub timer_slack_ns: Option<u64>,
 }
 
 fn read(root: &Path, path: &str) -> Option<String> {
@@ -150,6 +152,7 @@ impl AuditInputs {
             rlimit_memlock: sys::rlimit_memlock().ok(),
             capabilities: status.as_deref().and_then(sys::effective_caps),
             tai_offset_s: clock::tai_offset_s(),
+            timer_slack_ns: num("/proc/self/timerslack_ns").map(|v| v.max(0) as u64),
         }
     }
 
@@ -214,6 +217,7 @@ pub fn audit(m: &AuditInputs, req: &AuditRequest) -> Vec<Finding> {
     cstates(m, req, &mut out);
     governors(m, req, &mut out);
     limits(m, req, &mut out);
+    timer_slack(m, req, &mut out);
     tai(m, &mut out);
     out
 }
@@ -534,6 +538,39 @@ fn limits(m: &AuditInputs, req: &AuditRequest, out: &mut Vec<Finding>) {
                   cap_ipc_lock+ep $(which radiohost)`"
                 .into(),
         }
+    });
+}
+
+fn timer_slack(m: &AuditInputs, req: &AuditRequest, out: &mut Vec<Finding>) {
+    let Some(slack) = m.timer_slack_ns else {
+        return;
+    };
+    out.push(if req.priority > 0 || slack <= 1_000 {
+        finding(
+            "timer-slack",
+            Severity::Ok,
+            format!(
+                "timer slack {} us{}",
+                slack / 1000,
+                if req.priority > 0 {
+                    " (not applied to RT threads)"
+                } else {
+                    ""
+                }
+            ),
+            "",
+        )
+    } else {
+        finding(
+            "timer-slack",
+            Severity::Info,
+            format!(
+                "normal-policy threads wake up to {} us after their deadline (timer slack); \
+                 RT policies get none",
+                slack / 1000
+            ),
+            "use an RT policy, or prctl(PR_SET_TIMERSLACK, 1) in the thread",
+        )
     });
 }
 

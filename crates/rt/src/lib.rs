@@ -15,6 +15,25 @@
 //! - [`cyclictest`]: runs Debian's cyclictest and parses its samples, the
 //!   baseline the timer probe is compared against.
 //!
+//! Setting up a time-critical thread (what the streamer and schedulers do):
+//!
+//! ```no_run
+//! use radiohost_rt::{RtThreadBuilder, ThreadConfig};
+//!
+//! let t = RtThreadBuilder::new("streamer")
+//!     .config(ThreadConfig::realtime(80).pinned(vec![1]))
+//!     .spawn(|report| {
+//!         // ... the time-critical loop; `report` says what it runs with ...
+//!         report.fully_applied()
+//!     })?;
+//! // Known before the body runs: log refusals with their fixes.
+//! for p in t.report().problems() {
+//!     eprintln!("{}: {:?}", p.step, p.outcome);
+//! }
+//! let _ = t.join();
+//! # Ok::<(), radiohost_rt::SpawnError>(())
+//! ```
+//!
 //! Linux only.
 
 mod apply_steps;

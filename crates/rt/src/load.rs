@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What to run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -43,7 +43,7 @@ impl LoadConfig {
 }
 
 /// Work done by a load, to show it really ran.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LoadStats {
     /// Blocks of 65 536 arithmetic iterations.
     pub cpu_blocks: u64,

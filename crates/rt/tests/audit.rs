@@ -116,6 +116,7 @@ fn quiet_machine() -> AuditInputs {
         }),
         capabilities: Some((1 << 23) | (1 << 14)),
         tai_offset_s: 37,
+        timer_slack_ns: Some(50_000),
     }
 }
 
@@ -173,6 +174,8 @@ fn offline_cpu_and_unset_tai_and_no_cpu_chosen() {
     assert_eq!(severity_of(&f, "cpu-online"), vec![Severity::Critical]);
     assert_eq!(worst(&f), Severity::Critical);
     assert_eq!(severity_of(&f, "tai-offset"), vec![Severity::Info]);
+    // Normal scheduling (priority 0) pays the 50 us timer slack; RT does not.
+    assert_eq!(severity_of(&f, "timer-slack"), vec![Severity::Info]);
     let f = audit(&m, &AuditRequest::default());
     assert_eq!(severity_of(&f, "isolation"), vec![Severity::Info]);
     // With no CPU chosen, C-states of every CPU are judged.

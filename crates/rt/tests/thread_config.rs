@@ -270,3 +270,32 @@ fn spawn_reports_before_running_and_can_require_everything() {
         .unwrap_err();
     assert!(matches!(err, SpawnError::Config(_)));
 }
+
+#[test]
+fn probe_rows_name_the_policy_the_kernel_granted() {
+    use radiohost_rt::probe::timer::TimerProbe;
+    use radiohost_rt::probe::{effective_policy_label, ProbeControl};
+    in_thread(|| {
+        // Threads inherit the creator's capabilities: the probe thread spawned
+        // from here has no CAP_SYS_NICE either.
+        drop_effective_cap(23);
+        let probe = TimerProbe {
+            thread: ThreadConfig {
+                policy: Policy::Fifo,
+                priority: 60,
+                ..ThreadConfig::default()
+            },
+            interval: std::time::Duration::from_micros(200),
+            samples: 5,
+            clock: radiohost_rt::ClockId::Monotonic,
+        };
+        let run = probe.run(&ProbeControl::default()).unwrap();
+        assert_eq!(run.histogram.len(), 5);
+        let label = effective_policy_label(&run.report);
+        match run.report.outcome(Step::Scheduling) {
+            Outcome::Applied { .. } => assert_eq!(label, "fifo:60"),
+            Outcome::Refused { .. } => assert_eq!(label, "other"),
+            other => panic!("unexpected {other:?}"),
+        }
+    });
+}

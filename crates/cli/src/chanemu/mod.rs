@@ -513,3 +513,109 @@ fn run_file(a: FileArgs) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch_dir(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("radiohost-chanemu-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        dir
+    }
+
+    #[test]
+    fn ports_parse_and_refuse_nonsense() {
+        assert_eq!(
+            parse_ports("2x3"),
+            Ok(Ports {
+                inputs: 2,
+                outputs: 3
+            })
+        );
+        assert_eq!(
+            parse_ports("4X4"),
+            Ok(Ports {
+                inputs: 4,
+                outputs: 4
+            })
+        );
+        for bad in ["", "2", "0x1", "1x0", "ax2", "2x65", "1x1x1"] {
+            assert!(parse_ports(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn responses_round_trip_through_sigmf_and_json() {
+        let dir = scratch_dir("taps");
+        let paths = (0..6)
+            .map(|p| {
+                (0..5)
+                    .map(|i| Cf32::new(p as f32 + 0.5, -(i as f32)))
+                    .collect()
+            })
+            .collect();
+        let taps = MimoTaps::from_paths(2, 3, paths).unwrap();
+        for name in ["t.json", "t.sigmf-meta"] {
+            let path = dir.join(name);
+            write_taps(&path, &taps, Some(1e6), "test").unwrap();
+            assert_eq!(read_taps(&path, None).unwrap(), taps, "{name}");
+            assert!(read_taps(
+                &path,
+                Some(Ports {
+                    inputs: 3,
+                    outputs: 2
+                })
+            )
+            .is_err());
+        }
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn identity_file_run_copies_the_recording() {
+        let dir = scratch_dir("file");
+        let input: Vec<Cf32> = (0..1000)
+            .map(|i| Cf32::new((i as f32 * 0.1).sin(), i as f32 * 1e-3))
+            .collect();
+        let meta = Meta::new(DataType::Cf32Le, 1e6).num_channels(2);
+        sigmf::write_cf32(&dir.join("in"), &meta, &input).unwrap();
+        let args = FileArgs {
+            channel: ChannelArgs {
+                taps: None,
+                model: Some(Model::Identity),
+                ports: Some(Ports {
+                    inputs: 2,
+                    outputs: 2,
+                }),
+                model_taps: 8,
+                spacing: 1,
+                decay_db: 1.0,
+                doppler_hz: 10.0,
+                update_blocks: 64,
+                sinusoids: 16,
+                seed: 1,
+            },
+            input: dir.join("in"),
+            output: dir.join("out"),
+            block: 64,
+            swap: Swap::Staggered,
+            crossfade_blocks: 4,
+            output_type: OutType::Cf32,
+            flush: false,
+            sample_rate: None,
+            write_taps: None,
+            json: true,
+        };
+        run_file(args).unwrap();
+        let out = sigmf::read(&dir.join("out")).unwrap();
+        assert_eq!(out.meta.channels(), 2);
+        let got = out.samples.to_cf32();
+        assert_eq!(got.len(), input.len());
+        for (a, b) in got.iter().zip(&input) {
+            assert!((a - b).norm() < 1e-5);
+        }
+        std::fs::remove_dir_all(dir).ok();
+    }
+}

@@ -35,6 +35,10 @@ pub struct BenchArgs {
     /// Pin the emulated radio to this CPU.
     #[arg(long)]
     radio_cpu: Option<usize>,
+    /// SCHED_FIFO priority for the streamer and radio threads in both runs
+    /// (1-99; needs CAP_SYS_NICE).
+    #[arg(long, value_parser = clap::value_parser!(i32).range(1..=99))]
+    rt_priority: Option<i32>,
     /// Write the busy-poll run's histograms as SVG.
     #[arg(long)]
     plot: Option<PathBuf>,
@@ -76,14 +80,21 @@ fn floor(spp: usize, iterations: usize) -> Result<LatencySummary> {
     let mut drain = vec![0u8; MAX_PACKET_BYTES];
     let mut hist = LatencyHistogram::new();
     for i in 0..iterations {
-        let spec = DataPacketSpec { seq_num: i as u16, timestamp: Some(i as u64), ..Default::default() };
+        let spec = DataPacketSpec {
+            seq_num: i as u16,
+            timestamp: Some(i as u64),
+            ..Default::default()
+        };
         let n = write_data_packet(&mut pkt, &spec, &[], &samples)?;
         a.send_to(&pkt[..n], to_b)?;
         while rx.recv(&b, false)? == 0 {}
         let d = rx.get(0);
         let p = DataPacket::parse(d.bytes)?;
         p.read_samples(&mut decoded)?;
-        let spec = DataPacketSpec { timestamp: p.timestamp, ..spec };
+        let spec = DataPacketSpec {
+            timestamp: p.timestamp,
+            ..spec
+        };
         tx.push(&to_c, |buf| write_data_packet(buf, &spec, &[0], &decoded))?;
         tx.flush(&b)?;
         let done = realtime_ns();
@@ -108,6 +119,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         cpu: None,
         radio_cpu: a.radio_cpu,
         radio_spin: false,
+        rt_priority: a.rt_priority,
         batch: 32,
         policy: TxPolicy::ZeroFill,
         capacity_pkts: 4096,
@@ -115,7 +127,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
         record: false,
     };
     let blocking = run_session(&base, Passthrough { ports: 1 })?;
-    let busy_opts = SessionOpts { poll: PollMode::BusyPoll, cpu: a.cpu, ..base.clone() };
+    let busy_opts = SessionOpts {
+        poll: PollMode::BusyPoll,
+        cpu: a.cpu,
+        ..base.clone()
+    };
     let busy = run_session(&busy_opts, Passthrough { ports: 1 })?;
     let b = blocking.streamer.rx_to_tx;
     let row = |name: &str, s: &LatencySummary| Row {
@@ -132,8 +148,14 @@ pub fn run(a: BenchArgs) -> Result<()> {
         row("floor: single thread recv+decode+encode+send", &floor),
         row("blocking recvmmsg (baseline)", &b),
         row("busy-poll recvmmsg", &busy.streamer.rx_to_tx),
-        row("end-to-end, blocking (RX timestamp -> TX)", &blocking.radio.end_to_end),
-        row("end-to-end, busy-poll (RX timestamp -> TX)", &busy.radio.end_to_end),
+        row(
+            "end-to-end, blocking (RX timestamp -> TX)",
+            &blocking.radio.end_to_end,
+        ),
+        row(
+            "end-to-end, busy-poll (RX timestamp -> TX)",
+            &busy.radio.end_to_end,
+        ),
     ];
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -147,7 +169,14 @@ pub fn run(a: BenchArgs) -> Result<()> {
         );
         println!(
             "  {:<46} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}",
-            "RX->TX per packet (us)", "packets", "median", "p99", "p99.9", "max", "/block", "/floor"
+            "RX->TX per packet (us)",
+            "packets",
+            "median",
+            "p99",
+            "p99.9",
+            "max",
+            "/block",
+            "/floor"
         );
         for r in &rows {
             println!(
@@ -166,7 +195,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
             "  (end-to-end includes the {:.2} us packet duration; busy-poll pinned: {:?}{})",
             busy.radio.packet_duration_ns as f64 / 1e3,
             busy.streamer.pinned_cpu,
-            busy.streamer.pin_error.as_deref().map(|e| format!(", {e}")).unwrap_or_default()
+            busy.streamer
+                .pin_error
+                .as_deref()
+                .map(|e| format!(", {e}"))
+                .unwrap_or_default()
         );
         for (name, s) in [("blocking", &blocking), ("busy-poll", &busy)] {
             print!("  {name}: ");
@@ -174,7 +207,12 @@ pub fn run(a: BenchArgs) -> Result<()> {
         }
     }
     if let Some(p) = &a.plot {
-        report::plot(p, "chdr pass-through, busy-poll", &busy.streamer.rx_to_tx_hist, Some(&busy.radio.end_to_end_hist))?;
+        report::plot(
+            p,
+            "chdr pass-through, busy-poll",
+            &busy.streamer.rx_to_tx_hist,
+            Some(&busy.radio.end_to_end_hist),
+        )?;
     }
     Ok(())
 }

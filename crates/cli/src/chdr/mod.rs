@@ -95,6 +95,10 @@ pub struct StreamArgs {
     /// Let the emulated radio spin between packets (exact pacing, one busy core).
     #[arg(long)]
     radio_spin: bool,
+    /// Run the streamer and emulated radio threads under SCHED_FIFO at this
+    /// priority (1-99; needs CAP_SYS_NICE), so other tasks cannot time-slice them.
+    #[arg(long, value_parser = clap::value_parser!(i32).range(1..=99))]
+    rt_priority: Option<i32>,
     /// Datagrams per recvmmsg/sendmmsg.
     #[arg(long, default_value_t = 32)]
     batch: usize,
@@ -126,9 +130,18 @@ pub struct StreamArgs {
 
 impl StreamArgs {
     fn check(&self) -> Result<()> {
-        ensure!(self.rate > 0.0 && self.rate.is_finite(), "--rate must be positive");
-        ensure!((1..=16000).contains(&self.spp), "--spp must be 1..=16000 (CHDR length is 16 bits)");
-        ensure!(self.offset_us >= 0.0 && self.offset_us.is_finite(), "--offset-us must be >= 0");
+        ensure!(
+            self.rate > 0.0 && self.rate.is_finite(),
+            "--rate must be positive"
+        );
+        ensure!(
+            (1..=16000).contains(&self.spp),
+            "--spp must be 1..=16000 (CHDR length is 16 bits)"
+        );
+        ensure!(
+            self.offset_us >= 0.0 && self.offset_us.is_finite(),
+            "--offset-us must be >= 0"
+        );
         ensure!(self.batch >= 1, "--batch must be at least 1");
         ensure!(self.capacity >= 1, "--capacity must be at least 1");
         Ok(())
@@ -142,10 +155,15 @@ impl StreamArgs {
             samples_per_packet: self.spp,
             packets: self.packets,
             offset: Duration::from_secs_f64(self.offset_us / 1e6),
-            poll: if self.busy_poll { PollMode::BusyPoll } else { PollMode::Blocking },
+            poll: if self.busy_poll {
+                PollMode::BusyPoll
+            } else {
+                PollMode::Blocking
+            },
             cpu: self.cpu,
             radio_cpu: self.radio_cpu,
             radio_spin: self.radio_spin,
+            rt_priority: self.rt_priority,
             batch: self.batch,
             policy: self.policy.into(),
             capacity_pkts: self.capacity,
@@ -177,7 +195,12 @@ fn passthrough(a: PassthroughArgs) -> Result<()> {
     a.stream.check()?;
     ensure!((1..=16).contains(&a.ports), "--ports must be 1..=16");
     let taps = identity_taps(a.ports)?;
-    run_streaming("pass-through", &a.stream, &taps, Passthrough { ports: a.ports })
+    run_streaming(
+        "pass-through",
+        &a.stream,
+        &taps,
+        Passthrough { ports: a.ports },
+    )
 }
 
 #[derive(Args, Debug)]
@@ -219,9 +242,18 @@ fn parse_ports(s: &str) -> Result<(usize, usize)> {
     let (m, n) = s
         .split_once(['x', 'X'])
         .with_context(|| format!("--ports {s:?}: expected INPUTSxOUTPUTS, e.g. 2x2"))?;
-    let m: usize = m.trim().parse().with_context(|| format!("--ports {s:?}: bad input count"))?;
-    let n: usize = n.trim().parse().with_context(|| format!("--ports {s:?}: bad output count"))?;
-    ensure!((1..=16).contains(&m) && (1..=16).contains(&n), "--ports {s:?}: 1..=16 per side");
+    let m: usize = m
+        .trim()
+        .parse()
+        .with_context(|| format!("--ports {s:?}: bad input count"))?;
+    let n: usize = n
+        .trim()
+        .parse()
+        .with_context(|| format!("--ports {s:?}: bad output count"))?;
+    ensure!(
+        (1..=16).contains(&m) && (1..=16).contains(&n),
+        "--ports {s:?}: 1..=16 per side"
+    );
     Ok((m, n))
 }
 
@@ -229,14 +261,22 @@ fn identity_taps(ports: usize) -> Result<MimoTaps> {
     let one = Cf32::new(1.0, 0.0);
     let zero = Cf32::new(0.0, 0.0);
     let nested = (0..ports)
-        .map(|n| (0..ports).map(|m| vec![if m == n { one } else { zero }]).collect())
+        .map(|n| {
+            (0..ports)
+                .map(|m| vec![if m == n { one } else { zero }])
+                .collect()
+        })
         .collect();
     Ok(MimoTaps::from_nested(nested)?)
 }
 
 fn rayleigh_taps(m: usize, n: usize, length: usize, decay_db: f32, seed: u64) -> Result<MimoTaps> {
     ensure!(length >= 1, "--length must be at least 1");
-    let per_tap = if length > 1 { decay_db / (length - 1) as f32 } else { 0.0 };
+    let per_tap = if length > 1 {
+        decay_db / (length - 1) as f32
+    } else {
+        0.0
+    };
     let pdp = PowerDelayProfile::exponential(length, 1, per_tap)?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     Ok(draw_rayleigh(&pdp, m, n, &mut rng)?)
@@ -245,8 +285,10 @@ fn rayleigh_taps(m: usize, n: usize, length: usize, decay_db: f32, seed: u64) ->
 fn channel_taps(a: &ChanemuArgs) -> Result<(MimoTaps, String)> {
     let ports = a.ports.as_deref().map(parse_ports).transpose()?;
     if let Some(path) = &a.taps {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading tap file {}", path.display()))?;
-        let file = parse_tap_file(&text).with_context(|| format!("parsing tap file {}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading tap file {}", path.display()))?;
+        let file = parse_tap_file(&text)
+            .with_context(|| format!("parsing tap file {}", path.display()))?;
         let shape = (file.taps.inputs(), file.taps.outputs());
         if let Some((m, n)) = ports {
             ensure!(
@@ -257,7 +299,13 @@ fn channel_taps(a: &ChanemuArgs) -> Result<(MimoTaps, String)> {
                 shape.1
             );
         }
-        let what = format!("{}x{} taps from {} ({} taps)", shape.0, shape.1, path.display(), file.taps.max_len());
+        let what = format!(
+            "{}x{} taps from {} ({} taps)",
+            shape.0,
+            shape.1,
+            path.display(),
+            file.taps.max_len()
+        );
         return Ok((file.taps, what));
     }
     let (m, n) = ports.unwrap_or((2, 2));
@@ -268,7 +316,10 @@ fn channel_taps(a: &ChanemuArgs) -> Result<(MimoTaps, String)> {
         }
         ModelArg::Rayleigh => Ok((
             rayleigh_taps(m, n, a.length, a.decay_db, a.seed)?,
-            format!("{m}x{n} Rayleigh, {} taps, {} dB decay, seed {}", a.length, a.decay_db, a.seed),
+            format!(
+                "{m}x{n} Rayleigh, {} taps, {} dB decay, seed {}",
+                a.length, a.decay_db, a.seed
+            ),
         )),
     }
 }
@@ -284,19 +335,28 @@ fn chanemu(a: ChanemuArgs) -> Result<()> {
 }
 
 /// Run a streamer with `proc`, against the in-process radio or an external one.
-fn run_streaming<P: PacketProcessor + 'static>(what: &str, s: &StreamArgs, taps: &MimoTaps, proc: P) -> Result<()> {
+fn run_streaming<P: PacketProcessor + 'static>(
+    what: &str,
+    s: &StreamArgs,
+    taps: &MimoTaps,
+    proc: P,
+) -> Result<()> {
     let (m, n) = (proc.inputs(), proc.outputs());
     let opts = s.session(m, n);
     if let (Some(bind), Some(radio_tx)) = (s.bind, s.radio_tx) {
         let mut cfg = opts.streamer_config(bind, radio_tx);
-        cfg.idle_timeout = Duration::from_secs(3600);
+        // Stop 2 s after the radio goes quiet (or on Ctrl-C).
+        cfg.idle_timeout = Duration::from_secs(2);
         if !s.json {
-            println!("{what}: streamer on {bind}, radio TX at {radio_tx}; Ctrl-C to stop");
+            println!("{what}: streamer on {bind}, radio TX at {radio_tx}; stops 2 s after the stream ends or on Ctrl-C");
         }
         let stop = stop_flag();
         let r = run_streamer(cfg, proc, &stop)?;
         if s.json {
-            println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "streamer": r }))?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&serde_json::json!({ "streamer": r }))?
+            );
         } else {
             report::print_latency(&r, None);
             report::print_counts(&r, None);
@@ -309,7 +369,14 @@ fn run_streaming<P: PacketProcessor + 'static>(what: &str, s: &StreamArgs, taps:
     let result = run_session(&opts, proc)?;
     let verification = (!s.no_verify && opts.policy == TxPolicy::ZeroFill).then(|| {
         let stride = if taps.max_len() > 1 { 61 } else { 1 };
-        report::verify(&result.radio, taps, opts.offset_ticks(), (s.packets as usize) * s.spp, stride, 2)
+        report::verify(
+            &result.radio,
+            taps,
+            opts.offset_ticks(),
+            (s.packets as usize) * s.spp,
+            stride,
+            2,
+        )
     });
     print_session(what, s, &opts, &result, verification.as_ref())?;
     if let Some(v) = &verification {
@@ -368,7 +435,12 @@ fn print_session(
         }
     }
     if let Some(p) = &s.plot {
-        report::plot(p, what, &r.streamer.rx_to_tx_hist, Some(&r.radio.end_to_end_hist))?;
+        report::plot(
+            p,
+            what,
+            &r.streamer.rx_to_tx_hist,
+            Some(&r.radio.end_to_end_hist),
+        )?;
         if !s.json {
             println!("  plot written to {}", p.display());
         }
@@ -425,8 +497,12 @@ fn emulate(a: EmulateArgs) -> Result<()> {
         host: a.host,
         rx_bind: a.rx_bind,
         tx_bind: a.tx_bind,
-        rx_dst_epids: (0..a.ports as u16).map(|p| session::HOST_RX_EPID + p).collect(),
-        tx_epids: (0..a.ports as u16).map(|p| session::RADIO_TX_EPID + p).collect(),
+        rx_dst_epids: (0..a.ports as u16)
+            .map(|p| session::HOST_RX_EPID + p)
+            .collect(),
+        tx_epids: (0..a.ports as u16)
+            .map(|p| session::RADIO_TX_EPID + p)
+            .collect(),
         rate_sps: a.rate,
         samples_per_packet: a.spp,
         packets: a.packets,
@@ -454,9 +530,12 @@ fn emulate(a: EmulateArgs) -> Result<()> {
         for (p, rec) in r.recordings.iter().enumerate() {
             let base = PathBuf::from(format!("{}-tx{p}", out.display()));
             let meta = Meta::new(DataType::Ci16Le, a.rate)
-                .description(format!("radiohost chdr emulate: TX port {p} as transmitted"))
+                .description(format!(
+                    "radiohost chdr emulate: TX port {p} as transmitted"
+                ))
                 .capture(rec.origin.unwrap_or(0), None);
-            sigmf::write_ci16(&base, &meta, &rec.samples).with_context(|| format!("writing {}", base.display()))?;
+            sigmf::write_ci16(&base, &meta, &rec.samples)
+                .with_context(|| format!("writing {}", base.display()))?;
         }
     }
     if a.json {
@@ -466,11 +545,20 @@ fn emulate(a: EmulateArgs) -> Result<()> {
         for (p, t) in r.tx.iter().enumerate() {
             println!(
                 "  TX{p}: {} packets, {} samples played, {} zero-filled; U={} L={} S={} O={}",
-                t.packets, t.samples_played, t.zeros_played, t.underruns, t.late_packets, t.seq_errors, t.overflows
+                t.packets,
+                t.samples_played,
+                t.zeros_played,
+                t.underruns,
+                t.late_packets,
+                t.seq_errors,
+                t.overflows
             );
         }
         let letters: String = r.event_letters.chars().take(200).collect();
-        println!("  events: {}", if letters.is_empty() { "none" } else { &letters });
+        println!(
+            "  events: {}",
+            if letters.is_empty() { "none" } else { &letters }
+        );
         let e = &r.end_to_end;
         println!(
             "  end-to-end (RX timestamp -> TX arrival): median {:.2} us, p99.9 {:.2} us, max {:.2} us over {} packets",
@@ -489,23 +577,24 @@ fn emulate(a: EmulateArgs) -> Result<()> {
 /// The demo's channel stage: emulated RX radio -> host streamer with a 2x2
 /// Rayleigh UPOLS channel -> emulated TX radio; verifies the transmitted samples
 /// against a direct convolution of the captured input.
-#[allow(dead_code)] // called by `radiohost demo` once the lead wires the stage in
 pub fn demo_stage() -> Result<()> {
     println!("== channel stage: live 2x2 channel emulation over CHDR (UPOLS, B=256, 512 taps) ==");
-    let (m, n, length, block, spp, packets) = (2, 2, 512, 256, 512, 3000u64);
+    // 2 MSa/s and 100 ms of TX slack: verifiable even on a loaded shared machine.
+    let (m, n, length, block, spp, packets, rate) = (2, 2, 512, 256, 512, 2000u64, 2e6);
     let taps = rayleigh_taps(m, n, length, 30.0, 7)?;
     let proc = ChannelProcessor::new(&taps, block, spp)?;
     let opts = SessionOpts {
         inputs: m,
         outputs: n,
-        rate_sps: 10e6,
+        rate_sps: rate,
         samples_per_packet: spp,
         packets,
-        offset: Duration::from_millis(50),
+        offset: Duration::from_millis(100),
         poll: PollMode::Blocking,
         cpu: None,
         radio_cpu: None,
         radio_spin: false,
+        rt_priority: None,
         batch: 32,
         policy: TxPolicy::ZeroFill,
         capacity_pkts: 2048,
@@ -514,9 +603,10 @@ pub fn demo_stage() -> Result<()> {
     };
     let r = run_session(&opts, proc)?;
     println!(
-        "  {} packets x {} samples per port at 10 MSa/s through the 2x2 channel in {:.2} s",
+        "  {} packets x {} samples per port at {} MSa/s through the 2x2 channel in {:.2} s",
         packets,
         spp,
+        rate / 1e6,
         r.wall.as_secs_f64()
     );
     let d = &r.streamer.rx_to_tx;
@@ -528,7 +618,14 @@ pub fn demo_stage() -> Result<()> {
         r.radio.end_to_end.median_ns as f64 / 1e3
     );
     report::print_counts(&r.streamer, Some(&r.radio));
-    let v = report::verify(&r.radio, &taps, opts.offset_ticks(), packets as usize * spp, 61, 2);
+    let v = report::verify(
+        &r.radio,
+        &taps,
+        opts.offset_ticks(),
+        packets as usize * spp,
+        61,
+        2,
+    );
     report::print_verification(&v);
     ensure!(
         v.passed(),

@@ -33,8 +33,14 @@ pub fn print_latency(streamer: &StreamerReport, radio: Option<&RadioReport>) {
         "  {:<34} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10}",
         "latency (us)", "packets", "min", "median", "p90", "p99", "p99.9", "max"
     );
-    println!("{}", row("RX->TX (kernel RX stamp -> sent)", &streamer.rx_to_tx));
-    println!("{}", row("RX->TX (recv return -> sent)", &streamer.user_rx_to_tx));
+    println!(
+        "{}",
+        row("RX->TX (kernel RX stamp -> sent)", &streamer.rx_to_tx)
+    );
+    println!(
+        "{}",
+        row("RX->TX (recv return -> sent)", &streamer.user_rx_to_tx)
+    );
     if let Some(r) = radio {
         println!("{}", row("end-to-end (RX timestamp -> TX)", &r.end_to_end));
         println!(
@@ -80,6 +86,15 @@ pub fn print_counts(s: &StreamerReport, radio: Option<&RadioReport>) {
     }
 }
 
+/// One differing sample: TX port, sample index, what was sent, what was expected.
+#[derive(Debug, serde::Serialize)]
+pub struct Mismatch {
+    pub port: usize,
+    pub index: usize,
+    pub got: (i16, i16),
+    pub want: (i16, i16),
+}
+
 /// Result of checking what the radio transmitted against the expected output.
 #[derive(Debug, Default, serde::Serialize)]
 pub struct Verification {
@@ -88,7 +103,7 @@ pub struct Verification {
     /// Mismatches where the radio sent zeros (late or lost packets replaced).
     pub zero_filled: u64,
     pub max_error_lsb: i32,
-    pub first_mismatch: Option<(usize, usize, (i16, i16), (i16, i16))>,
+    pub first_mismatch: Option<Mismatch>,
     pub length_ok: bool,
 }
 
@@ -109,7 +124,10 @@ pub fn verify(
     stride: usize,
     tolerance_lsb: i32,
 ) -> Verification {
-    let mut v = Verification { length_ok: true, ..Default::default() };
+    let mut v = Verification {
+        length_ok: true,
+        ..Default::default()
+    };
     for (n, rec) in radio.recordings.iter().enumerate() {
         let Some(origin) = rec.origin else {
             v.length_ok = false;
@@ -129,7 +147,9 @@ pub fn verify(
             let want = Ci16::from_cf32(acc);
             let got = rec.samples[i];
             v.checked += 1;
-            let err = (got.re as i32 - want.re as i32).abs().max((got.im as i32 - want.im as i32).abs());
+            let err = (got.re as i32 - want.re as i32)
+                .abs()
+                .max((got.im as i32 - want.im as i32).abs());
             v.max_error_lsb = v.max_error_lsb.max(err);
             if err > tolerance_lsb {
                 v.mismatches += 1;
@@ -137,7 +157,12 @@ pub fn verify(
                     v.zero_filled += 1;
                 }
                 if v.first_mismatch.is_none() {
-                    v.first_mismatch = Some((n, i, (got.re, got.im), (want.re, want.im)));
+                    v.first_mismatch = Some(Mismatch {
+                        port: n,
+                        index: i,
+                        got: (got.re, got.im),
+                        want: (want.re, want.im),
+                    });
                 }
             }
         }
@@ -160,14 +185,25 @@ pub fn print_verification(v: &Verification) {
 }
 
 /// Two panels: the per-packet RX->TX delay histogram and the end-to-end one.
-pub fn plot(path: &Path, title: &str, rx_to_tx: &LatencyHistogram, e2e: Option<&LatencyHistogram>) -> Result<()> {
+pub fn plot(
+    path: &Path,
+    title: &str,
+    rx_to_tx: &LatencyHistogram,
+    e2e: Option<&LatencyHistogram>,
+) -> Result<()> {
     let root = SVGBackend::new(path, (900, 640)).into_drawing_area();
     root.fill(&WHITE)?;
     let root = root.titled(title, ("sans-serif", 20))?;
     let panels = root.split_evenly((2, 1));
     let series = [
-        ("per-packet RX->TX processing delay (kernel RX timestamp -> TX sent)", Some(rx_to_tx)),
-        ("end-to-end latency (RX timestamp -> TX arrival at the radio)", e2e),
+        (
+            "per-packet RX->TX processing delay (kernel RX timestamp -> TX sent)",
+            Some(rx_to_tx),
+        ),
+        (
+            "end-to-end latency (RX timestamp -> TX arrival at the radio)",
+            e2e,
+        ),
     ];
     for (area, (caption, hist)) in panels.iter().zip(series) {
         let Some(hist) = hist else { continue };
@@ -175,7 +211,10 @@ pub fn plot(path: &Path, title: &str, rx_to_tx: &LatencyHistogram, e2e: Option<&
         if buckets.is_empty() {
             continue;
         }
-        let xs: Vec<(f64, f64)> = buckets.iter().map(|&(v, c)| (v as f64 / 1e3, c as f64)).collect();
+        let xs: Vec<(f64, f64)> = buckets
+            .iter()
+            .map(|&(v, c)| (v as f64 / 1e3, c as f64))
+            .collect();
         let x_lo = xs.first().map_or(0.01, |p| p.0).max(0.01) * 0.8;
         let x_hi = xs.last().map_or(1.0, |p| p.0) * 1.25;
         let y_hi = xs.iter().map(|p| p.1).fold(1.0, f64::max) * 1.1;
@@ -185,12 +224,20 @@ pub fn plot(path: &Path, title: &str, rx_to_tx: &LatencyHistogram, e2e: Option<&
             .x_label_area_size(35)
             .y_label_area_size(60)
             .build_cartesian_2d((x_lo..x_hi).log_scale(), 0.0..y_hi)?;
-        chart.configure_mesh().x_desc("microseconds (log)").y_desc("packets per bucket").draw()?;
+        chart
+            .configure_mesh()
+            .x_desc("microseconds (log)")
+            .y_desc("packets per bucket")
+            .draw()?;
         chart.draw_series(LineSeries::new(xs.iter().copied(), &BLUE))?;
-        chart.draw_series(PointSeries::of_element(xs.iter().copied(), 3, &BLUE, &|c, s, st| {
-            Circle::new(c, s, st.filled())
-        }))?;
+        chart.draw_series(PointSeries::of_element(
+            xs.iter().copied(),
+            3,
+            &BLUE,
+            &|c, s, st| Circle::new(c, s, st.filled()),
+        ))?;
     }
-    root.present().with_context(|| format!("writing {}", path.display()))?;
+    root.present()
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! `radiohost phy ldpc encode|decode`: the NR LDPC codec on files.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
@@ -150,11 +150,11 @@ pub fn format_bits(bits: &[u8], format: BitFormat) -> Vec<u8> {
     }
 }
 
-fn read(path: &PathBuf) -> Result<Vec<u8>> {
+fn read(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
 }
 
-fn write(path: &PathBuf, bytes: &[u8]) -> Result<()> {
+fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))
 }
 
@@ -199,7 +199,7 @@ fn encode(a: EncodeArgs) -> Result<()> {
 fn decode(a: DecodeArgs) -> Result<()> {
     let p = a.code.params()?;
     let bytes = read(&a.input)?;
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         bail!(
             "{} has {} bytes, not a whole number of f32 LLRs",
             a.input.display(),
@@ -210,7 +210,7 @@ fn decode(a: DecodeArgs) -> Result<()> {
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
-    if llrs.is_empty() || llrs.len() % p.tx_bits != 0 {
+    if llrs.is_empty() || !llrs.len().is_multiple_of(p.tx_bits) {
         bail!(
             "{} holds {} LLRs, not a whole number of E = {} blocks",
             a.input.display(),

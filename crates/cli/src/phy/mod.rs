@@ -4,7 +4,7 @@
 mod bench;
 mod ldpc;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
@@ -71,7 +71,7 @@ pub fn run(cmd: PhyCmd) -> Result<()> {
     }
 }
 
-fn load(path: &PathBuf) -> Result<FrameConfig> {
+fn load(path: &Path) -> Result<FrameConfig> {
     FrameConfig::load(path).with_context(|| format!("frame configuration {}", path.display()))
 }
 

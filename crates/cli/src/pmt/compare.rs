@@ -89,18 +89,23 @@ fn parse_links(a: &CompareArgs) -> Result<Vec<LinkConfig>> {
         for part in sched.split(';').map(str::trim).filter(|s| !s.is_empty()) {
             let (idx, changes) = match part.split_once(':') {
                 Some((i, rest)) if !i.contains('=') => (
-                    i.trim().parse::<usize>().with_context(|| format!("link index {i:?}"))?,
+                    i.trim()
+                        .parse::<usize>()
+                        .with_context(|| format!("link index {i:?}"))?,
                     rest,
                 ),
                 _ => (0, part),
             };
-            let link = links
-                .get_mut(idx)
-                .with_context(|| format!("capacity schedule names link {idx}, but there are {} links", a.links.split(';').count()))?;
+            let link = links.get_mut(idx).with_context(|| {
+                format!(
+                    "capacity schedule names link {idx}, but there are {} links",
+                    a.links.split(';').count()
+                )
+            })?;
             for c in changes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                let (t, r) = c
-                    .split_once('=')
-                    .with_context(|| format!("capacity change {c:?}: expected TIME=RATE, e.g. 10s=700kbit"))?;
+                let (t, r) = c.split_once('=').with_context(|| {
+                    format!("capacity change {c:?}: expected TIME=RATE, e.g. 10s=700kbit")
+                })?;
                 link.capacity_schedule.push(CapacityChange {
                     at: parse_duration(t)?,
                     rate_bps: parse_rate(r)?,
@@ -133,17 +138,26 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     }
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
 }
 
 pub fn run(a: CompareArgs) -> Result<()> {
     let links = parse_links(&a)?;
     let size = parse_size(&a.size)?;
-    let tcp_size = a.tcp_size.as_deref().map(parse_size).transpose()?.unwrap_or(size);
+    let tcp_size = a
+        .tcp_size
+        .as_deref()
+        .map(parse_size)
+        .transpose()?
+        .unwrap_or(size);
     if a.runs == 0 {
         bail!("--runs must be at least 1");
     }
-    if !(a.limit_factor >= 1.0) {
+    if a.limit_factor.is_nan() || a.limit_factor < 1.0 {
         bail!("--limit-factor must be at least 1");
     }
     let cfg = SenderConfig {
@@ -171,7 +185,14 @@ pub fn run(a: CompareArgs) -> Result<()> {
         }
         if !a.no_tcp && tcp_error.is_none() {
             if !a.json {
-                eprintln!("run {run}: kernel TCP Reno in real time (up to {:.0} s)...", links.iter().map(|l| radiohost_pmt::sim::floor_seconds(l, tcp_size)).fold(0.0, f64::max) * a.limit_factor);
+                eprintln!(
+                    "run {run}: kernel TCP Reno in real time (up to {:.0} s)...",
+                    links
+                        .iter()
+                        .map(|l| radiohost_pmt::sim::floor_seconds(l, tcp_size))
+                        .fold(0.0, f64::max)
+                        * a.limit_factor
+                );
             }
             match run_tcp(tcp_size, &links, seed, a.limit_factor, "reno") {
                 Ok(tcp) => {
@@ -187,13 +208,15 @@ pub fn run(a: CompareArgs) -> Result<()> {
             }
         }
     }
-    std::fs::create_dir_all(&a.plot_dir).with_context(|| format!("creating {}", a.plot_dir.display()))?;
+    std::fs::create_dir_all(&a.plot_dir)
+        .with_context(|| format!("creating {}", a.plot_dir.display()))?;
     let bytes_svg = a.plot_dir.join("bytes_vs_time.svg");
     let groups_svg = a.plot_dir.join("groups_vs_cwnd.svg");
     super::plot::bytes_vs_time(&bytes_svg, &first, &a.links)?;
     super::plot::groups_vs_cwnd(&groups_svg, &first)?;
     if let Some(p) = &a.save_json {
-        std::fs::write(p, serde_json::to_string_pretty(&rows)?).with_context(|| format!("writing {}", p.display()))?;
+        std::fs::write(p, serde_json::to_string_pretty(&rows)?)
+            .with_context(|| format!("writing {}", p.display()))?;
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
@@ -210,17 +233,37 @@ pub fn run(a: CompareArgs) -> Result<()> {
 fn print_table(rows: &[Row], links: &[LinkConfig], size: usize, tcp_size: usize, limit: f64) {
     println!(
         "{:>10} {:>4} {:>8} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7}",
-        "protocol", "rx", "size", "median_s", "worst_s", "floor_s", "med/floor", "finished", "intact"
+        "protocol",
+        "rx",
+        "size",
+        "median_s",
+        "worst_s",
+        "floor_s",
+        "med/floor",
+        "finished",
+        "intact"
     );
     for proto in ["pmt", "multicast", "tcp-reno"] {
         for i in 0..links.len() {
-            let rs: Vec<&Row> = rows.iter().filter(|r| r.protocol == proto && r.receiver == i).collect();
+            let rs: Vec<&Row> = rows
+                .iter()
+                .filter(|r| r.protocol == proto && r.receiver == i)
+                .collect();
             if rs.is_empty() {
                 continue;
             }
             let done: Vec<f64> = rs.iter().filter_map(|r| r.seconds).collect();
-            let worst = if done.len() == rs.len() { done.iter().cloned().fold(0.0, f64::max) } else { f64::INFINITY };
-            let med = median(rs.iter().map(|r| r.seconds.unwrap_or(f64::INFINITY)).collect()).unwrap_or(f64::NAN);
+            let worst = if done.len() == rs.len() {
+                done.iter().cloned().fold(0.0, f64::max)
+            } else {
+                f64::INFINITY
+            };
+            let med = median(
+                rs.iter()
+                    .map(|r| r.seconds.unwrap_or(f64::INFINITY))
+                    .collect(),
+            )
+            .unwrap_or(f64::NAN);
             println!(
                 "{:>10} {:>4} {:>8} {:>9.2} {:>9.2} {:>9.2} {:>9.3} {:>5}/{:<2} {:>4}/{:<2}",
                 proto,
@@ -255,13 +298,25 @@ fn print_table(rows: &[Row], links: &[LinkConfig], size: usize, tcp_size: usize,
                 .map(|r| r.seconds.map_or(f64::INFINITY, |s| s / r.floor_seconds))
                 .fold(0.0, f64::max)
         };
-        let all_intact = rows.iter().filter(|r| r.protocol == "pmt").all(|r| r.intact);
+        let all_intact = rows
+            .iter()
+            .filter(|r| r.protocol == "pmt")
+            .all(|r| r.intact);
         println!("bars:");
-        println!("  PMT byte-exact on every receiver and run: {}", verdict(all_intact));
+        println!(
+            "  PMT byte-exact on every receiver and run: {}",
+            verdict(all_intact)
+        );
         let wf = worst_ratio(f);
-        println!("  fast receiver {f} worst run {wf:.3}x floor (bar 1.15x): {}", verdict(wf <= 1.15));
+        println!(
+            "  fast receiver {f} worst run {wf:.3}x floor (bar 1.15x): {}",
+            verdict(wf <= 1.15)
+        );
         let ws = worst_ratio(l);
-        println!("  slow receiver {l} worst run {ws:.3}x floor (bar 1.25x): {}", verdict(ws <= 1.25));
+        println!(
+            "  slow receiver {l} worst run {ws:.3}x floor (bar 1.25x): {}",
+            verdict(ws <= 1.25)
+        );
         let pmt_worst = rows
             .iter()
             .filter(|r| r.protocol == "pmt" && r.receiver == l)

@@ -107,15 +107,23 @@ fn stop_flag() -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
     if let Err(e) = ctrlc::set_handler(move || s.store(true, Ordering::Relaxed)) {
-        tracing::warn!("Ctrl-C handler not installed ({e}); interrupting will not shut down cleanly");
+        tracing::warn!(
+            "Ctrl-C handler not installed ({e}); interrupting will not shut down cleanly"
+        );
     }
     stop
 }
 
 fn read_psk(path: &Option<PathBuf>) -> Result<Option<Vec<u8>>> {
     let Some(p) = path else { return Ok(None) };
-    let key = std::fs::read(p).with_context(|| format!("reading pre-shared key {}", p.display()))?;
-    ensure!(key.len() >= 16, "pre-shared key {} is {} bytes; use at least 16 random bytes", p.display(), key.len());
+    let key =
+        std::fs::read(p).with_context(|| format!("reading pre-shared key {}", p.display()))?;
+    ensure!(
+        key.len() >= 16,
+        "pre-shared key {} is {} bytes; use at least 16 random bytes",
+        p.display(),
+        key.len()
+    );
     Ok(Some(key))
 }
 
@@ -132,7 +140,10 @@ fn parse_destination(s: &str) -> Result<Destination> {
         .map(|l| {
             let l = l.trim();
             l.parse::<SocketAddr>()
-                .or_else(|_| l.parse::<std::net::IpAddr>().map(|ip| SocketAddr::new(ip, 0)))
+                .or_else(|_| {
+                    l.parse::<std::net::IpAddr>()
+                        .map(|ip| SocketAddr::new(ip, 0))
+                })
                 .with_context(|| format!("local address {l:?} is not an IP or IP:PORT"))
         })
         .transpose()?;
@@ -147,7 +158,10 @@ fn bar_style() -> ProgressStyle {
 
 fn send(a: SendArgs) -> Result<()> {
     let data = std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
-    let dests = a.to.iter().map(|s| parse_destination(s)).collect::<Result<Vec<_>>>()?;
+    let dests =
+        a.to.iter()
+            .map(|s| parse_destination(s))
+            .collect::<Result<Vec<_>>>()?;
     let cfg = SenderConfig {
         session: a.session,
         segment_size: a.segment,
@@ -170,13 +184,28 @@ fn send(a: SendArgs) -> Result<()> {
         .collect();
     let stop = stop_flag();
     let report = udp::send_object(cfg, data.into(), &dests, &stop, |p| match p {
-        Progress::Acked { receiver, acked, group, srtt, .. } => {
+        Progress::Acked {
+            receiver,
+            acked,
+            group,
+            srtt,
+            ..
+        } => {
             bars[receiver].set_position(acked);
-            bars[receiver].set_message(format!("group {group} rtt {:.0} ms", srtt.as_secs_f64() * 1e3));
+            bars[receiver].set_message(format!(
+                "group {group} rtt {:.0} ms",
+                srtt.as_secs_f64() * 1e3
+            ));
         }
-        Progress::Sender(SenderEvent::ReceiverDone { receiver, intact, .. }) => {
+        Progress::Sender(SenderEvent::ReceiverDone {
+            receiver, intact, ..
+        }) => {
             bars[receiver].set_position(total);
-            bars[receiver].finish_with_message(if intact { "done, SHA-256 verified" } else { "done, SHA-256 MISMATCH" });
+            bars[receiver].finish_with_message(if intact {
+                "done, SHA-256 verified"
+            } else {
+                "done, SHA-256 MISMATCH"
+            });
         }
         Progress::Sender(SenderEvent::ReceiverFailed { receiver, .. }) => {
             bars[receiver].abandon_with_message("FAILED: receiver went silent");
@@ -198,11 +227,15 @@ fn send(a: SendArgs) -> Result<()> {
                 })
             })
             .collect();
-        println!("{}", serde_json::json!({"receivers": rows, "stats": report.stats}));
+        println!(
+            "{}",
+            serde_json::json!({"receivers": rows, "stats": report.stats})
+        );
     } else {
         println!("{:>22} {:>10} {:>8}", "receiver", "seconds", "result");
         for (i, d) in dests.iter().enumerate() {
-            let secs = report.done_after[i].map_or("-".to_string(), |t| format!("{:.3}", t.as_secs_f64()));
+            let secs =
+                report.done_after[i].map_or("-".to_string(), |t| format!("{:.3}", t.as_secs_f64()));
             let res = match report.outcome[i] {
                 Some(true) => "intact",
                 Some(false) => "CORRUPT",
@@ -217,7 +250,11 @@ fn send(a: SendArgs) -> Result<()> {
         );
     }
     let bad = report.outcome.iter().filter(|o| **o != Some(true)).count();
-    ensure!(bad == 0, "{bad} of {} receivers did not get the object intact", dests.len());
+    ensure!(
+        bad == 0,
+        "{bad} of {} receivers did not get the object intact",
+        dests.len()
+    );
     Ok(())
 }
 
@@ -230,7 +267,8 @@ fn recv(a: RecvArgs) -> Result<()> {
         ..Default::default()
     };
     let part = a.out.with_extension("part");
-    let file = std::fs::File::create(&part).with_context(|| format!("creating {}", part.display()))?;
+    let file =
+        std::fs::File::create(&part).with_context(|| format!("creating {}", part.display()))?;
     let mut sink = std::io::BufWriter::new(file);
     let bar = ProgressBar::new(0);
     bar.set_style(bar_style());
@@ -251,7 +289,11 @@ fn recv(a: RecvArgs) -> Result<()> {
                 bar.set_message("receiving");
             }
             Progress::Complete { intact } => {
-                bar.finish_with_message(if intact { "SHA-256 verified" } else { "SHA-256 MISMATCH" });
+                bar.finish_with_message(if intact {
+                    "SHA-256 verified"
+                } else {
+                    "SHA-256 MISMATCH"
+                });
             }
             _ => {}
         },
@@ -265,7 +307,8 @@ fn recv(a: RecvArgs) -> Result<()> {
     };
     drop(sink);
     if report.intact {
-        std::fs::rename(&part, &a.out).with_context(|| format!("renaming to {}", a.out.display()))?;
+        std::fs::rename(&part, &a.out)
+            .with_context(|| format!("renaming to {}", a.out.display()))?;
     } else {
         let _ = std::fs::remove_file(&part);
     }
@@ -298,22 +341,38 @@ fn recv(a: RecvArgs) -> Result<()> {
 
 /// Demo stage (called by `radiohost demo`): deliver 200 KB to three receivers over unequal lossy emulated links in
 /// the simulated network (virtual time), verify SHA-256, print times against floors.
-#[allow(dead_code)] // until `radiohost demo` wires the stage in
 pub fn demo_stage() -> Result<()> {
     println!("== stage: point-to-multipoint delivery (PMT, RTT groups, virtual time) ==");
-    let specs = ["1Mbit,1%,delay=5ms", "500kbit,5%,delay=20ms", "250kbit,20%,delay=40ms"];
+    let specs = [
+        "1Mbit,1%,delay=5ms",
+        "500kbit,5%,delay=20ms",
+        "250kbit,20%,delay=40ms",
+    ];
     let links = specs
         .iter()
         .map(|s| LinkConfig::parse(s).map_err(anyhow::Error::from))
         .collect::<Result<Vec<_>>>()?;
     let size = 200_000;
     let wall = Instant::now();
-    let mut sim = PmtSim::new(size, &links, 1, SenderConfig::default(), ReceiverConfig::default())?;
+    let mut sim = PmtSim::new(
+        size,
+        &links,
+        1,
+        SenderConfig::default(),
+        ReceiverConfig::default(),
+    )?;
     sim.run(Duration::from_secs(120));
     let out = sim.outcome();
     let sha = object_for(size, 1);
-    println!("{} bytes to {} receivers, loss on data and ACKs", sha.len(), links.len());
-    println!("{:>26} {:>9} {:>9} {:>7} {:>6} {:>9}", "link", "seconds", "floor_s", "ratio", "group", "SHA-256");
+    println!(
+        "{} bytes to {} receivers, loss on data and ACKs",
+        sha.len(),
+        links.len()
+    );
+    println!(
+        "{:>26} {:>9} {:>9} {:>7} {:>6} {:>9}",
+        "link", "seconds", "floor_s", "ratio", "group", "SHA-256"
+    );
     let mut bad = 0;
     for (i, r) in out.receivers.iter().enumerate() {
         let secs = r.seconds.unwrap_or(f64::NAN);
@@ -324,12 +383,22 @@ pub fn demo_stage() -> Result<()> {
             secs,
             r.floor_seconds,
             secs / r.floor_seconds,
-            out.trace.iter().rev().find(|t| t.group.len() > i).map_or(0, |t| t.group[i]),
+            out.trace
+                .iter()
+                .rev()
+                .find(|t| t.group.len() > i)
+                .map_or(0, |t| t.group[i]),
             if r.intact { "verified" } else { "FAILED" }
         );
     }
-    println!("(simulated in {:.2} s of wall time)", wall.elapsed().as_secs_f64());
-    ensure!(bad == 0, "{bad} receivers did not get the object byte-exact");
+    println!(
+        "(simulated in {:.2} s of wall time)",
+        wall.elapsed().as_secs_f64()
+    );
+    ensure!(
+        bad == 0,
+        "{bad} receivers did not get the object byte-exact"
+    );
     Ok(())
 }
 

@@ -25,7 +25,11 @@ pub fn bytes_vs_time(path: &Path, runs: &[(&'static str, RunOutcome)], links: &s
     root.fill(&WHITE).map_err(e)?;
     let t_max = runs
         .iter()
-        .flat_map(|(_, o)| o.receivers.iter().flat_map(|r| r.timeline.last().map(|p| p.0)))
+        .flat_map(|(_, o)| {
+            o.receivers
+                .iter()
+                .flat_map(|r| r.timeline.last().map(|p| p.0))
+        })
         .fold(1.0, f64::max);
     let b_max = runs
         .iter()
@@ -35,7 +39,10 @@ pub fn bytes_vs_time(path: &Path, runs: &[(&'static str, RunOutcome)], links: &s
         .max(1) as f64
         / 1e3;
     let mut chart = ChartBuilder::on(&root)
-        .caption(format!("bytes delivered vs time ({links})"), ("sans-serif", 20))
+        .caption(
+            format!("bytes delivered vs time ({links})"),
+            ("sans-serif", 20),
+        )
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(60)
@@ -97,15 +104,31 @@ pub fn groups_vs_cwnd(path: &Path, runs: &[(&'static str, RunOutcome)]) -> Resul
             .fold(0.01, f64::max)
             * 1e3;
         let mut chart = ChartBuilder::on(&top)
-            .caption("PMT: group periods T, T_max and smoothed RTT", ("sans-serif", 20))
+            .caption(
+                "PMT: group periods T, T_max and smoothed RTT",
+                ("sans-serif", 20),
+            )
             .margin(10)
             .x_label_area_size(35)
             .y_label_area_size(60)
             .build_cartesian_2d(0.0..t_end, 0.0..y_max * 1.1)
             .map_err(e)?;
-        chart.configure_mesh().x_desc("seconds").y_desc("ms").draw().map_err(e)?;
-        let t: Vec<(f64, f64)> = pmt.trace.iter().map(|r| (r.t, r.periods.first().copied().unwrap_or(0.0) * 1e3)).collect();
-        let tmax: Vec<(f64, f64)> = pmt.trace.iter().map(|r| (r.t, r.periods.last().copied().unwrap_or(0.0) * 1e3)).collect();
+        chart
+            .configure_mesh()
+            .x_desc("seconds")
+            .y_desc("ms")
+            .draw()
+            .map_err(e)?;
+        let t: Vec<(f64, f64)> = pmt
+            .trace
+            .iter()
+            .map(|r| (r.t, r.periods.first().copied().unwrap_or(0.0) * 1e3))
+            .collect();
+        let tmax: Vec<(f64, f64)> = pmt
+            .trace
+            .iter()
+            .map(|r| (r.t, r.periods.last().copied().unwrap_or(0.0) * 1e3))
+            .collect();
         chart
             .draw_series(LineSeries::new(t, BLACK.stroke_width(2)))
             .map_err(e)?
@@ -115,7 +138,9 @@ pub fn groups_vs_cwnd(path: &Path, runs: &[(&'static str, RunOutcome)]) -> Resul
             .draw_series(LineSeries::new(tmax, BLACK.mix(0.4).stroke_width(2)))
             .map_err(e)?
             .label("T_max (slowest group)")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.4).stroke_width(2)));
+            .legend(|(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.4).stroke_width(2))
+            });
         let n = pmt.trace.first().map_or(0, |r| r.srtt.len());
         for i in 0..n {
             let c = PALETTE[i % PALETTE.len()];
@@ -135,18 +160,36 @@ pub fn groups_vs_cwnd(path: &Path, runs: &[(&'static str, RunOutcome)]) -> Resul
     }
     let mut chart_bottom = ChartBuilder::on(&bottom);
     chart_bottom
-        .caption("kernel TCP Reno: congestion window (TCP_INFO)", ("sans-serif", 20))
+        .caption(
+            "kernel TCP Reno: congestion window (TCP_INFO)",
+            ("sans-serif", 20),
+        )
         .margin(10)
         .x_label_area_size(35)
         .y_label_area_size(60);
     match runs.iter().find(|(p, _)| *p == "tcp-reno") {
         Some((_, tcp)) if tcp.cwnd.iter().any(|c| !c.is_empty()) => {
-            let t_end = tcp.cwnd.iter().flat_map(|c| c.last().map(|p| p.0)).fold(1.0, f64::max);
-            let c_max = tcp.cwnd.iter().flat_map(|c| c.iter().map(|p| p.1)).max().unwrap_or(1).max(1);
+            let t_end = tcp
+                .cwnd
+                .iter()
+                .flat_map(|c| c.last().map(|p| p.0))
+                .fold(1.0, f64::max);
+            let c_max = tcp
+                .cwnd
+                .iter()
+                .flat_map(|c| c.iter().map(|p| p.1))
+                .max()
+                .unwrap_or(1)
+                .max(1);
             let mut chart = chart_bottom
                 .build_cartesian_2d(0.0..t_end, 0u32..c_max + c_max / 10 + 1)
                 .map_err(e)?;
-            chart.configure_mesh().x_desc("seconds").y_desc("cwnd (segments)").draw().map_err(e)?;
+            chart
+                .configure_mesh()
+                .x_desc("seconds")
+                .y_desc("cwnd (segments)")
+                .draw()
+                .map_err(e)?;
             for (i, c) in tcp.cwnd.iter().enumerate() {
                 let col = PALETTE[i % PALETTE.len()];
                 chart
@@ -164,7 +207,11 @@ pub fn groups_vs_cwnd(path: &Path, runs: &[(&'static str, RunOutcome)]) -> Resul
         }
         _ => {
             bottom
-                .draw(&Text::new("TCP baseline not run", (400, 200), ("sans-serif", 20)))
+                .draw(&Text::new(
+                    "TCP baseline not run",
+                    (400, 200),
+                    ("sans-serif", 20),
+                ))
                 .map_err(e)?;
         }
     }

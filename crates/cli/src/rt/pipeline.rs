@@ -71,7 +71,9 @@ pub fn measure(cfg: &ThreadConfig, interval: Duration, duration: Duration) -> Re
     let radio = std::thread::Builder::new()
         .name("rt-probe-radio".into())
         .spawn(move || run_radio_on(sockets, radio_cfg, &stop_radio))?;
-    let radio = radio.join().map_err(|_| anyhow::anyhow!("emulated radio thread panicked"));
+    let radio = radio
+        .join()
+        .map_err(|_| anyhow::anyhow!("emulated radio thread panicked"));
     stop.store(true, Ordering::Relaxed);
     let streamed = streamer
         .join()

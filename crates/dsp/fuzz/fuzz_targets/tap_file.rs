@@ -14,7 +14,12 @@ fuzz_target!(|data: &[u8]| {
         let back = parse_tap_file(&written).expect("a written tap file parses");
         assert_eq!(back.taps.inputs(), file.taps.inputs());
         assert_eq!(back.taps.outputs(), file.taps.outputs());
-        let nonzero = file.taps.paths().iter().flatten().any(|t| t.re != 0.0 || t.im != 0.0);
+        let nonzero = file
+            .taps
+            .paths()
+            .iter()
+            .flatten()
+            .any(|t| t.re != 0.0 || t.im != 0.0);
         if nonzero {
             assert_eq!(back.taps, file.taps);
         }

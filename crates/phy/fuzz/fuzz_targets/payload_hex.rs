@@ -15,6 +15,9 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Some(bits) = hex_to_bits(text, n) {
         assert_eq!(bits.len(), n);
-        assert_eq!(hex_to_bits(&bits_to_hex(&bits), n).as_deref(), Some(&bits[..]));
+        assert_eq!(
+            hex_to_bits(&bits_to_hex(&bits), n).as_deref(),
+            Some(&bits[..])
+        );
     }
 });

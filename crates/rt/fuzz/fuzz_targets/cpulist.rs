@@ -9,7 +9,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     if let Ok(cpus) = cpulist::parse(text) {
-        assert!(cpus.windows(2).all(|w| w[0] < w[1]), "not ascending: {cpus:?}");
+        assert!(
+            cpus.windows(2).all(|w| w[0] < w[1]),
+            "not ascending: {cpus:?}"
+        );
         assert_eq!(cpulist::parse(&cpulist::format(&cpus)).as_ref(), Ok(&cpus));
     }
 });
