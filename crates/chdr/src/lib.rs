@@ -4,7 +4,8 @@
 //! streamer (RX -> process -> TX per packet) and the emulated streaming radio.
 //!
 //! Module map: `wire` (formats), `seq`, `flow`, `rx`, `tx` (sans-IO cores),
-//! `net` (batched UDP syscalls), `streamer`, `radio` (drivers), `stats`.
+//! `process` (what runs between RX and TX), `net` (batched UDP syscalls, kernel
+//! timestamps, pinning), `streamer`, `radio` (drivers), `stats` (HDR histograms).
 
 pub mod flow;
 pub mod net;

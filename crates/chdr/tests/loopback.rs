@@ -18,8 +18,8 @@ use radiohost_chdr::tx::{TxEvent, TxPolicy};
 use radiohost_chdr::wire::ChdrHeader;
 use radiohost_iq::Ci16;
 
-const SPP: usize = 128;
-const RATE: f64 = 2e6; // 64 us per packet: gentle on a shared 2-core machine
+const SPP: usize = 512;
+const RATE: f64 = 2e6; // 256 us per packet: gentle on a shared 2-core machine
 const START_S: f64 = 0.05;
 const PACKETS: u64 = 120;
 
@@ -36,6 +36,7 @@ struct Impairment {
 fn relay(sock: UdpSocket, to: SocketAddr, imp: Impairment, stop: Arc<AtomicBool>) {
     sock.set_read_timeout(Some(Duration::from_millis(20)))
         .unwrap();
+    radiohost_chdr::net::set_buffer_sizes(&sock, 4 << 20);
     let mut buf = vec![0u8; 65536];
     let mut held: Vec<(u16, Vec<u8>)> = Vec::new();
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -80,6 +81,7 @@ struct Setup {
     policy: TxPolicy,
     rate: f64,
     ports: u16,
+    subscribers: Vec<SocketAddr>,
 }
 
 impl Default for Setup {
@@ -94,6 +96,7 @@ impl Default for Setup {
             policy: TxPolicy::ZeroFill,
             rate: RATE,
             ports: 1,
+            subscribers: Vec::new(),
         }
     }
 }
@@ -129,6 +132,7 @@ fn run<P: PacketProcessor + 'static>(setup: Setup, proc: P) -> (StreamerReport, 
         sockets.tx.local_addr().unwrap(),
         SPP,
     );
+    cfg.subscribers = setup.subscribers.clone();
     cfg.rx_epids = (0..setup.ports).map(|p| 0x100 + p).collect();
     cfg.tx_epids = (0..setup.ports).map(|p| 0x200 + p).collect();
     cfg.tx_offset_ticks = setup.offset_ticks;
@@ -344,9 +348,9 @@ fn late_tx_is_reported_and_output_stays_synchronous() {
 fn flow_control_stalls_the_host_without_losing_samples() {
     // The host may run 256 packets ahead of the radio's clock but the radio
     // buffers only 64: after 64 packets it must stall and queue, then resume as
-    // the radio plays out. A slow clock (640 us per packet) leaves 41 ms of
+    // the radio plays out. A slow clock (512 us per packet) leaves 33 ms of
     // buffered slack, so even a loaded machine delivers on time.
-    let rate = 2e5;
+    let rate = 1e6;
     let setup = Setup {
         offset_ticks: 256 * SPP as u64,
         capacity: 64,
@@ -421,4 +425,37 @@ fn drop_resync_policy_drops_late_packets_whole() {
         .events
         .iter()
         .any(|(_, e)| matches!(e, TxEvent::Late { .. })));
+}
+
+#[test]
+fn fan_out_delivers_every_rx_packet_unchanged_to_each_subscriber() {
+    let subs: Vec<UdpSocket> = (0..2)
+        .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+        .collect();
+    for sub in &subs {
+        // Hold the whole run: nobody reads until the end.
+        radiohost_chdr::net::set_buffer_sizes(sub, 4 << 20);
+    }
+    let setup = Setup {
+        subscribers: subs.iter().map(|s| s.local_addr().unwrap()).collect(),
+        ..Default::default()
+    };
+    let offset = setup.offset_ticks;
+    let (s, r) = run(setup, Passthrough { ports: 1 });
+    assert_eq!(s.counters.fanout_packets, 2 * PACKETS);
+    check_output(&r, RATE, offset, &[]);
+    for sub in &subs {
+        sub.set_nonblocking(true).unwrap();
+        let mut buf = vec![0u8; 65536];
+        let mut seqs = Vec::new();
+        while let Ok(n) = sub.recv(&mut buf) {
+            let p = radiohost_chdr::wire::DataPacket::parse(&buf[..n]).unwrap();
+            let mut samples = vec![Ci16::default(); p.num_samples()];
+            p.read_samples(&mut samples).unwrap();
+            let ts = p.timestamp.unwrap();
+            assert_eq!(samples[0], test_signal(0, ts), "forwarded unchanged");
+            seqs.push(p.header.seq_num);
+        }
+        assert_eq!(seqs, (0..PACKETS as u16).collect::<Vec<_>>());
+    }
 }

@@ -173,7 +173,10 @@ fn warplab_addressing_works_inside_a_namespace() {
     match ip(&["netns", "add", &ns]) {
         Ok(o) if o.status.success() => {}
         Ok(o) => {
-            eprintln!("SKIPPED: cannot create a network namespace: {}", String::from_utf8_lossy(&o.stderr).trim());
+            eprintln!(
+                "SKIPPED: cannot create a network namespace: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
             return;
         }
         Err(e) => {
@@ -188,22 +191,50 @@ fn warplab_addressing_works_inside_a_namespace() {
         }
     }
     let _cleanup = Ns(ns.clone());
-    assert!(ip(&["-n", &ns, "link", "set", "lo", "up"]).unwrap().status.success());
+    assert!(ip(&["-n", &ns, "link", "set", "lo", "up"])
+        .unwrap()
+        .status
+        .success());
     for host in ["1", "2", "100"] {
         let addr = format!("10.0.0.{host}/24");
-        assert!(ip(&["-n", &ns, "addr", "add", &addr, "dev", "lo"]).unwrap().status.success());
+        assert!(ip(&["-n", &ns, "addr", "add", &addr, "dev", "lo"])
+            .unwrap()
+            .status
+            .success());
     }
     let in_ns = |args: &[&str]| {
-        Command::new("ip").args(["netns", "exec", &ns, BIN]).args(args).output().expect("run in namespace")
+        Command::new("ip")
+            .args(["netns", "exec", &ns, BIN])
+            .args(args)
+            .output()
+            .expect("run in namespace")
     };
     let emu = Command::new("ip")
-        .args(["netns", "exec", &ns, BIN, "warp", "emulate", "--nodes", "2", "--warplab-addressing", "--duration", "30"])
+        .args([
+            "netns",
+            "exec",
+            &ns,
+            BIN,
+            "warp",
+            "emulate",
+            "--nodes",
+            "2",
+            "--warplab-addressing",
+            "--duration",
+            "30",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("start emulator in namespace");
     let _emu = Killed(emu);
-    let common = ["--nodes", "0-1", "--warplab-addressing", "--interface", "10.0.0.100:0"];
+    let common = [
+        "--nodes",
+        "0-1",
+        "--warplab-addressing",
+        "--interface",
+        "10.0.0.100:0",
+    ];
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let mut args = vec!["warp", "write", "--samples", "3000", "--retries", "1"];
@@ -212,20 +243,45 @@ fn warplab_addressing_works_inside_a_namespace() {
         if out.status.success() {
             break;
         }
-        assert!(Instant::now() < deadline, "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     // The broadcast trigger reaches both nodes (they listen on 0.0.0.0:10000).
-    assert!(in_ns(&["warp", "trigger", "--warplab-addressing"]).status.success());
+    assert!(in_ns(&["warp", "trigger", "--warplab-addressing"])
+        .status
+        .success());
     std::thread::sleep(Duration::from_millis(200));
     let dir = tempfile::tempdir().unwrap();
-    let mut args = vec!["warp", "read", "--samples", "3000", "--out", dir.path().to_str().unwrap()];
+    let mut args = vec![
+        "warp",
+        "read",
+        "--samples",
+        "3000",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ];
     args.extend(common);
     let out = in_ns(&args);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for id in 0..2 {
         let rec = sigmf::read(&dir.path().join(format!("node{id}_rfA"))).unwrap();
-        let nonzero = rec.samples.to_cf32().iter().filter(|s| s.norm() > 0.1).count();
-        assert!(nonzero > 2500, "node {id}: the trigger did not copy TX to RX");
+        let nonzero = rec
+            .samples
+            .to_cf32()
+            .iter()
+            .filter(|s| s.norm() > 0.1)
+            .count();
+        assert!(
+            nonzero > 2500,
+            "node {id}: the trigger did not copy TX to RX"
+        );
     }
 }
