@@ -1,4 +1,4 @@
-//! BLER over BPSK + AWGN versus Eb/N0 (the curve documented in docs/benchmarks/ldpc.md).
+//! BLER over BPSK + AWGN versus Eb/N0 (the curve documented in docs/BENCHMARKS.md, LDPC section).
 //!
 //! `cargo run --release -p radiohost-ldpc --example ldpc_bler -- BG ZC RATE EBN0_FROM EBN0_TO STEP BLOCKS [MINSUM] [ITERS] [SCALE]`
 //! MINSUM is a normalisation factor (`0.75`) or `o` and an offset in LLR units (`o0.5`).

@@ -1,5 +1,5 @@
 //! Criterion benches of the phy kernels, each beside a naive baseline measured in
-//! the same run (ratios in docs/benchmarks/phy.md).
+//! the same run (ratios in docs/BENCHMARKS.md, PHY section).
 
 use std::hint::black_box;
 

@@ -372,12 +372,12 @@ impl EventLoop {
         while !self.stop.load(Ordering::Relaxed) {
             let wait = self.time_to_next_event();
             if wait > Duration::from_micros(50) {
-                poll(&mut fds, wait - Duration::from_micros(30))?;
+                crate::mmsg::wait_any_readable(&mut fds, wait - Duration::from_micros(30))?;
             } else {
                 std::hint::spin_loop();
-                poll(&mut fds, Duration::ZERO)?;
+                crate::mmsg::wait_any_readable(&mut fds, Duration::ZERO)?;
             }
-            self.receive(&mut buf)?;
+            self.receive(&mut buf, &fds)?;
             self.process(&mut out);
         }
         self.publish();
@@ -400,8 +400,15 @@ impl EventLoop {
         .min(Duration::from_millis(20))
     }
 
-    fn receive(&mut self, buf: &mut [u8]) -> io::Result<()> {
-        if let Some(trigger) = &self.trigger {
+    /// Drain the sockets `ppoll` marked readable (checking only those keeps the
+    /// spinning loop at one syscall per turn).
+    fn receive(&mut self, buf: &mut [u8], fds: &[libc::pollfd]) -> io::Result<()> {
+        let readable = |i: usize| fds[i].revents & libc::POLLIN != 0;
+        if let Some(trigger) = self
+            .trigger
+            .as_ref()
+            .filter(|_| readable(self.sockets.len()))
+        {
             while let Some((n, from)) = recv_nonblocking(trigger, buf)? {
                 if !self.cfg.allowed_hosts.is_empty()
                     && !self.cfg.allowed_hosts.contains(&from.ip())
@@ -417,7 +424,7 @@ impl EventLoop {
             }
         }
         let max = self.cfg.payload.udp_payload();
-        for i in 0..self.sockets.len() {
+        for i in (0..self.sockets.len()).filter(|&i| readable(i)) {
             while let Some((n, from)) = recv_nonblocking(&self.sockets[i], buf)? {
                 if n > max {
                     self.oversized += 1;
@@ -621,27 +628,4 @@ fn recv_nonblocking(sock: &UdpSocket, buf: &mut [u8]) -> io::Result<Option<(usiz
         Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => Ok(None),
         Err(e) => Err(e),
     }
-}
-
-fn poll(fds: &mut [libc::pollfd], timeout: Duration) -> io::Result<()> {
-    let ts = libc::timespec {
-        tv_sec: timeout.as_secs() as libc::time_t,
-        tv_nsec: timeout.subsec_nanos() as libc::c_long,
-    };
-    // SAFETY: `fds` is a valid slice of pollfd for the duration of the call.
-    let rc = unsafe {
-        libc::ppoll(
-            fds.as_mut_ptr(),
-            fds.len() as libc::nfds_t,
-            &ts,
-            std::ptr::null(),
-        )
-    };
-    if rc < 0 {
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-    Ok(())
 }

@@ -61,6 +61,8 @@ pub struct HostConfig {
     pub socket_buffer: usize,
     pub trigger_addr: SocketAddr,
     pub mode: Mode,
+    /// How long to spin on the sockets before sleeping in `ppoll` (0: never spin).
+    pub busy_poll: Duration,
 }
 
 impl Default for HostConfig {
@@ -73,6 +75,7 @@ impl Default for HostConfig {
             socket_buffer: 32 << 20,
             trigger_addr: crate::Addressing::LOOPBACK.trigger_addr(),
             mode: Mode::Parallel,
+            busy_poll: Duration::from_micros(200),
         }
     }
 }
@@ -334,9 +337,21 @@ impl WarpHost {
         timeout: Duration,
         mut on_reply: impl FnMut(&mut HostStats, usize, &wire::Datagram<'_>),
     ) -> Result<bool, TransportError> {
-        // Wait on every interface at once, then drain whichever are readable.
-        if !crate::mmsg::wait_any_readable(&mut self.pollfds, timeout)? {
-            return Ok(false);
+        // Spin briefly first (replies usually follow within microseconds, and a
+        // sleeping thread pays a wake-up per datagram), then wait on every
+        // interface at once and drain whichever are readable.
+        let spin_until = std::time::Instant::now() + self.cfg.busy_poll.min(timeout);
+        loop {
+            if crate::mmsg::wait_any_readable(&mut self.pollfds, Duration::ZERO)? {
+                break;
+            }
+            if std::time::Instant::now() >= spin_until {
+                if !crate::mmsg::wait_any_readable(&mut self.pollfds, timeout)? {
+                    return Ok(false);
+                }
+                break;
+            }
+            std::hint::spin_loop();
         }
         let mut any = false;
         for s in 0..self.sockets.len() {
