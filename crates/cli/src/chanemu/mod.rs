@@ -27,12 +27,16 @@ pub enum ChanemuCmd {
     /// Per-block timing of the UPOLS convolver (SISO, 2x2, 4x4) beside a naive FIR,
     /// GNU Radio's fft_filter_ccc (if installed) and the FLOP floor.
     Bench(bench::BenchArgs),
+    /// Live channel emulation between CHDR radios (same as `radiohost chdr chanemu`):
+    /// RX packets -> M x N UPOLS channel -> TX, with per-packet latency accounting.
+    Run(crate::chdr::ChanemuArgs),
 }
 
 pub fn run(cmd: ChanemuCmd) -> Result<()> {
     match cmd {
         ChanemuCmd::File(a) => run_file(a),
         ChanemuCmd::Bench(a) => bench::run_bench(a),
+        ChanemuCmd::Run(a) => crate::chdr::run(crate::chdr::ChdrCmd::Chanemu(a)),
     }
 }
 
