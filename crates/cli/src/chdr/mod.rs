@@ -17,12 +17,10 @@ use radiohost_chdr::process::{PacketProcessor, Passthrough};
 use radiohost_chdr::radio::{run_radio, RadioConfig};
 use radiohost_chdr::streamer::{run_streamer, PollMode};
 use radiohost_chdr::tx::TxPolicy;
-use radiohost_dsp::channel::{draw_rayleigh, parse_tap_file, PowerDelayProfile};
-use radiohost_dsp::MimoTaps;
 use radiohost_iq::sigmf::{self, DataType, Meta};
-use radiohost_iq::Cf32;
-use rand_chacha::rand_core::SeedableRng;
 
+mod channel;
+use channel::{chanemu, identity_taps, rayleigh_taps, Expected};
 use session::{run_session, ChannelProcessor, SessionOpts, SessionResult};
 
 #[derive(Subcommand)]
@@ -198,7 +196,7 @@ fn passthrough(a: PassthroughArgs) -> Result<()> {
     run_streaming(
         "pass-through",
         &a.stream,
-        &taps,
+        &Expected::Static(&taps),
         Passthrough { ports: a.ports },
     )
 }
@@ -209,7 +207,9 @@ pub struct ChanemuArgs {
     #[arg(long, conflicts_with = "model")]
     taps: Option<PathBuf>,
     /// Channel model: rayleigh (i.i.d. Rayleigh taps, exponential power-delay
-    /// profile) or identity (each output = its input).
+    /// profile), identity (each output = its input), or the slowly time-varying
+    /// ar1 / jakes (Rayleigh taps fading with --doppler-hz, response replaced
+    /// every --update-blocks blocks by a glitch-free staggered swap).
     #[arg(long, value_enum)]
     model: Option<ModelArg>,
     /// Ports as INPUTSxOUTPUTS, e.g. 2x2 (default 2x2 for --model; a tap file's
@@ -219,15 +219,25 @@ pub struct ChanemuArgs {
     /// Convolution block B (samples); --spp must be a multiple of it.
     #[arg(long, default_value_t = 256)]
     block: usize,
-    /// Impulse response length for --model rayleigh.
+    /// Impulse response length for --model rayleigh/ar1/jakes.
     #[arg(long, default_value_t = 512)]
     length: usize,
-    /// Total power decay across the response for --model rayleigh (dB).
+    /// Total power decay across the response for --model rayleigh/ar1/jakes (dB).
     #[arg(long, default_value_t = 30.0)]
     decay_db: f32,
-    /// Seed for --model rayleigh.
+    /// Seed for --model rayleigh/ar1/jakes.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Maximum Doppler shift for ar1/jakes, Hz.
+    #[arg(long, default_value_t = 10.0)]
+    doppler_hz: f64,
+    /// Blocks between response updates for ar1/jakes (at least the response's
+    /// partition count, length / block rounded up).
+    #[arg(long, default_value_t = 64)]
+    update_blocks: usize,
+    /// Sinusoids per tap for jakes.
+    #[arg(long, default_value_t = 16)]
+    sinusoids: usize,
     #[command(flatten)]
     stream: StreamArgs,
 }
@@ -236,109 +246,17 @@ pub struct ChanemuArgs {
 pub enum ModelArg {
     Rayleigh,
     Identity,
-}
-
-fn parse_ports(s: &str) -> Result<(usize, usize)> {
-    let (m, n) = s
-        .split_once(['x', 'X'])
-        .with_context(|| format!("--ports {s:?}: expected INPUTSxOUTPUTS, e.g. 2x2"))?;
-    let m: usize = m
-        .trim()
-        .parse()
-        .with_context(|| format!("--ports {s:?}: bad input count"))?;
-    let n: usize = n
-        .trim()
-        .parse()
-        .with_context(|| format!("--ports {s:?}: bad output count"))?;
-    ensure!(
-        (1..=16).contains(&m) && (1..=16).contains(&n),
-        "--ports {s:?}: 1..=16 per side"
-    );
-    Ok((m, n))
-}
-
-fn identity_taps(ports: usize) -> Result<MimoTaps> {
-    let one = Cf32::new(1.0, 0.0);
-    let zero = Cf32::new(0.0, 0.0);
-    let nested = (0..ports)
-        .map(|n| {
-            (0..ports)
-                .map(|m| vec![if m == n { one } else { zero }])
-                .collect()
-        })
-        .collect();
-    Ok(MimoTaps::from_nested(nested)?)
-}
-
-fn rayleigh_taps(m: usize, n: usize, length: usize, decay_db: f32, seed: u64) -> Result<MimoTaps> {
-    ensure!(length >= 1, "--length must be at least 1");
-    let per_tap = if length > 1 {
-        decay_db / (length - 1) as f32
-    } else {
-        0.0
-    };
-    let pdp = PowerDelayProfile::exponential(length, 1, per_tap)?;
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    Ok(draw_rayleigh(&pdp, m, n, &mut rng)?)
-}
-
-fn channel_taps(a: &ChanemuArgs) -> Result<(MimoTaps, String)> {
-    let ports = a.ports.as_deref().map(parse_ports).transpose()?;
-    if let Some(path) = &a.taps {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading tap file {}", path.display()))?;
-        let file = parse_tap_file(&text)
-            .with_context(|| format!("parsing tap file {}", path.display()))?;
-        let shape = (file.taps.inputs(), file.taps.outputs());
-        if let Some((m, n)) = ports {
-            ensure!(
-                shape == (m, n),
-                "tap file {} is {}x{} but --ports says {m}x{n}",
-                path.display(),
-                shape.0,
-                shape.1
-            );
-        }
-        let what = format!(
-            "{}x{} taps from {} ({} taps)",
-            shape.0,
-            shape.1,
-            path.display(),
-            file.taps.max_len()
-        );
-        return Ok((file.taps, what));
-    }
-    let (m, n) = ports.unwrap_or((2, 2));
-    match a.model.unwrap_or(ModelArg::Rayleigh) {
-        ModelArg::Identity => {
-            ensure!(m == n, "--model identity needs as many inputs as outputs");
-            Ok((identity_taps(m)?, format!("{m}x{n} identity")))
-        }
-        ModelArg::Rayleigh => Ok((
-            rayleigh_taps(m, n, a.length, a.decay_db, a.seed)?,
-            format!(
-                "{m}x{n} Rayleigh, {} taps, {} dB decay, seed {}",
-                a.length, a.decay_db, a.seed
-            ),
-        )),
-    }
-}
-
-fn chanemu(a: ChanemuArgs) -> Result<()> {
-    a.stream.check()?;
-    let (taps, what) = channel_taps(&a)?;
-    let proc = ChannelProcessor::new(&taps, a.block, a.stream.spp)?;
-    if !a.stream.json {
-        println!("live channel emulator: {what}, UPOLS block {}", a.block);
-    }
-    run_streaming("channel emulation", &a.stream, &taps, proc)
+    /// Rayleigh taps each following an AR(1) process, correlation J0(2 pi fd T).
+    Ar1,
+    /// Rayleigh taps each a Jakes sum of sinusoids (maximum Doppler fd).
+    Jakes,
 }
 
 /// Run a streamer with `proc`, against the in-process radio or an external one.
 fn run_streaming<P: PacketProcessor + 'static>(
     what: &str,
     s: &StreamArgs,
-    taps: &MimoTaps,
+    expected: &Expected,
     proc: P,
 ) -> Result<()> {
     let (m, n) = (proc.inputs(), proc.outputs());
@@ -368,10 +286,30 @@ fn run_streaming<P: PacketProcessor + 'static>(
     }
     let result = run_session(&opts, proc)?;
     let verification = (!s.no_verify && opts.policy == TxPolicy::ZeroFill).then(|| {
-        let stride = if taps.max_len() > 1 { 61 } else { 1 };
-        report::verify(
+        let (schedule, per) = match expected {
+            Expected::Static(taps) => (std::slice::from_ref(*taps), usize::MAX),
+            Expected::Varying {
+                schedule,
+                samples_per_response,
+            } => (*schedule, *samples_per_response),
+        };
+        if !s.json {
+            match expected {
+                Expected::Static(_) => println!(
+                    "  check: output vs direct convolution with the static channel"
+                ),
+                Expected::Varying { schedule, samples_per_response } => println!(
+                    "  check: output vs direct convolution with the {} responses switched every {} input samples (each block filtered wholly by one response)",
+                    schedule.len(),
+                    samples_per_response
+                ),
+            }
+        }
+        let stride = if schedule[0].max_len() > 1 { 61 } else { 1 };
+        report::verify_schedule(
             &result.radio,
-            taps,
+            schedule,
+            per,
             opts.offset_ticks(),
             (s.packets as usize) * s.spp,
             stride,

@@ -124,6 +124,31 @@ pub fn verify(
     stride: usize,
     tolerance_lsb: i32,
 ) -> Verification {
+    verify_schedule(
+        radio,
+        std::slice::from_ref(taps),
+        usize::MAX,
+        offset_ticks,
+        input_len,
+        stride,
+        tolerance_lsb,
+    )
+}
+
+/// Like [`verify`] for a time-varying channel: input sample `t` (counted from
+/// the first RX sample) is filtered wholly by `schedule[t / samples_per_response]`
+/// (the last entry from then on), the identity a staggered swap guarantees.
+pub fn verify_schedule(
+    radio: &RadioReport,
+    schedule: &[MimoTaps],
+    samples_per_response: usize,
+    offset_ticks: u64,
+    input_len: usize,
+    stride: usize,
+    tolerance_lsb: i32,
+) -> Verification {
+    let per = samples_per_response.max(1);
+    let last = schedule.len().saturating_sub(1);
     let mut v = Verification {
         length_ok: true,
         ..Default::default()
@@ -139,8 +164,11 @@ pub fn verify(
         let start = origin.saturating_sub(offset_ticks);
         for i in (0..input_len.min(rec.samples.len())).step_by(stride.max(1)) {
             let mut acc = Cf32::new(0.0, 0.0);
-            for m in 0..taps.inputs() {
-                for (j, h) in taps.path(n, m).iter().enumerate().take(i + 1) {
+            for m in 0..schedule[0].inputs() {
+                let len = schedule[0].path(n, m).len();
+                for j in 0..len.min(i + 1) {
+                    let taps = &schedule[((i - j) / per).min(last)];
+                    let h = taps.path(n, m).get(j).copied().unwrap_or_default();
                     acc += h * test_signal(m as u16, start + (i - j) as u64).to_cf32();
                 }
             }

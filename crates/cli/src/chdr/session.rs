@@ -4,6 +4,7 @@
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -14,7 +15,8 @@ use radiohost_chdr::process::{Block, PacketProcessor};
 use radiohost_chdr::radio::{run_radio_on, RadioConfig, RadioReport, RadioSockets};
 use radiohost_chdr::streamer::{run_streamer_on, PollMode, StreamerConfig, StreamerReport};
 use radiohost_chdr::tx::TxPolicy;
-use radiohost_dsp::{MimoConvolver, MimoTaps};
+use radiohost_dsp::channel::FadingChannel;
+use radiohost_dsp::{MimoConvolver, MimoTaps, ResponseSpectra, SwapMode};
 use radiohost_iq::{Cf32, Ci16};
 
 /// EPIDs of the emulated radio's endpoints (RX streams land on the host at
@@ -151,6 +153,22 @@ pub fn run_session<P: PacketProcessor + 'static>(
 /// Most ports the channel processor handles.
 pub const MAX_CHANNEL_PORTS: usize = 16;
 
+/// A slowly time-varying channel: a worker thread advances the fading model
+/// and turns each new response into spectra ahead of time; before every
+/// `update_blocks`-th block the processor takes the next spectra and starts a
+/// staggered swap (each input block is filtered wholly by one response).
+/// Spectra buffers circulate between the two (bounded channels, no allocation).
+struct LiveFading {
+    update_blocks: u64,
+    ready: Receiver<ResponseSpectra>,
+    recycle: SyncSender<ResponseSpectra>,
+    blocks: u64,
+    swaps: u64,
+}
+
+/// Spectra buffers in circulation between the processor and the worker.
+const SPECTRA_BUFFERS: usize = 3;
+
 /// The live channel: dsp's UPOLS convolver run on every packet, in B-sample
 /// blocks (the packet size must be a multiple of B).
 pub struct ChannelProcessor {
@@ -161,6 +179,7 @@ pub struct ChannelProcessor {
     outputs: usize,
     in_f: Vec<Cf32>,
     out_f: Vec<Cf32>,
+    fading: Option<LiveFading>,
     /// Blocks the convolver refused (cannot happen once construction checked shapes).
     pub errors: u64,
 }
@@ -188,8 +207,94 @@ impl ChannelProcessor {
             outputs: n,
             in_f: vec![Cf32::new(0.0, 0.0); m * samples_per_packet],
             out_f: vec![Cf32::new(0.0, 0.0); n * samples_per_packet],
+            fading: None,
             errors: 0,
         })
+    }
+
+    /// A time-varying channel: starts with `channel`'s current response and,
+    /// every `update_blocks` blocks, swaps in the model's next response
+    /// (staggered, glitch-free). The model steps and the response FFTs run on
+    /// a worker thread a few updates ahead; the packet path only exchanges
+    /// preallocated spectra buffers (O(1), no allocation). If the worker falls
+    /// behind, the packet path waits for it (the response sequence stays exact).
+    pub fn fading(
+        mut channel: FadingChannel,
+        update_blocks: usize,
+        block: usize,
+        samples_per_packet: usize,
+    ) -> Result<Self> {
+        ensure!(update_blocks >= 1, "--update-blocks must be at least 1");
+        let mut next = channel.make_response();
+        channel.write_response(&mut next)?;
+        let mut proc = Self::new(&next, block, samples_per_packet)?;
+        let partitions = proc.conv.partitions();
+        ensure!(
+            update_blocks >= partitions,
+            "--update-blocks {update_blocks} is shorter than one staggered swap ({partitions} blocks \
+             for a {}-tap response at --block {block}); raise it or the block size",
+            channel.len()
+        );
+        let mut planner = proc.conv.response_planner();
+        let (ready_tx, ready) = sync_channel::<ResponseSpectra>(SPECTRA_BUFFERS);
+        let (recycle, recycle_rx) = sync_channel::<ResponseSpectra>(SPECTRA_BUFFERS + 2);
+        for _ in 0..SPECTRA_BUFFERS {
+            recycle
+                .send(planner.prepare(&next)?)
+                .map_err(|_| anyhow::anyhow!("fading worker channel closed"))?;
+        }
+        thread::Builder::new()
+            .name("chanemu-fading".into())
+            .spawn(move || {
+                // Ends when the processor (both channel ends) is dropped.
+                while let Ok(mut spectra) = recycle_rx.recv() {
+                    channel.advance();
+                    if channel.write_response(&mut next).is_err()
+                        || planner.prepare_into(&next, &mut spectra).is_err()
+                        || ready_tx.send(spectra).is_err()
+                    {
+                        break;
+                    }
+                }
+            })
+            .context("starting the fading-model worker thread")?;
+        proc.fading = Some(LiveFading {
+            update_blocks: update_blocks as u64,
+            ready,
+            recycle,
+            blocks: 0,
+            swaps: 0,
+        });
+        Ok(proc)
+    }
+
+    /// Response replacements so far (0 for a static channel).
+    #[cfg(test)]
+    pub fn swaps(&self) -> u64 {
+        self.fading.as_ref().map_or(0, |f| f.swaps)
+    }
+
+    /// Advance the fading model and start the swap when block `blocks` is due.
+    fn maybe_update(&mut self) {
+        let Some(f) = self.fading.as_mut() else {
+            return;
+        };
+        if f.blocks > 0 && f.blocks.is_multiple_of(f.update_blocks) {
+            let swapped = f
+                .ready
+                .recv()
+                .ok()
+                .and_then(|spectra| self.conv.swap_prepared(spectra, SwapMode::Staggered).ok());
+            match swapped {
+                Some(old) => {
+                    // Capacity exceeds the buffers in circulation: never blocks.
+                    let _ = f.recycle.try_send(old);
+                    f.swaps += 1;
+                }
+                None => self.errors += 1,
+            }
+        }
+        f.blocks += 1;
     }
 }
 
@@ -213,6 +318,7 @@ impl PacketProcessor for ChannelProcessor {
             }
         }
         for j in 0..spp / b {
+            self.maybe_update();
             let mut ins: [&[Cf32]; MAX_CHANNEL_PORTS] = [&[]; MAX_CHANNEL_PORTS];
             for (k, port) in self.in_f.chunks_exact(spp).enumerate() {
                 ins[k] = &port[j * b..(j + 1) * b];
@@ -293,6 +399,85 @@ mod tests {
                 assert!(err <= 1, "out {q} sample {i}: {s:?} vs {want:?}");
             }
         }
+    }
+
+    /// A fading channel through the processor: over several updates every
+    /// input block is filtered wholly by the response active when it arrived
+    /// (the replayed model's r-th response for blocks r*U .. (r+1)*U).
+    #[test]
+    fn fading_processor_swaps_follow_the_block_identity() {
+        use radiohost_dsp::channel::{FadingProcess, PowerDelayProfile};
+        let (m, n, spp, block, update, packets) = (2, 2, 64, 16, 3, 10);
+        let pdp = PowerDelayProfile::exponential(40, 1, 0.1).unwrap();
+        let channel = FadingChannel::new(pdp, m, n, FadingProcess::Ar1 { rho: 0.3 }, 5).unwrap();
+        let mut replay = channel.clone();
+        let mut proc = ChannelProcessor::fading(channel, update, block, spp).unwrap();
+        let blocks = packets * spp / block;
+        let mut schedule = Vec::new();
+        for r in 0..blocks.div_ceil(update) {
+            if r > 0 {
+                replay.advance();
+            }
+            let mut t = replay.make_response();
+            replay.write_response(&mut t).unwrap();
+            schedule.push(t);
+        }
+        assert_ne!(schedule[0].path(0, 0), schedule[1].path(0, 0));
+        let mut input = Block::new(m, spp);
+        let mut output = Block::new(n, spp);
+        let mut got: Vec<Vec<Ci16>> = vec![Vec::new(); n];
+        for k in 0..packets {
+            for p in 0..m {
+                for (i, s) in input.port_mut(p).iter_mut().enumerate() {
+                    *s = test_signal(p as u16, (k * spp + i) as u64);
+                }
+            }
+            proc.process(&input, &mut output);
+            for (q, g) in got.iter_mut().enumerate() {
+                g.extend_from_slice(output.port(q));
+            }
+        }
+        assert_eq!(proc.errors, 0);
+        assert_eq!(proc.swaps() as usize, schedule.len() - 1);
+        let per = update * block;
+        let (mut worst_new, mut worst_static) = (0, 0);
+        for (q, g) in got.iter().enumerate() {
+            for (i, s) in g.iter().enumerate() {
+                let (mut acc, mut acc0) = (Cf32::new(0.0, 0.0), Cf32::new(0.0, 0.0));
+                for p in 0..m {
+                    for j in 0..40.min(i + 1) {
+                        let x = test_signal(p as u16, (i - j) as u64).to_cf32();
+                        acc += schedule[(i - j) / per].path(q, p)[j] * x;
+                        acc0 += schedule[0].path(q, p)[j] * x;
+                    }
+                }
+                let err = |want: Ci16| {
+                    (s.re as i32 - want.re as i32)
+                        .abs()
+                        .max((s.im as i32 - want.im as i32).abs())
+                };
+                worst_new = worst_new.max(err(Ci16::from_cf32(acc)));
+                worst_static = worst_static.max(err(Ci16::from_cf32(acc0)));
+            }
+        }
+        assert!(
+            worst_new <= 1,
+            "error {worst_new} LSB against the swap identity"
+        );
+        // The check can fail: the first response alone does not explain the output.
+        assert!(
+            worst_static > 10,
+            "channel did not vary ({worst_static} LSB)"
+        );
+    }
+
+    #[test]
+    fn update_interval_must_cover_a_swap() {
+        use radiohost_dsp::channel::{FadingProcess, PowerDelayProfile};
+        let pdp = PowerDelayProfile::exponential(40, 1, 0.1).unwrap();
+        let channel = FadingChannel::new(pdp, 1, 1, FadingProcess::Ar1 { rho: 0.9 }, 1).unwrap();
+        let err = ChannelProcessor::fading(channel, 2, 16, 64).err().unwrap();
+        assert!(err.to_string().contains("--update-blocks"), "{err}");
     }
 
     #[test]
