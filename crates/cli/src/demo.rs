@@ -2,7 +2,7 @@
 //! per capability (see DESIGN.md). Each stage prints its own section and fails
 //! loudly if what it verifies does not hold.
 
-use crate::warp::{connect, loopback_interfaces, test_waveform};
+use crate::warp::{connect, host_config, loopback_interfaces, test_waveform};
 use anyhow::{ensure, Context, Result};
 use clap::Args;
 use radiohost_iq::WarpWord;
@@ -55,14 +55,9 @@ fn transport_stage(a: &DemoArgs) -> Result<()> {
     };
     let emu = Emulator::start(cfg.clone())?;
     let ids: Vec<u16> = (0..a.nodes).collect();
-    let mut host = connect(
-        &ids,
-        emu.node_addrs(),
-        &loopback_interfaces(1),
-        |_| 0,
-        cfg.payload,
-        emu.trigger_addr().context("no trigger socket")?,
-    )?;
+    let trigger = emu.trigger_addr().context("no trigger socket")?;
+    let host_cfg = host_config(&loopback_interfaces(1), cfg.payload, trigger);
+    let mut host = connect(&ids, emu.node_addrs(), |_| 0, host_cfg)?;
     println!(
         "{} emulated WARP v3 nodes, 1 Gbit/s node links, one 10 Gbit/s host link, jumbo frames, {} samples per buffer",
         a.nodes, a.samples

@@ -199,15 +199,6 @@ impl Emulator {
         Ok(self.stats())
     }
 
-    /// Block until the stop flag is set (for the CLI).
-    pub fn wait(mut self) -> io::Result<()> {
-        if let Some(t) = self.thread.take() {
-            t.join()
-                .map_err(|_| io::Error::other("emulator thread panicked"))??;
-        }
-        Ok(())
-    }
-
     /// A handle that stops the emulator when set.
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         self.stop.clone()

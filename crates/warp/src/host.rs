@@ -360,7 +360,7 @@ impl WarpHost {
             }
             let fd = self.sockets[s].as_raw_fd();
             loop {
-                let n = self.batch.recv(fd, Duration::ZERO)?;
+                let n = self.batch.recv(fd)?;
                 if n == 0 {
                     break;
                 }

@@ -40,13 +40,10 @@ impl RecvBatch {
         }
     }
 
-    /// Wait up to `timeout` for the socket to become readable, then take every
-    /// datagram waiting (up to the batch size). Returns how many arrived.
-    pub fn recv(&mut self, fd: RawFd, timeout: Duration) -> io::Result<usize> {
+    /// Take every datagram waiting on the socket (up to the batch size) without
+    /// blocking; the caller polls first. Returns how many arrived.
+    pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
         self.received = 0;
-        if !timeout.is_zero() && !wait_readable(fd, timeout)? {
-            return Ok(0);
-        }
         for i in 0..self.bufs.len() {
             self.iovecs[i] = libc::iovec {
                 iov_base: self.bufs[i].as_mut_ptr().cast(),
@@ -94,16 +91,6 @@ impl RecvBatch {
         let addr = unsafe { SockAddr::new(self.addrs[i], namelen) };
         (&self.bufs[i][..len], addr.as_socket())
     }
-}
-
-/// Poll one fd for readability; true if readable before the timeout.
-pub fn wait_readable(fd: RawFd, timeout: Duration) -> io::Result<bool> {
-    let mut pfd = [libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    }];
-    wait_any_readable(&mut pfd, timeout)
 }
 
 /// Poll several fds; true if any became readable before the timeout (their

@@ -355,20 +355,15 @@ mod tests {
     use super::*;
     use radiohost_chdr::rx::test_signal;
 
-    /// Packets of 2 blocks through the processor equal the direct convolution
-    /// (summed over inputs), quantised: the per-packet wrapping adds no error.
-    #[test]
-    fn channel_processor_matches_direct_convolution() {
-        let (m, n, spp, block, packets) = (2, 2, 512, 256, 3);
-        let paths: Vec<Vec<Cf32>> = (0..m * n)
-            .map(|p| {
-                (0..40)
-                    .map(|j| Cf32::new(0.3 / (1 + j + p) as f32, 0.1 * ((j % 3) as f32 - 1.0)))
-                    .collect()
-            })
-            .collect();
-        let taps = MimoTaps::from_paths(m, n, paths).unwrap();
-        let mut proc = ChannelProcessor::new(&taps, block, spp).unwrap();
+    /// Feed `packets` packets of the test signal through `proc`; returns each
+    /// output port's samples.
+    fn run_packets(
+        proc: &mut ChannelProcessor,
+        m: usize,
+        n: usize,
+        spp: usize,
+        packets: usize,
+    ) -> Vec<Vec<Ci16>> {
         let mut input = Block::new(m, spp);
         let mut output = Block::new(n, spp);
         let mut got: Vec<Vec<Ci16>> = vec![Vec::new(); n];
@@ -383,6 +378,24 @@ mod tests {
                 g.extend_from_slice(output.port(q));
             }
         }
+        got
+    }
+
+    /// Packets of 2 blocks through the processor equal the direct convolution
+    /// (summed over inputs), quantised: the per-packet wrapping adds no error.
+    #[test]
+    fn channel_processor_matches_direct_convolution() {
+        let (m, n, spp, block, packets) = (2, 2, 512, 256, 3);
+        let paths: Vec<Vec<Cf32>> = (0..m * n)
+            .map(|p| {
+                (0..40)
+                    .map(|j| Cf32::new(0.3 / (1 + j + p) as f32, 0.1 * ((j % 3) as f32 - 1.0)))
+                    .collect()
+            })
+            .collect();
+        let taps = MimoTaps::from_paths(m, n, paths).unwrap();
+        let mut proc = ChannelProcessor::new(&taps, block, spp).unwrap();
+        let got = run_packets(&mut proc, m, n, spp, packets);
         assert_eq!(proc.errors, 0);
         for (q, g) in got.iter().enumerate() {
             for (i, s) in g.iter().enumerate() {
@@ -423,20 +436,7 @@ mod tests {
             schedule.push(t);
         }
         assert_ne!(schedule[0].path(0, 0), schedule[1].path(0, 0));
-        let mut input = Block::new(m, spp);
-        let mut output = Block::new(n, spp);
-        let mut got: Vec<Vec<Ci16>> = vec![Vec::new(); n];
-        for k in 0..packets {
-            for p in 0..m {
-                for (i, s) in input.port_mut(p).iter_mut().enumerate() {
-                    *s = test_signal(p as u16, (k * spp + i) as u64);
-                }
-            }
-            proc.process(&input, &mut output);
-            for (q, g) in got.iter_mut().enumerate() {
-                g.extend_from_slice(output.port(q));
-            }
-        }
+        let got = run_packets(&mut proc, m, n, spp, packets);
         assert_eq!(proc.errors, 0);
         assert_eq!(proc.swaps() as usize, schedule.len() - 1);
         let per = update * block;

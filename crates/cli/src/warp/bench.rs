@@ -1,7 +1,7 @@
 //! `warp bench`: read/write latency versus node count, parallel against serial, on
 //! emulated nodes behind paced links, in one run so the ratios are fair.
 
-use super::{connect, loopback_interfaces, test_waveform, LinkArgs, NetArgs};
+use super::{connect, host_config, loopback_interfaces, test_waveform, LinkArgs, NetArgs};
 use anyhow::{ensure, Context, Result};
 use clap::Args;
 use hdrhistogram::Histogram;
@@ -97,15 +97,15 @@ pub fn run(mut a: BenchArgs) -> Result<()> {
         let cfg = link_args.emulator_config(max_nodes, &a.net)?;
         let emu = super::commands::emulator_for_bench(cfg.clone())?;
         let ids: Vec<u16> = (0..max_nodes).collect();
-        let mut host = connect(
-            &ids,
-            emu.node_addrs(),
+        let trigger = emu
+            .trigger_addr()
+            .context("emulator has no trigger socket")?;
+        let host_cfg = host_config(
             &loopback_interfaces(links as usize),
-            |i| cfg.host_link_of(i),
             a.net.payload(),
-            emu.trigger_addr()
-                .context("emulator has no trigger socket")?,
-        )?;
+            trigger,
+        );
+        let mut host = connect(&ids, emu.node_addrs(), |i| cfg.host_link_of(i), host_cfg)?;
         if !a.json {
             for b in host.socket_buffers() {
                 eprintln!(

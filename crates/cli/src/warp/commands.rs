@@ -1,12 +1,12 @@
 //! `warp emulate|read|write|trigger`.
 
-use super::{connect, parse_node_list, test_waveform, LinkArgs, NetArgs};
+use super::{connect, host_config, parse_node_list, test_waveform, LinkArgs, NetArgs};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use radiohost_iq::sigmf::{self, DataType, Meta};
 use radiohost_iq::{Ci16, WarpWord};
 use radiohost_warp::emulator::Emulator;
-use radiohost_warp::host::{Mode, WarpHost};
+use radiohost_warp::host::{HostConfig, Mode, WarpHost};
 use radiohost_warp::RfBuffer;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -110,25 +110,21 @@ impl HostArgs {
         let addressing = self.net.addressing();
         let addrs: Vec<SocketAddr> = ids.iter().map(|&id| addressing.node_addr(id)).collect();
         let per_iface = ids.len().div_ceil(self.interfaces.len());
-        let mut host = connect(
-            &ids,
-            &addrs,
-            &self.interfaces,
-            |i| i / per_iface,
-            self.net.payload(),
-            addressing.trigger_addr(),
-        )?;
-        let mut cfg = host.config().clone();
-        cfg.timeout = Duration::from_millis(self.timeout_ms);
-        cfg.retries = self.retries;
-        cfg.mode = if self.serial {
-            Mode::Serial
-        } else {
-            Mode::Parallel
+        let cfg = HostConfig {
+            timeout: Duration::from_millis(self.timeout_ms),
+            retries: self.retries,
+            mode: if self.serial {
+                Mode::Serial
+            } else {
+                Mode::Parallel
+            },
+            ..host_config(
+                &self.interfaces,
+                self.net.payload(),
+                addressing.trigger_addr(),
+            )
         };
-        let targets = host.nodes().to_vec();
-        drop(host);
-        host = WarpHost::new(cfg, targets)?;
+        let host = connect(&ids, &addrs, |i| i / per_iface, cfg)?;
         for b in host.socket_buffers() {
             if b.recv_granted < b.requested {
                 eprintln!(
@@ -272,14 +268,12 @@ pub struct TriggerArgs {
 
 pub fn trigger(a: TriggerArgs) -> Result<()> {
     let addressing = a.net.addressing();
-    let mut host = connect(
-        &[],
-        &[],
+    let cfg = host_config(
         &["0.0.0.0:0".parse()?],
-        |_| 0,
         a.net.payload(),
         addressing.trigger_addr(),
-    )?;
+    );
+    let mut host = connect(&[], &[], |_| 0, cfg)?;
     host.trigger(a.ids)?;
     println!("trigger {:#x} sent to {}", a.ids, addressing.trigger_addr());
     Ok(())

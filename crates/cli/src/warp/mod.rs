@@ -146,14 +146,13 @@ pub fn parse_node_list(text: &str) -> Result<Vec<u16>> {
     Ok(out)
 }
 
-/// A host for nodes `ids` at `addressing`, split across `interfaces` local addresses.
+/// A host for nodes `ids` at `addrs`, node i talking through local interface
+/// `interface_of(i)` of `cfg.interfaces`.
 pub fn connect(
     ids: &[u16],
     addrs: &[SocketAddr],
-    interfaces: &[SocketAddr],
     interface_of: impl Fn(usize) -> usize,
-    payload: FramePayload,
-    trigger_addr: SocketAddr,
+    cfg: HostConfig,
 ) -> Result<WarpHost> {
     let targets = ids
         .iter()
@@ -165,16 +164,21 @@ pub fn connect(
             interface: interface_of(i),
         })
         .collect();
-    let host = WarpHost::new(
-        HostConfig {
-            interfaces: interfaces.to_vec(),
-            payload,
-            trigger_addr,
-            ..Default::default()
-        },
-        targets,
-    )?;
-    Ok(host)
+    Ok(WarpHost::new(cfg, targets)?)
+}
+
+/// Host settings for `interfaces`, frame size and trigger address; the rest default.
+pub fn host_config(
+    interfaces: &[SocketAddr],
+    payload: FramePayload,
+    trigger_addr: SocketAddr,
+) -> HostConfig {
+    HostConfig {
+        interfaces: interfaces.to_vec(),
+        payload,
+        trigger_addr,
+        ..Default::default()
+    }
 }
 
 /// A distinct, recognisable test waveform per node: a complex tone at a
