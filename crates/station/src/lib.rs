@@ -1,0 +1,10 @@
+//! The station: a deadline-aware massive-MIMO baseband engine.
+//!
+//! Baseband work is cut into [`isa::Instr`]uctions (`<frame, symbol> + opcode + part`).
+//! A [`engine::Policy`] (LROC or a frame/symbol/task baseline) is a sans-IO scheduler:
+//! it is told about frames, ready inputs, completions and devices, with `now` passed in,
+//! and answers with [`engine::Dispatch`]es. The same policy objects are driven by the
+//! real CPU executors and by the discrete-event scheduling simulator.
+
+pub mod engine;
+pub mod isa;
