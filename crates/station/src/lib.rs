@@ -8,3 +8,4 @@
 
 pub mod engine;
 pub mod isa;
+pub mod shape;

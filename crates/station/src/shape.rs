@@ -1,0 +1,148 @@
+//! The shape of a station frame: which symbols carry what and how subcarriers are cut
+//! into parts. The DAG builder, the kernels and the simulator all read it, so an
+//! instruction's `symbol` and `part` mean the same thing everywhere.
+
+use std::ops::Range;
+
+use radiohost_phy::config::SymbolKind;
+use radiohost_phy::FrameConfig;
+
+/// Errors in choosing a frame shape.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ShapeError {
+    #[error("subcarrier parts must be between 1 and {max} (the data subcarriers), got {got}")]
+    Parts { got: usize, max: usize },
+    #[error("the frame schedule has no pilot symbol: zero-forcing needs at least one")]
+    NoPilot,
+    #[error("the frame schedule has neither uplink nor downlink data symbols")]
+    NoData,
+}
+
+/// Symbol roles and subcarrier partition of one frame configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameShape {
+    pub antennas: usize,
+    pub users: usize,
+    /// Data subcarriers per symbol.
+    pub data_num: usize,
+    /// Schedule indices of the pilot symbols.
+    pub pilot_symbols: Vec<usize>,
+    /// Schedule indices of the uplink data symbols.
+    pub uplink_symbols: Vec<usize>,
+    /// Schedule index of the downlink reference symbol (the first downlink symbol).
+    pub downlink_reference: Option<usize>,
+    /// Schedule indices of the downlink data symbols (after the reference).
+    pub downlink_symbols: Vec<usize>,
+    /// Number of subcarrier parts ZF, EqDemod and Precode are split into.
+    pub parts: usize,
+}
+
+impl FrameShape {
+    /// The shape of `cfg` with data subcarriers cut into `parts` near-equal parts.
+    ///
+    /// # Errors
+    /// `parts` out of range, or a schedule the station cannot run.
+    pub fn new(cfg: &FrameConfig, parts: usize) -> Result<Self, ShapeError> {
+        if parts == 0 || parts > cfg.data_num {
+            return Err(ShapeError::Parts {
+                got: parts,
+                max: cfg.data_num,
+            });
+        }
+        let pilot_symbols = cfg.symbols_of(SymbolKind::Pilot);
+        if pilot_symbols.is_empty() {
+            return Err(ShapeError::NoPilot);
+        }
+        let uplink_symbols = cfg.symbols_of(SymbolKind::Uplink);
+        let downlink = cfg.symbols_of(SymbolKind::Downlink);
+        if uplink_symbols.is_empty() && downlink.len() < 2 {
+            return Err(ShapeError::NoData);
+        }
+        Ok(Self {
+            antennas: cfg.antennas,
+            users: cfg.users,
+            data_num: cfg.data_num,
+            pilot_symbols,
+            uplink_symbols,
+            downlink_reference: downlink.first().copied(),
+            downlink_symbols: downlink.into_iter().skip(1).collect(),
+            parts,
+        })
+    }
+
+    /// Data-subcarrier indices (0..data_num) of part `k`; parts differ by at most one.
+    pub fn part_range(&self, k: usize) -> Range<usize> {
+        let base = self.data_num / self.parts;
+        let extra = self.data_num % self.parts;
+        let start = k * base + k.min(extra);
+        let len = base + usize::from(k < extra);
+        start..start + len
+    }
+
+    /// Symbols whose samples come from the radio units (pilot and uplink), in
+    /// schedule order.
+    pub fn received_symbols(&self) -> Vec<usize> {
+        let mut s: Vec<usize> = self
+            .pilot_symbols
+            .iter()
+            .chain(&self.uplink_symbols)
+            .copied()
+            .collect();
+        s.sort_unstable();
+        s
+    }
+
+    /// Whether the frame has downlink data to send.
+    pub fn has_downlink(&self) -> bool {
+        !self.downlink_symbols.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(data_num: usize, parts: usize) -> FrameShape {
+        FrameShape {
+            antennas: 8,
+            users: 2,
+            data_num,
+            pilot_symbols: vec![0],
+            uplink_symbols: vec![1],
+            downlink_reference: None,
+            downlink_symbols: vec![],
+            parts,
+        }
+    }
+
+    #[test]
+    fn parts_tile_the_data_subcarriers() {
+        for data_num in [1, 7, 64, 1200] {
+            for parts in 1..=data_num.min(13) {
+                let s = shape(data_num, parts);
+                let mut next = 0;
+                for k in 0..parts {
+                    let r = s.part_range(k);
+                    assert_eq!(r.start, next);
+                    assert!(!r.is_empty());
+                    next = r.end;
+                }
+                assert_eq!(next, data_num);
+            }
+        }
+    }
+
+    #[test]
+    fn shape_of_the_8x2_config() {
+        let cfg = FrameConfig::load(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../phy/configs/8x2.json"
+        )))
+        .unwrap();
+        let s = FrameShape::new(&cfg, 4).unwrap();
+        assert_eq!(s.antennas, 8);
+        assert!(!s.pilot_symbols.is_empty());
+        assert!(FrameShape::new(&cfg, 0).is_err());
+        assert!(FrameShape::new(&cfg, cfg.data_num + 1).is_err());
+    }
+}
