@@ -6,7 +6,9 @@ mod chdr;
 mod demo;
 mod phy;
 mod pmt;
+mod relay;
 mod rt;
+mod station;
 mod testbed_cmd;
 mod warp;
 
@@ -53,10 +55,18 @@ enum Command {
     /// Real-time layer: machine audit, latency probes, cyclictest comparison.
     #[command(subcommand)]
     Rt(rt::RtCmd),
+    /// Cooperative relay: source -> relays -> destination with timed TX; on-time
+    /// fraction versus delta, idle or loaded, normal or real-time.
+    #[command(subcommand)]
+    Relay(relay::RelayCmd),
     /// Massive-MIMO baseband: LDPC on files, data generator, reference uplink and
     /// downlink pipelines, kernel benchmarks.
     #[command(subcommand)]
     Phy(phy::PhyCmd),
+    /// Massive-MIMO baseband engine: radio units, CPU executors and deadline-aware
+    /// schedulers (LROC and frame/symbol/task baselines); run, bench, simulate.
+    #[command(subcommand)]
+    Station(station::StationCmd),
 }
 
 fn main() -> Result<()> {
@@ -73,6 +83,8 @@ fn main() -> Result<()> {
         Command::Warp(cmd) => warp::run(cmd),
         Command::Testbed(cmd) => testbed_cmd::run(cmd),
         Command::Rt(cmd) => rt::run(cmd),
+        Command::Relay(cmd) => relay::run(cmd),
         Command::Phy(cmd) => phy::run(cmd),
+        Command::Station(cmd) => station::run(cmd),
     }
 }

@@ -23,7 +23,9 @@ pub struct Dispatch {
     /// Over-committed beyond the device's free capacity: run at low priority.
     pub low_priority: bool,
     /// Coalesced behind this running predecessor on the same device: start it on the
-    /// predecessor's reservation as soon as that one completes.
+    /// predecessor's reservation as soon as that one completes. If the predecessor
+    /// fails (or its device is removed), the driver drops this instruction without
+    /// running or reporting it: the policy has already put it back in its queues.
     pub after: Option<Instr>,
 }
 

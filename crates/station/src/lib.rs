@@ -6,6 +6,16 @@
 //! and answers with [`engine::Dispatch`]es. The same policy objects are driven by the
 //! real CPU executors and by the discrete-event scheduling simulator.
 
+pub mod dag;
 pub mod engine;
 pub mod isa;
+pub mod kernels;
+pub mod planner;
+pub mod policy;
+pub mod pool;
+pub mod report;
+pub mod ru;
+pub mod runtime;
+pub mod scoreboard;
 pub mod shape;
+pub mod sim;

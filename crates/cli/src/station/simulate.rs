@@ -1,0 +1,365 @@
+//! `radiohost station simulate`: the scheduling policies against the discrete-event
+//! model of a device pool, swept over radio units (and device counts), with a table,
+//! JSON rows and an SVG of P99.99 latency against RUs per policy.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use plotters::prelude::*;
+use radiohost_station::isa::DeviceKind;
+use radiohost_station::policy::{PolicyParams, POLICY_NAMES};
+use radiohost_station::sim::{self, ChurnEvent, CostModel, SimConfig, SimResult};
+
+#[derive(clap::Args, Debug)]
+pub struct SimulateArgs {
+    /// Policies to compare: a comma list of lroc, frame, symbol, task, or `all`.
+    #[arg(long, default_value = "lroc,frame,symbol,task")]
+    pub policies: String,
+    /// Devices in the pool; a comma list sweeps it (e.g. 8,16,32).
+    #[arg(long, default_value = "4")]
+    pub devices: String,
+    /// Kind of every device: `gpu` (units are SMs) or `cpu` (units are cores).
+    #[arg(long, default_value = "gpu")]
+    pub device_kind: String,
+    /// Resource units per device (132 = an H100's SMs).
+    #[arg(long, default_value_t = 132)]
+    pub units: u32,
+    /// Radio units, each sending one frame per period; a comma list sweeps it.
+    #[arg(long, default_value = "1,2,4,8")]
+    pub rus: String,
+    /// Base-station antennas.
+    #[arg(long, default_value_t = 64)]
+    pub antennas: usize,
+    /// Users (spatial streams).
+    #[arg(long, default_value_t = 16)]
+    pub users: usize,
+    /// Data subcarriers per symbol.
+    #[arg(long, default_value_t = 1200)]
+    pub data_num: usize,
+    /// FFT size.
+    #[arg(long, default_value_t = 2048)]
+    pub fft_size: usize,
+    /// Subcarrier parts ZF, equalisation and precoding are split into.
+    #[arg(long, default_value_t = 16)]
+    pub parts: usize,
+    /// Frame schedule: P pilot, U uplink, D downlink, G guard (14 symbols per frame).
+    #[arg(long, default_value = "PUUUUUUUUUUUUU")]
+    pub schedule: String,
+    /// Frames per radio unit.
+    #[arg(long, default_value_t = 2000)]
+    pub frames: u64,
+    /// Frame period (e.g. 1ms, 500us).
+    #[arg(long, default_value = "1ms")]
+    pub frame_period: String,
+    /// Deadline after a frame's first symbol arrives.
+    #[arg(long, default_value = "3ms")]
+    pub deadline: String,
+    /// Devices leaving or joining: comma list of remove:DEV@TIME / add:DEV@TIME, e.g.
+    /// remove:1@200ms,add:1@400ms.
+    #[arg(long)]
+    pub churn: Option<String>,
+    /// Kernel latency calibration JSON (`{"cpu"|"gpu": {opcode: ns}, "shape": {...}}`,
+    /// as written by `radiohost station bench --calibration-out`).
+    #[arg(long)]
+    pub calibration: Option<PathBuf>,
+    /// Policy parameters JSON (any subset of PolicyParams fields).
+    #[arg(long)]
+    pub policy_params: Option<PathBuf>,
+    /// Kernel time jitter (+- fraction).
+    #[arg(long, default_value_t = 0.1)]
+    pub jitter: f64,
+    /// Random seed (same seed, same result).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print JSON rows instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Also print the per-opcode breakdown of every run.
+    #[arg(long)]
+    pub breakdown: bool,
+    /// Write an SVG of P99.99 frame latency against RUs per policy.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+}
+
+fn parse_list<T: std::str::FromStr>(s: &str, what: &str) -> Result<Vec<T>> {
+    let v: Option<Vec<T>> = s.split(',').map(|x| x.trim().parse().ok()).collect();
+    match v {
+        Some(v) if !v.is_empty() => Ok(v),
+        _ => bail!("--{what} must be a number or a comma list of numbers, got `{s}`"),
+    }
+}
+
+fn duration(s: &str, what: &str) -> Result<u64> {
+    sim::parse_duration_ns(s.trim())
+        .filter(|&ns| ns > 0)
+        .ok_or_else(|| anyhow!("--{what} `{s}`: write a positive duration like 1ms, 500us, 2.5ms"))
+}
+
+fn base_config(a: &SimulateArgs) -> Result<SimConfig> {
+    let kind = match a.device_kind.as_str() {
+        "gpu" => DeviceKind::Gpu,
+        "cpu" => DeviceKind::Cpu,
+        other => bail!("--device-kind `{other}`: use gpu or cpu"),
+    };
+    let model = match &a.calibration {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            CostModel::from_calibration_json(&text).with_context(|| format!("calibration {}", p.display()))?
+        }
+        None => CostModel::default(),
+    };
+    let params = match &a.policy_params {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            serde_json::from_str::<PolicyParams>(&text)
+                .with_context(|| format!("policy parameters {}", p.display()))?
+        }
+        None => PolicyParams::default(),
+    };
+    let churn = match &a.churn {
+        Some(c) => c
+            .split(',')
+            .map(|e| e.trim().parse::<ChurnEvent>())
+            .collect::<Result<Vec<_>, _>>()?,
+        None => Vec::new(),
+    };
+    Ok(SimConfig {
+        devices: 1,
+        kind,
+        units: a.units,
+        rus: 1,
+        antennas: a.antennas,
+        users: a.users,
+        data_num: a.data_num,
+        fft_size: a.fft_size,
+        parts: a.parts,
+        schedule: a.schedule.clone(),
+        frames_per_ru: a.frames,
+        frame_period_ns: duration(&a.frame_period, "frame-period")?,
+        deadline_ns: duration(&a.deadline, "deadline")?,
+        churn,
+        jitter: a.jitter,
+        seed: a.seed,
+        params,
+        model,
+        calibrate_policy: true,
+    })
+}
+
+pub fn run(a: SimulateArgs) -> Result<()> {
+    let policies: Vec<String> = if a.policies.trim() == "all" {
+        POLICY_NAMES.iter().map(|s| s.to_string()).collect()
+    } else {
+        a.policies.split(',').map(|s| s.trim().to_string()).collect()
+    };
+    for p in &policies {
+        if !POLICY_NAMES.contains(&p.as_str()) {
+            bail!("unknown policy `{p}`: use lroc, frame, symbol, task, a comma list or all");
+        }
+    }
+    let devices: Vec<u32> = parse_list(&a.devices, "devices")?;
+    let rus: Vec<u32> = parse_list(&a.rus, "rus")?;
+    let base = base_config(&a)?;
+    base.shape()?;
+    if a.frames == 0 {
+        bail!("--frames must be at least 1");
+    }
+    let total = (devices.len() * rus.len() * policies.len()) as u64;
+    let bar = if a.json || total < 2 {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(total)
+    };
+    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    let mut rows: Vec<SimResult> = Vec::new();
+    for &d in &devices {
+        for &r in &rus {
+            for p in &policies {
+                bar.set_message(format!("{p} {d} devices {r} RUs"));
+                let cfg = SimConfig {
+                    devices: d,
+                    rus: r,
+                    ..base.clone()
+                };
+                rows.push(sim::simulate(p, &cfg)?);
+                bar.inc(1);
+            }
+        }
+    }
+    bar.finish_and_clear();
+    if let Some(path) = &a.svg {
+        plot_p9999_vs_rus(path, &rows, &a)?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    print_table(&rows, &a);
+    if let Some(path) = &a.svg {
+        println!("plot: {}", path.display());
+    }
+    Ok(())
+}
+
+fn print_table(rows: &[SimResult], a: &SimulateArgs) {
+    println!(
+        "{}x{} {} devices x {} units ({}), {} frames/RU, deadline {}",
+        a.antennas, a.users, a.device_kind, a.units, a.schedule, a.frames, a.deadline
+    );
+    println!(
+        "{:<7} {:>4} {:>4} {:>7} {:>7} {:>6} {:>6} {:>8} {:>8} {:>9} {:>8} {:>5} {:>11}",
+        "policy", "dev", "RUs", "frames", "done", "miss", "rej", "mean ms", "p99 ms", "p99.99 ms", "fps", "util", "p99.99/lroc"
+    );
+    for r in rows {
+        let lroc = rows
+            .iter()
+            .find(|x| x.policy == "lroc" && x.devices == r.devices && x.rus == r.rus)
+            .map(|x| x.p9999_ms);
+        let ratio = lroc
+            .filter(|&l| l > 0.0)
+            .map_or("-".to_string(), |l| format!("{:.2}", r.p9999_ms / l));
+        println!(
+            "{:<7} {:>4} {:>4} {:>7} {:>7} {:>6} {:>6} {:>8.3} {:>8.3} {:>9.3} {:>8.0} {:>5.2} {:>11}",
+            r.policy,
+            r.devices,
+            r.rus,
+            r.frames,
+            r.completed,
+            r.missed,
+            r.rejected,
+            r.mean_ms,
+            r.p99_ms,
+            r.p9999_ms,
+            r.achieved_fps,
+            r.utilization,
+            ratio
+        );
+        if a.breakdown {
+            for o in &r.per_opcode {
+                println!(
+                    "        {:<10} n={:<9} exec {:>9.1} us  wait {:>9.1} us  copy {:>8.1} us",
+                    o.opcode, o.count, o.mean_exec_us, o.mean_wait_us, o.mean_copy_us
+                );
+            }
+        }
+    }
+    let (mut moved, mut low, mut coal) = (0, 0, 0);
+    for r in rows {
+        moved += r.rescheduled;
+        low += r.low_priority;
+        coal += r.coalesced;
+    }
+    println!("rescheduled after device removal: {moved}; over-committed: {low}; coalesced: {coal}");
+    println!("(missed frames count in the latency tail at their discard time; rejected frames do not)");
+}
+
+const PALETTE: [RGBColor; 4] = [
+    RGBColor(214, 39, 40),
+    RGBColor(31, 119, 180),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+];
+
+fn plot_p9999_vs_rus(path: &Path, rows: &[SimResult], a: &SimulateArgs) -> Result<()> {
+    let e = |err: &dyn std::fmt::Display| anyhow!("plotting {} failed: {err}", path.display());
+    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let x_max = rows.iter().map(|r| r.rus).max().unwrap_or(1) as f64;
+    let y_max = rows.iter().map(|r| r.p9999_ms).fold(0.1, f64::max) * 1.1;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "P99.99 frame latency vs RUs ({}x{}, {} x {} units)",
+                a.antennas, a.users, a.device_kind, a.units
+            ),
+            ("sans-serif", 20),
+        )
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..x_max + 0.5, 0.0..y_max)
+        .map_err(|x| e(&x))?;
+    chart
+        .configure_mesh()
+        .x_desc("radio units")
+        .y_desc("P99.99 latency (ms)")
+        .draw()
+        .map_err(|x| e(&x))?;
+    let mut devices: Vec<u32> = rows.iter().map(|r| r.devices).collect();
+    devices.sort_unstable();
+    devices.dedup();
+    let mut policies: Vec<&str> = Vec::new();
+    for r in rows {
+        if !policies.contains(&r.policy.as_str()) {
+            policies.push(&r.policy);
+        }
+    }
+    for (pi, p) in policies.iter().enumerate() {
+        for (di, d) in devices.iter().enumerate() {
+            let color = PALETTE[pi % PALETTE.len()];
+            let pts: Vec<(f64, f64)> = rows
+                .iter()
+                .filter(|r| r.policy == *p && r.devices == *d)
+                .map(|r| (f64::from(r.rus), r.p9999_ms))
+                .collect();
+            let label = if devices.len() > 1 {
+                format!("{p} ({d} devices)")
+            } else {
+                p.to_string()
+            };
+            let width = 1 + (devices.len() - di) as u32;
+            chart
+                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(width)))
+                .map_err(|x| e(&x))?
+                .label(label)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width)));
+            chart
+                .draw_series(pts.into_iter().map(|pt| Circle::new(pt, 3, color.filled())))
+                .map_err(|x| e(&x))?;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: SimulateArgs,
+    }
+
+    #[test]
+    fn small_sweep_writes_svg_and_rejects_bad_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let svg = dir.path().join("p.svg");
+        let cli = Cli::parse_from([
+            "x", "--devices", "2", "--rus", "1,2", "--antennas", "16", "--users", "4", "--data-num", "300",
+            "--fft-size", "512", "--parts", "4", "--frames", "20", "--json", "--svg", svg.to_str().unwrap(),
+        ]);
+        run(cli.args).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.contains("<svg") && text.contains("lroc"));
+        for bad in [
+            vec!["x", "--policies", "fifo"],
+            vec!["x", "--rus", "a"],
+            vec!["x", "--device-kind", "tpu"],
+            vec!["x", "--deadline", "3"],
+            vec!["x", "--churn", "remove:1"],
+        ] {
+            assert!(run(Cli::parse_from(bad).args).is_err());
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! Every kernel compiles with NVRTC for sm_90 (H100) and sm_80 (A100) — no GPU needed,
+//! only libnvrtc (`pip install nvidia-cuda-nvrtc-cu12`, or RADIOHOST_NVRTC=path).
+//! Without NVRTC the test says so and why, and checks nothing else.
+
+use radiohost_gpu::kernels::MODULES;
+use radiohost_gpu::nvrtc::{compile, load_nvrtc};
+
+#[test]
+fn every_kernel_compiles_for_sm90_and_sm80() {
+    let info = match load_nvrtc() {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("SKIPPED: NVRTC compile test not run: {e}");
+            return;
+        }
+    };
+    eprintln!("NVRTC {}.{} from {:?}", info.version.0, info.version.1, info.path);
+    for arch in ["sm_90", "sm_80"] {
+        for m in &MODULES {
+            let c = compile(m, arch).unwrap_or_else(|e| panic!("{e}"));
+            assert!(c.ptx_bytes > 0 && c.cubin_bytes > 0);
+            let ptx = String::from_utf8_lossy(&c.ptx);
+            for k in m.kernels {
+                assert!(ptx.contains(&format!(".entry {k}(")), "{k} missing from PTX of {}", m.name);
+                let r = c
+                    .kernels
+                    .iter()
+                    .find(|x| x.kernel == *k)
+                    .unwrap_or_else(|| panic!("no ptxas info for {k}"));
+                assert!(r.registers > 0 && r.registers <= 255, "{k}: {r:?}");
+                eprintln!(
+                    "{arch} {:>13}: {:>3} regs, {:>4} B static smem, spills {}/{} B, module PTX {} B, CUBIN {} B, {:.0} ms",
+                    k, r.registers, r.static_smem, r.spill_stores, r.spill_loads, c.ptx_bytes, c.cubin_bytes, c.compile_ms
+                );
+            }
+        }
+    }
+    assert!(compile(&MODULES[0], "compute_90").is_err());
+}

@@ -1,0 +1,389 @@
+//! CPU kernels: one function per opcode, operating on a frame's buffers
+//! ([`FrameSlot`]) with a worker's own [`Scratch`].
+//!
+//! Every kernel is built from phy's kernels (batched FFT, CSI, ZF, QAM) and the LDPC
+//! codec; this module only cuts the reference pipelines into the instruction
+//! granularity of [`crate::isa`] and moves data between the slot's regions.
+//!
+//! Concurrency: instructions of one frame run at once on different workers. Each
+//! region an instruction writes is its own `RwLock` (see [`slot`]), and the per-frame
+//! DAG guarantees a region is written before anyone reads it, so locks are
+//! uncontended except for readers sharing an input. No `unsafe`.
+//!
+//! Two places differ from the single-threaded reference, by design:
+//! * the noise estimate of `EqDemod<u, k>` uses the pilot symbols' null bins and
+//!   those of symbol `u` only (the reference waits for every uplink symbol);
+//! * the downlink precoder normalisation `beta` is computed per subcarrier part from
+//!   that part's ZF noise gains, so `Precode<d, k>` needs only `Zf<k>`. The users
+//!   measure their gain per subcarrier from the reference symbol, which is precoded
+//!   with the same `beta`, so this changes nothing for them.
+
+mod downlink;
+pub mod slot;
+mod uplink;
+
+use radiohost_iq::Cf32;
+use radiohost_ldpc::{Decoder, Encoder};
+use radiohost_phy::coding::{decoder_config, user_c_init};
+use radiohost_phy::config::SymbolKind;
+use radiohost_phy::csi::{pilot_sequence, CsiEstimator};
+use radiohost_phy::frontend::Synthesizer;
+use radiohost_phy::generator::TARGET_RMS;
+use radiohost_phy::ofdm::OfdmFft;
+use radiohost_phy::qam::{Demodulator, Modulator};
+use radiohost_phy::zf::ZfScratch;
+use radiohost_phy::FrameConfig;
+
+use crate::isa::{Instr, Opcode};
+use crate::shape::{FrameShape, ShapeError};
+
+pub use slot::FrameSlot;
+
+/// Why a kernel could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum KernelError {
+    #[error("instruction {instr} names a symbol or part this frame shape does not have")]
+    BadOperand { instr: Instr },
+    #[error("zero-forcing at subcarrier {subcarrier}: {source}")]
+    Zf {
+        subcarrier: usize,
+        source: radiohost_phy::zf::ZfError,
+    },
+    #[error("LDPC: {0}")]
+    Ldpc(#[from] radiohost_ldpc::LdpcError),
+    #[error("frame shape: {0}")]
+    Shape(#[from] ShapeError),
+    #[error("downlink payload of user {user} has {got} bits, the configuration needs {expected}")]
+    Payload {
+        user: usize,
+        got: usize,
+        expected: usize,
+    },
+}
+
+/// Role of one schedule symbol and its position among the symbols of that role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SymbolRole {
+    /// `pos` among pilots, `rx` among received (pilot + uplink) symbols.
+    Pilot {
+        pos: usize,
+        rx: usize,
+    },
+    Uplink {
+        pos: usize,
+        rx: usize,
+    },
+    /// The downlink reference symbol (`pos` 0 among downlink symbols).
+    DownlinkReference,
+    /// A downlink data symbol: `pos` among downlink symbols (reference is 0), `data`
+    /// among data symbols (scrambling offset and payload position).
+    DownlinkData {
+        pos: usize,
+        data: usize,
+    },
+    Guard,
+}
+
+/// What every kernel of a run shares (read only): configuration, shape, pilots,
+/// per-user scrambling seeds and the symbol index maps.
+#[derive(Debug)]
+pub struct KernelContext {
+    pub cfg: FrameConfig,
+    pub shape: FrameShape,
+    pub roles: Vec<SymbolRole>,
+    pub pilots: Vec<Cf32>,
+    pub c_init: Vec<u32>,
+    /// Transmit digital gain (the reference downlink's, from the configuration).
+    pub tx_gain: f32,
+}
+
+impl KernelContext {
+    /// # Errors
+    /// If the configuration cannot be cut into `parts` subcarrier parts.
+    pub fn new(cfg: &FrameConfig, parts: usize) -> Result<Self, KernelError> {
+        let shape = FrameShape::new(cfg, parts)?;
+        let (mut p, mut u, mut d, mut rx) = (0, 0, 0, 0);
+        let roles = cfg
+            .schedule
+            .iter()
+            .map(|k| match k {
+                SymbolKind::Pilot => {
+                    p += 1;
+                    rx += 1;
+                    SymbolRole::Pilot {
+                        pos: p - 1,
+                        rx: rx - 1,
+                    }
+                }
+                SymbolKind::Uplink => {
+                    u += 1;
+                    rx += 1;
+                    SymbolRole::Uplink {
+                        pos: u - 1,
+                        rx: rx - 1,
+                    }
+                }
+                SymbolKind::Downlink => {
+                    d += 1;
+                    if d == 1 {
+                        SymbolRole::DownlinkReference
+                    } else {
+                        SymbolRole::DownlinkData {
+                            pos: d - 1,
+                            data: d - 2,
+                        }
+                    }
+                }
+                SymbolKind::Guard => SymbolRole::Guard,
+            })
+            .collect();
+        let per_antenna = (cfg.users * cfg.data_num) as f64 / (cfg.fft_size * cfg.antennas) as f64;
+        Ok(Self {
+            roles,
+            pilots: pilot_sequence(cfg.data_num),
+            c_init: (0..cfg.users).map(|k| user_c_init(cfg, k)).collect(),
+            tx_gain: TARGET_RMS / per_antenna.sqrt() as f32,
+            shape,
+            cfg: cfg.clone(),
+        })
+    }
+
+    /// Role of schedule symbol `s` (`None` past the schedule).
+    pub fn role(&self, s: usize) -> Option<SymbolRole> {
+        self.roles.get(s).copied()
+    }
+
+    /// Largest subcarrier part (scratch sizing).
+    pub fn max_part_len(&self) -> usize {
+        self.shape.part_range(0).len()
+    }
+
+    /// Every instruction of frame `frame` in one valid DAG order (dependences first):
+    /// what a single thread runs, and the set a policy must commit.
+    pub fn frame_program(&self, frame: u64) -> Vec<Instr> {
+        let s = &self.shape;
+        let mut v = Vec::new();
+        for sym in s.received_symbols() {
+            v.push(Instr::new(frame, sym, Opcode::Load, 0));
+        }
+        for &p in &s.pilot_symbols {
+            v.push(Instr::new(frame, p, Opcode::PilotFft, 0));
+        }
+        for &u in &s.uplink_symbols {
+            v.push(Instr::new(frame, u, Opcode::UpFft, 0));
+        }
+        for k in 0..s.parts {
+            v.push(Instr::new(frame, 0, Opcode::Zf, k));
+        }
+        for &u in &s.uplink_symbols {
+            for k in 0..s.parts {
+                v.push(Instr::new(frame, u, Opcode::EqDemod, k));
+            }
+        }
+        for &u in &s.uplink_symbols {
+            for user in 0..s.users {
+                v.push(Instr::new(frame, u, Opcode::Decode, user));
+            }
+        }
+        if !s.uplink_symbols.is_empty() {
+            v.push(Instr::new(frame, 0, Opcode::Store, 0));
+        }
+        if s.has_downlink() {
+            for &d in &s.downlink_symbols {
+                for user in 0..s.users {
+                    v.push(Instr::new(frame, d, Opcode::Encode, user));
+                }
+            }
+            for &d in &s.downlink_symbols {
+                for user in 0..s.users {
+                    v.push(Instr::new(frame, d, Opcode::Modul, user));
+                }
+            }
+            let all_dl: Vec<usize> = s
+                .downlink_reference
+                .iter()
+                .chain(&s.downlink_symbols)
+                .copied()
+                .collect();
+            for &d in &all_dl {
+                for k in 0..s.parts {
+                    v.push(Instr::new(frame, d, Opcode::Precode, k));
+                }
+            }
+            for &d in &all_dl {
+                v.push(Instr::new(frame, d, Opcode::Ifft, 0));
+            }
+            for &d in &all_dl {
+                v.push(Instr::new(frame, d, Opcode::Store, 0));
+            }
+        }
+        v
+    }
+}
+
+/// A worker's private scratch: FFT plans, estimator, detector, codec and buffers,
+/// allocated once so kernels do not allocate per frame.
+pub struct Scratch {
+    fft: OfdmFft,
+    batch: Vec<Cf32>,
+    csi_est: CsiEstimator,
+    pilot_rx: Vec<Cf32>,
+    csi: Vec<Cf32>,
+    zf: ZfScratch,
+    y: Vec<Cf32>,
+    x: Vec<Cf32>,
+    eq: Vec<Cf32>,
+    nv: Vec<f32>,
+    demod: Demodulator,
+    decoder: Decoder,
+    llrs: Vec<f32>,
+    block: Vec<u8>,
+    encoder: Encoder,
+    modulator: Modulator,
+    synth: Synthesizer,
+    time: Vec<Cf32>,
+    ant: Vec<Cf32>,
+    s: Vec<Cf32>,
+    xm: Vec<Cf32>,
+}
+
+impl Scratch {
+    /// # Errors
+    /// If the LDPC decoder rejects the configuration's code.
+    pub fn new(ctx: &KernelContext) -> Result<Self, KernelError> {
+        let cfg = &ctx.cfg;
+        let (m, k, d) = (cfg.antennas, cfg.users, cfg.data_num);
+        let part = ctx.max_part_len();
+        let p = ctx.shape.pilot_symbols.len();
+        Ok(Self {
+            fft: OfdmFft::new(cfg.fft_size),
+            batch: vec![Cf32::default(); m * cfg.fft_size],
+            csi_est: CsiEstimator::new(cfg.pilot_layout, m, k, d),
+            pilot_rx: vec![Cf32::default(); p * m * d],
+            csi: vec![Cf32::default(); d * k * m],
+            zf: ZfScratch::with_antennas(m, k),
+            y: vec![Cf32::default(); m],
+            x: vec![Cf32::default(); k],
+            eq: vec![Cf32::default(); k * part],
+            nv: vec![0.0; k * part],
+            demod: Demodulator::new(cfg.modulation),
+            decoder: Decoder::try_new(cfg.code, decoder_config(cfg.decoder_iter))?,
+            llrs: vec![0.0; cfg.symbol_bits()],
+            block: vec![0; cfg.code.payload_bits],
+            encoder: Encoder::new(cfg.code),
+            modulator: Modulator::new(cfg.modulation),
+            synth: Synthesizer::new(cfg),
+            time: vec![Cf32::default(); cfg.symbol_len()],
+            ant: vec![Cf32::default(); d],
+            s: vec![Cf32::default(); k],
+            xm: vec![Cf32::default(); m],
+        })
+    }
+}
+
+/// Run `instr` on `slot` with this worker's `scratch`.
+///
+/// # Errors
+/// An operand outside the frame shape, a rank-deficient channel, or an LDPC error.
+pub fn execute(
+    ctx: &KernelContext,
+    slot: &FrameSlot,
+    instr: Instr,
+    scratch: &mut Scratch,
+) -> Result<(), KernelError> {
+    let bad = || KernelError::BadOperand { instr };
+    let sym = instr.symbol as usize;
+    let part = instr.part as usize;
+    let role = ctx.role(sym);
+    match instr.opcode {
+        Opcode::Load => match role {
+            Some(SymbolRole::Pilot { rx, .. } | SymbolRole::Uplink { rx, .. }) if part == 0 => {
+                uplink::load(slot, rx);
+                Ok(())
+            }
+            _ => Err(bad()),
+        },
+        Opcode::PilotFft => match role {
+            Some(SymbolRole::Pilot { pos, rx }) if part == 0 => {
+                uplink::fft(ctx, slot, rx, &slot.pilot_freq[pos], scratch);
+                Ok(())
+            }
+            _ => Err(bad()),
+        },
+        Opcode::UpFft => match role {
+            Some(SymbolRole::Uplink { pos, rx }) if part == 0 => {
+                uplink::fft(ctx, slot, rx, &slot.up_freq[pos], scratch);
+                Ok(())
+            }
+            _ => Err(bad()),
+        },
+        Opcode::Zf if sym == 0 && part < ctx.shape.parts => uplink::zf(ctx, slot, part, scratch),
+        Opcode::EqDemod => match role {
+            Some(SymbolRole::Uplink { pos, .. }) if part < ctx.shape.parts => {
+                uplink::eq_demod(ctx, slot, pos, part, scratch);
+                Ok(())
+            }
+            _ => Err(bad()),
+        },
+        Opcode::Decode => match role {
+            Some(SymbolRole::Uplink { pos, .. }) if part < ctx.shape.users => {
+                uplink::decode(ctx, slot, pos, part, scratch)
+            }
+            _ => Err(bad()),
+        },
+        Opcode::Store if sym == 0 && part == 0 && !ctx.shape.uplink_symbols.is_empty() => {
+            uplink::store(ctx, slot);
+            Ok(())
+        }
+        Opcode::Encode => match role {
+            Some(SymbolRole::DownlinkData { data, .. }) if part < ctx.shape.users => {
+                downlink::encode(ctx, slot, data, part, scratch)
+            }
+            _ => Err(bad()),
+        },
+        Opcode::Modul => match role {
+            Some(SymbolRole::DownlinkData { data, .. }) if part < ctx.shape.users => {
+                downlink::modul(ctx, slot, data, part, scratch);
+                Ok(())
+            }
+            _ => Err(bad()),
+        },
+        Opcode::Precode => match role {
+            Some(SymbolRole::DownlinkReference) if part < ctx.shape.parts => {
+                downlink::precode(ctx, slot, 0, None, part, scratch);
+                Ok(())
+            }
+            Some(SymbolRole::DownlinkData { pos, data }) if part < ctx.shape.parts => {
+                downlink::precode(ctx, slot, pos, Some(data), part, scratch);
+                Ok(())
+            }
+            _ => Err(bad()),
+        },
+        Opcode::Ifft => match role {
+            Some(SymbolRole::DownlinkReference) if part == 0 => {
+                downlink::ifft(ctx, slot, 0, scratch);
+                Ok(())
+            }
+            Some(SymbolRole::DownlinkData { pos, .. }) if part == 0 => {
+                downlink::ifft(ctx, slot, pos, scratch);
+                Ok(())
+            }
+            _ => Err(bad()),
+        },
+        Opcode::Store => match role {
+            Some(SymbolRole::DownlinkReference) if part == 0 => {
+                downlink::store(slot, 0);
+                Ok(())
+            }
+            Some(SymbolRole::DownlinkData { pos, .. }) if part == 0 => {
+                downlink::store(slot, pos);
+                Ok(())
+            }
+            _ => Err(bad()),
+        },
+        Opcode::Zf => Err(bad()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

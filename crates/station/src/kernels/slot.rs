@@ -1,0 +1,182 @@
+//! A frame's buffers ("frame slot"): one lock per region an instruction writes.
+//!
+//! Regions are indexed by the position of a symbol among its role (pilot, uplink,
+//! downlink) and by subcarrier part or user, so two instructions of a frame never
+//! write the same region. The DAG makes every reader wait for its writer, so the
+//! locks only serialise readers that share an input with a (rare) late duplicate
+//! writer — e.g. an instruction re-run elsewhere after its device was removed, which
+//! writes the same values.
+
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use radiohost_iq::{Cf32, Ci16};
+use radiohost_phy::coding::BlockResult;
+
+use super::KernelContext;
+
+/// Read a region; a poisoned lock (a panicked writer) still yields the data, which
+/// the frame's CRC and truth checks then judge.
+pub fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Write a region (see [`read`] on poisoning).
+pub fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Data subcarriers of one received symbol, all antennas (`[antenna][subcarrier]`),
+/// with the energy and count of its null bins (the noise measurement).
+#[derive(Debug, Default)]
+pub struct FreqSymbol {
+    pub data: Vec<Cf32>,
+    pub null_energy: f64,
+    pub null_bins: usize,
+}
+
+/// ZF output of one subcarrier part.
+#[derive(Debug, Default)]
+pub struct ZfPart {
+    /// `[subcarrier of the part][user][antenna]`.
+    pub w: Vec<Cf32>,
+    /// `[subcarrier of the part][user]`.
+    pub noise_gain: Vec<f32>,
+    /// Null-bin energy and bin count of all pilot symbols.
+    pub pilot_null_energy: f64,
+    pub pilot_null_bins: usize,
+}
+
+/// Decoded bits of one uplink symbol and user.
+#[derive(Debug, Default)]
+pub struct DecodedSymbol {
+    pub payload: Vec<u8>,
+    pub blocks: Vec<BlockResult>,
+}
+
+/// Everything one frame reads and writes, sized once for a configuration and reused
+/// frame after frame through [`crate::pool`].
+#[derive(Debug)]
+pub struct FrameSlot {
+    /// Fronthaul staging of each received symbol, `[antenna][sample]` with CP: what the
+    /// radio-unit receiver writes before `input_ready`.
+    pub staging: Vec<RwLock<Vec<Ci16>>>,
+    /// `Load` output: the symbol in the frame's own buffer.
+    pub time: Vec<RwLock<Vec<Ci16>>>,
+    pub pilot_freq: Vec<RwLock<FreqSymbol>>,
+    pub up_freq: Vec<RwLock<FreqSymbol>>,
+    pub zf: Vec<RwLock<ZfPart>>,
+    /// Per (uplink symbol, part): `[user][bit of the part]` LLRs.
+    pub llr: Vec<RwLock<Vec<f32>>>,
+    /// Per (uplink symbol, user).
+    pub decoded: Vec<RwLock<DecodedSymbol>>,
+    /// `Store` (uplink) output: per user all payload bits and block verdicts.
+    pub uplink_payload: RwLock<Vec<Vec<u8>>>,
+    pub uplink_blocks: RwLock<Vec<Vec<BlockResult>>>,
+    /// Per user, the frame's downlink payload (set when the frame arrives).
+    pub downlink_payload: RwLock<Vec<Vec<u8>>>,
+    /// Per (downlink data symbol, user): scrambled coded bits.
+    pub coded: Vec<RwLock<Vec<u8>>>,
+    /// Per (downlink data symbol, user): QAM symbols.
+    pub qam: Vec<RwLock<Vec<Cf32>>>,
+    /// Per (downlink symbol incl. reference, part): `[antenna][subcarrier of the part]`.
+    pub precoded: Vec<RwLock<Vec<Cf32>>>,
+    /// Per downlink symbol incl. reference: `Ifft` output, `[antenna][sample]` with CP.
+    pub tx_time: Vec<RwLock<Vec<Ci16>>>,
+    /// Per downlink symbol incl. reference: `Store` output (fronthaul to the RU).
+    pub tx_out: Vec<RwLock<Vec<Ci16>>>,
+}
+
+fn regions<T>(n: usize, f: impl Fn() -> T) -> Vec<RwLock<T>> {
+    (0..n).map(|_| RwLock::new(f())).collect()
+}
+
+impl FrameSlot {
+    /// Buffers for one frame of `ctx`'s configuration.
+    pub fn new(ctx: &KernelContext) -> Self {
+        let cfg = &ctx.cfg;
+        let s = &ctx.shape;
+        let (m, k, d) = (cfg.antennas, cfg.users, cfg.data_num);
+        let sym = m * cfg.symbol_len();
+        let rx = s.pilot_symbols.len() + s.uplink_symbols.len();
+        let (nu, np) = (s.uplink_symbols.len(), s.parts);
+        let nd = s.downlink_symbols.len();
+        let nd_all = nd + usize::from(s.downlink_reference.is_some());
+        let qm = cfg.modulation.bits_per_symbol();
+        let blocks = cfg.blocks_per_symbol;
+        let pb = cfg.block_payload_bits();
+        let freq = || FreqSymbol {
+            data: vec![Cf32::default(); m * d],
+            ..FreqSymbol::default()
+        };
+        Self {
+            staging: regions(rx, || vec![Ci16::default(); sym]),
+            time: regions(rx, || vec![Ci16::default(); sym]),
+            pilot_freq: regions(s.pilot_symbols.len(), freq),
+            up_freq: regions(nu, freq),
+            zf: (0..np)
+                .map(|p| {
+                    let len = s.part_range(p).len();
+                    RwLock::new(ZfPart {
+                        w: vec![Cf32::default(); len * k * m],
+                        noise_gain: vec![0.0; len * k],
+                        ..ZfPart::default()
+                    })
+                })
+                .collect(),
+            llr: (0..nu * np)
+                .map(|i| RwLock::new(vec![0.0; k * s.part_range(i % np).len() * qm]))
+                .collect(),
+            decoded: regions(nu * k, || DecodedSymbol {
+                payload: vec![0; blocks * pb],
+                blocks: vec![BlockResult::default(); blocks],
+            }),
+            uplink_payload: RwLock::new(vec![vec![0; cfg.uplink_blocks() * pb]; k]),
+            uplink_blocks: RwLock::new(vec![vec![BlockResult::default(); cfg.uplink_blocks()]; k]),
+            downlink_payload: RwLock::new(vec![vec![0; cfg.downlink_blocks() * pb]; k]),
+            coded: regions(nd * k, || vec![0; cfg.symbol_bits()]),
+            qam: regions(nd * k, || vec![Cf32::default(); d]),
+            precoded: (0..nd_all * np)
+                .map(|i| RwLock::new(vec![Cf32::default(); m * s.part_range(i % np).len()]))
+                .collect(),
+            tx_time: regions(nd_all, || vec![Ci16::default(); sym]),
+            tx_out: regions(nd_all, || vec![Ci16::default(); sym]),
+        }
+    }
+
+    /// Copy one received symbol, antenna-major `[antenna][sample]`, into staging
+    /// position `rx` (what an in-process source does instead of packets).
+    pub fn stage_symbol_from_frame(
+        &self,
+        ctx: &KernelContext,
+        rx: usize,
+        sym: usize,
+        frame: &[Ci16],
+    ) {
+        let cfg = &ctx.cfg;
+        let (fl, sl) = (cfg.frame_len(), cfg.symbol_len());
+        let mut st = write(&self.staging[rx]);
+        for m in 0..cfg.antennas {
+            st[m * sl..(m + 1) * sl].copy_from_slice(&frame[m * fl + sym * sl..][..sl]);
+        }
+    }
+
+    /// The transmitted downlink frame, antenna-major (`frame_len` per antenna; only
+    /// downlink symbols non-zero), assembled from the `Store` outputs into `out`.
+    pub fn assemble_downlink(&self, ctx: &KernelContext, out: &mut [Ci16]) {
+        let cfg = &ctx.cfg;
+        let (fl, sl) = (cfg.frame_len(), cfg.symbol_len());
+        out.fill(Ci16::default());
+        let s = &ctx.shape;
+        for (pos, &sym) in s
+            .downlink_reference
+            .iter()
+            .chain(&s.downlink_symbols)
+            .enumerate()
+        {
+            let t = read(&self.tx_out[pos]);
+            for m in 0..cfg.antennas {
+                out[m * fl + sym * sl..][..sl].copy_from_slice(&t[m * sl..(m + 1) * sl]);
+            }
+        }
+    }
+}

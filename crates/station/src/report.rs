@@ -1,0 +1,258 @@
+//! Run reports: per-frame latency in HDR histograms (mean, P99, P99.99), throughput
+//! (frames/s and decoded Mbit/s), misses and the per-opcode (stage) breakdown, with
+//! serde for `--json`.
+
+use hdrhistogram::Histogram;
+
+use crate::isa::{FrameId, Nanos, Opcode};
+use crate::pool::PoolStats;
+
+/// How one frame ended, as counted in the report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameFate {
+    /// Every instruction committed; `FrameRecord::decoded_ok` says if the bits were right.
+    Completed,
+    /// Past its deadline: NACKed and discarded.
+    Missed,
+    /// Refused at admission (frame window or buffer pool full).
+    Rejected,
+    /// A kernel failed, or the frame was left unfinished when the run ended.
+    Failed,
+}
+
+/// One frame's record.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct FrameRecord {
+    pub frame: FrameId,
+    pub ru: u16,
+    pub fate: FrameFate,
+    /// Decision time minus arrival (first fronthaul packet).
+    pub latency_ns: Nanos,
+    /// Uplink bits equal to the truth (and, when checked, downlink verified by the
+    /// emulated users); `None` if not completed or no truth was known.
+    pub decoded_ok: Option<bool>,
+    /// Uplink payload bits of the frame (for decoded Mbit/s).
+    pub uplink_bits: u64,
+    /// Why it failed, when it did.
+    pub reason: Option<String>,
+}
+
+/// Latency of one opcode's executions.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct StageStat {
+    pub opcode: &'static str,
+    pub count: u64,
+    pub mean_us: f64,
+    pub p99_us: f64,
+    /// Sum of execution time per frame completed, averaged (the stage's share).
+    pub per_frame_us: f64,
+}
+
+/// Everything a run reports.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct RunReport {
+    pub policy: String,
+    pub config: String,
+    pub devices: usize,
+    pub workers: usize,
+    pub rus: usize,
+    pub frames: u64,
+    pub completed: u64,
+    pub decoded_ok: u64,
+    pub decode_errors: u64,
+    pub missed: u64,
+    pub rejected: u64,
+    pub failed: u64,
+    pub offered_fps: f64,
+    pub achieved_fps: f64,
+    pub decoded_mbps: f64,
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub p9999_ms: f64,
+    pub max_ms: f64,
+    pub wall_s: f64,
+    pub stages: Vec<StageStat>,
+    /// Latency CDF points `(ms, fraction)` of completed frames, for plots.
+    pub cdf: Vec<(f64, f64)>,
+    pub pool: PoolStats,
+    /// Fronthaul packets that did not parse or belonged to no frame.
+    pub bad_packets: u64,
+    pub rescheduled: u64,
+    pub device_removals: u64,
+    /// Instructions completed per device id (including removed devices).
+    pub device_instrs: Vec<u64>,
+    pub notes: Vec<String>,
+}
+
+/// Histogram of nanoseconds, 1 ns to 100 s, 3 significant digits.
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).unwrap_or_else(|_| unreachable!("valid histogram bounds"))
+}
+
+/// Collects records and stage timings while a run goes.
+pub struct ReportBuilder {
+    frame_latency: Histogram<u64>,
+    stages: Vec<Histogram<u64>>,
+    stage_total_ns: [u128; Opcode::ALL.len()],
+    pub records: Vec<FrameRecord>,
+}
+
+impl Default for ReportBuilder {
+    fn default() -> Self {
+        Self {
+            frame_latency: histogram(),
+            stages: Opcode::ALL.iter().map(|_| histogram()).collect(),
+            stage_total_ns: [0; Opcode::ALL.len()],
+            records: Vec::new(),
+        }
+    }
+}
+
+/// Run-wide facts the builder cannot see.
+#[derive(Clone, Debug, Default)]
+pub struct RunMeta {
+    pub policy: String,
+    pub config: String,
+    pub devices: usize,
+    pub workers: usize,
+    pub rus: usize,
+    pub offered_fps: f64,
+    pub wall_s: f64,
+    pub pool: PoolStats,
+    pub bad_packets: u64,
+    pub rescheduled: u64,
+    pub device_removals: u64,
+    pub device_instrs: Vec<u64>,
+    pub notes: Vec<String>,
+}
+
+impl ReportBuilder {
+    /// One execution of `opcode` took `ns`.
+    pub fn stage(&mut self, opcode: Opcode, ns: Nanos) {
+        let _ = self.stages[opcode.index()].record(ns.max(1));
+        self.stage_total_ns[opcode.index()] += u128::from(ns);
+    }
+
+    pub fn frame(&mut self, r: FrameRecord) {
+        if r.fate == FrameFate::Completed {
+            let _ = self.frame_latency.record(r.latency_ns.max(1));
+        }
+        self.records.push(r);
+    }
+
+    pub fn finish(mut self, meta: RunMeta) -> RunReport {
+        self.records.sort_by_key(|r| r.frame);
+        let count = |f: FrameFate| self.records.iter().filter(|r| r.fate == f).count() as u64;
+        let completed = count(FrameFate::Completed);
+        let decoded_ok = self.records.iter().filter(|r| r.decoded_ok == Some(true)).count() as u64;
+        let decode_errors = self.records.iter().filter(|r| r.decoded_ok == Some(false)).count() as u64;
+        let good_bits: u64 = self
+            .records
+            .iter()
+            .filter(|r| r.fate == FrameFate::Completed && r.decoded_ok != Some(false))
+            .map(|r| r.uplink_bits)
+            .sum();
+        let h = &self.frame_latency;
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let empty = h.is_empty();
+        let q = |p: f64| if empty { 0.0 } else { ms(h.value_at_quantile(p)) };
+        let wall = meta.wall_s.max(1e-9);
+        let mut cdf = Vec::new();
+        if !empty {
+            for v in h.iter_quantiles(1) {
+                cdf.push((ms(v.value_iterated_to()), v.quantile_iterated_to()));
+            }
+        }
+        let stages = Opcode::ALL
+            .iter()
+            .filter(|o| !self.stages[o.index()].is_empty())
+            .map(|o| {
+                let s = &self.stages[o.index()];
+                StageStat {
+                    opcode: o.name(),
+                    count: s.len(),
+                    mean_us: s.mean() / 1e3,
+                    p99_us: s.value_at_quantile(0.99) as f64 / 1e3,
+                    per_frame_us: self.stage_total_ns[o.index()] as f64 / 1e3 / completed.max(1) as f64,
+                }
+            })
+            .collect();
+        RunReport {
+            policy: meta.policy,
+            config: meta.config,
+            devices: meta.devices,
+            workers: meta.workers,
+            rus: meta.rus,
+            frames: self.records.len() as u64,
+            completed,
+            decoded_ok,
+            decode_errors,
+            missed: count(FrameFate::Missed),
+            rejected: count(FrameFate::Rejected),
+            failed: count(FrameFate::Failed),
+            offered_fps: meta.offered_fps,
+            achieved_fps: completed as f64 / wall,
+            decoded_mbps: good_bits as f64 / wall / 1e6,
+            mean_ms: if empty { 0.0 } else { h.mean() / 1e6 },
+            p50_ms: q(0.5),
+            p99_ms: q(0.99),
+            p9999_ms: q(0.9999),
+            max_ms: if empty { 0.0 } else { ms(h.max()) },
+            wall_s: meta.wall_s,
+            stages,
+            cdf,
+            pool: meta.pool,
+            bad_packets: meta.bad_packets,
+            rescheduled: meta.rescheduled,
+            device_removals: meta.device_removals,
+            device_instrs: meta.device_instrs,
+            notes: meta.notes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(frame: u64, fate: FrameFate, ms: u64, ok: Option<bool>) -> FrameRecord {
+        FrameRecord {
+            frame,
+            ru: 0,
+            fate,
+            latency_ns: ms * 1_000_000,
+            decoded_ok: ok,
+            uplink_bits: 1000,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn counts_quantiles_and_throughput() {
+        let mut b = ReportBuilder::default();
+        for f in 0..98 {
+            b.frame(rec(f, FrameFate::Completed, 1 + f % 2, Some(true)));
+        }
+        b.frame(rec(98, FrameFate::Completed, 50, Some(false)));
+        b.frame(rec(99, FrameFate::Missed, 0, None));
+        b.stage(Opcode::Zf, 2_000);
+        b.stage(Opcode::Zf, 4_000);
+        let r = b.finish(RunMeta {
+            wall_s: 2.0,
+            ..RunMeta::default()
+        });
+        assert_eq!((r.frames, r.completed, r.missed, r.decoded_ok, r.decode_errors), (100, 99, 1, 98, 1));
+        assert!((r.p9999_ms - 50.0).abs() < 0.1, "{}", r.p9999_ms);
+        assert!(r.p99_ms <= 2.01);
+        assert!((r.achieved_fps - 49.5).abs() < 1e-9);
+        // 98 good frames x 1000 bits over 2 s.
+        assert!((r.decoded_mbps - 0.049).abs() < 1e-9);
+        assert_eq!(r.stages.len(), 1);
+        assert_eq!(r.stages[0].opcode, "zf");
+        assert!((r.stages[0].mean_us - 3.0).abs() < 0.01);
+        assert!(r.cdf.last().unwrap().1 > 0.999);
+        assert!(serde_json::to_string(&r).unwrap().contains("\"p9999_ms\""));
+    }
+}

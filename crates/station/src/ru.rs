@@ -1,0 +1,18 @@
+//! Radio-unit emulator and the fronthaul that carries its samples to the station.
+//!
+//! - [`wire`]: the fronthaul packet (a typed header — RU, frame, symbol, antenna,
+//!   sample count — and ci16 payload) with a never-panicking parser.
+//! - [`transport`]: loopback UDP or an in-process bounded ring of packet buffers.
+//! - [`emulator`]: RUs replaying generated frames (phy's `Generator`) at the frame
+//!   rate, one packet per antenna and received symbol, paced symbol by symbol.
+//! - [`ingest`]: the station's receiving side: reassembles symbols into leased frame
+//!   buffers and reports frame arrivals and `input_ready` to the driver.
+
+pub mod emulator;
+pub mod ingest;
+pub mod transport;
+pub mod wire;
+
+pub use emulator::{FrameBank, RuConfig};
+pub use transport::TransportKind;
+pub use wire::{FronthaulHeader, WireError};

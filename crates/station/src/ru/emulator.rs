@@ -1,0 +1,113 @@
+//! Radio units replaying generated frames at the frame rate.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use radiohost_iq::Ci16;
+use radiohost_phy::generator::{GeneratedFrame, Generator};
+use radiohost_phy::{FrameConfig, PhyError};
+
+use super::transport::PacketTx;
+use super::wire::{encode, FronthaulHeader, HEADER_LEN};
+use crate::kernels::KernelContext;
+use crate::runtime::{now_ns, Truth};
+
+/// Frames generated once and replayed: generating a massive-MIMO frame costs more
+/// than a frame period on this machine, so RUs cycle through a bank.
+pub struct FrameBank {
+    pub frames: Vec<Arc<GeneratedFrame>>,
+}
+
+impl FrameBank {
+    /// Generate frames `0..n` of `cfg` (at least one).
+    ///
+    /// # Errors
+    /// Generator errors.
+    pub fn generate(cfg: &FrameConfig, n: usize) -> Result<Self, PhyError> {
+        let mut g = Generator::new(cfg);
+        let frames = (0..n.max(1) as u64).map(|f| g.frame(f).map(Arc::new)).collect::<Result<_, _>>()?;
+        Ok(Self { frames })
+    }
+
+    /// The bank entry RU `ru` sends as its frame `ru_frame`, with its truth.
+    pub fn truth(&self, ru: u16, ru_frame: u64) -> Truth {
+        let index = (ru_frame + u64::from(ru)) % self.frames.len() as u64;
+        Truth {
+            frame: self.frames[index as usize].clone(),
+            index,
+        }
+    }
+}
+
+/// How a radio unit sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RuConfig {
+    pub frames: u64,
+    pub frame_period_ns: u64,
+    /// When (on [`now_ns`]) frame 0 starts.
+    pub start_ns: u64,
+}
+
+/// What a radio unit did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuStats {
+    pub packets: u64,
+    pub dropped: u64,
+    /// Symbols sent after their slot had passed (the sender fell behind).
+    pub late_symbols: u64,
+}
+
+/// Start radio unit `ru`: for each frame, each received (pilot and uplink) symbol at
+/// its time in the frame, one packet per antenna. Sets `finished` when done.
+pub fn spawn_ru(
+    ru: u16,
+    ctx: Arc<KernelContext>,
+    bank: Arc<FrameBank>,
+    cfg: RuConfig,
+    mut tx: Box<dyn PacketTx>,
+    finished: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<std::io::Result<RuStats>> {
+    std::thread::spawn(move || {
+        let c = &ctx.cfg;
+        let (fl, sl, nsym) = (c.frame_len(), c.symbol_len(), c.schedule.len() as u64);
+        let symbols = ctx.shape.received_symbols();
+        let mut pkt = vec![0u8; HEADER_LEN + sl * 4];
+        let mut stats = RuStats::default();
+        let result = (|| {
+            for f in 0..cfg.frames {
+                let frame = bank.truth(ru, f).frame;
+                let t_frame = cfg.start_ns + f * cfg.frame_period_ns;
+                for &s in &symbols {
+                    // A symbol is on the air until its end; send it then.
+                    let due = t_frame + (s as u64 + 1) * cfg.frame_period_ns / nsym;
+                    let now = now_ns();
+                    if due > now {
+                        std::thread::sleep(Duration::from_nanos(due - now));
+                    } else if now - due > cfg.frame_period_ns / nsym {
+                        stats.late_symbols += 1;
+                    }
+                    for m in 0..c.antennas {
+                        let samples: &[Ci16] = &frame.samples[m * fl + s * sl..][..sl];
+                        let h = FronthaulHeader {
+                            ru,
+                            frame: f,
+                            symbol: s as u16,
+                            antenna: m as u16,
+                            samples: sl as u16,
+                        };
+                        let n = encode(&h, samples, &mut pkt).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+                        if tx.send(&pkt[..n])? {
+                            stats.packets += 1;
+                        } else {
+                            stats.dropped += 1;
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })();
+        finished.store(true, Ordering::Release);
+        result.map(|()| stats)
+    })
+}

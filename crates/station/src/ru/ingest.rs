@@ -1,0 +1,199 @@
+//! The station's fronthaul receiver: reassembles each frame's received symbols into
+//! a leased frame slot and tells the driver about arrivals and ready symbols.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::emulator::FrameBank;
+use super::transport::{PacketRx, Recv};
+use super::wire::{self, HEADER_LEN};
+use crate::kernels::slot::write;
+use crate::kernels::{FrameSlot, KernelContext, SymbolRole};
+use crate::pool::{BufferPool, Lease};
+use crate::runtime::{now_ns, DriverMsg};
+
+/// Counters of one ingest.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IngestStats {
+    pub packets: u64,
+    /// Packets that did not parse, named another RU, a symbol the station does not
+    /// receive, an antenna out of range or a wrong sample count, or came for a frame
+    /// already closed or evicted.
+    pub bad: u64,
+    pub duplicates: u64,
+    pub frames: u64,
+    pub refused: u64,
+    /// Frames evicted from the reassembly window before all symbols arrived.
+    pub evicted: u64,
+}
+
+/// Frames reassembled at once; an older incomplete frame is evicted (its missing
+/// symbols never become ready and the policy's deadline discards it).
+const WINDOW: usize = 8;
+/// Closed frames remembered to recognise late packets.
+const CLOSED_MEMORY: usize = 64;
+
+struct Assembly {
+    ru_frame: u64,
+    slot: Option<Lease<FrameSlot>>,
+    seen: Vec<bool>,
+    per_symbol: Vec<u16>,
+    complete: usize,
+}
+
+/// Global frame id of RU `ru`'s frame `ru_frame` among `rus` RUs.
+pub fn frame_id(ru: u16, ru_frame: u64, rus: u16) -> u64 {
+    ru_frame * u64::from(rus.max(1)) + u64::from(ru)
+}
+
+/// Start the receiver of radio unit `ru` (of `rus`); it ends when the transport
+/// closes, or `finished` is set and no packet came for 50 ms.
+#[allow(clippy::too_many_arguments)]
+pub fn spawn_ingest(
+    ru: u16,
+    rus: u16,
+    ctx: Arc<KernelContext>,
+    bank: Arc<FrameBank>,
+    pool: BufferPool<FrameSlot>,
+    mut rx: Box<dyn PacketRx>,
+    finished: Arc<AtomicBool>,
+    events: Sender<DriverMsg>,
+) -> std::thread::JoinHandle<IngestStats> {
+    std::thread::spawn(move || {
+        let c = &ctx.cfg;
+        let (m_n, sl) = (c.antennas, c.symbol_len());
+        let n_rx = ctx.shape.pilot_symbols.len() + ctx.shape.uplink_symbols.len();
+        let mut buf = vec![0u8; HEADER_LEN + sl * 4 + 64];
+        let mut window: VecDeque<Assembly> = VecDeque::with_capacity(WINDOW);
+        let mut spare: Vec<Assembly> = Vec::new();
+        let mut closed: VecDeque<u64> = VecDeque::with_capacity(CLOSED_MEMORY);
+        let mut st = IngestStats::default();
+        let mut idle_since = None;
+        loop {
+            let n = match rx.recv(&mut buf, Duration::from_millis(10)) {
+                Ok(Recv::Packet(n)) => n,
+                Ok(Recv::Closed) | Err(_) => break,
+                Ok(Recv::Timeout) => {
+                    if finished.load(Ordering::Acquire) {
+                        let since = *idle_since.get_or_insert_with(now_ns);
+                        if now_ns() - since > 50_000_000 {
+                            break;
+                        }
+                    }
+                    continue;
+                }
+            };
+            idle_since = None;
+            st.packets += 1;
+            let Ok((h, payload)) = wire::parse(&buf[..n]) else {
+                st.bad += 1;
+                continue;
+            };
+            let rx_pos = match ctx.role(h.symbol as usize) {
+                Some(SymbolRole::Pilot { rx, .. } | SymbolRole::Uplink { rx, .. }) => rx,
+                _ => {
+                    st.bad += 1;
+                    continue;
+                }
+            };
+            if h.ru != ru || h.antenna as usize >= m_n || h.samples as usize != sl || closed.contains(&h.frame) {
+                st.bad += 1;
+                continue;
+            }
+            let id = frame_id(ru, h.frame, rus);
+            let pos = match window.iter().position(|a| a.ru_frame == h.frame) {
+                Some(p) => p,
+                None => {
+                    if window.len() == WINDOW {
+                        if let Some(old) = window.pop_front() {
+                            st.evicted += 1;
+                            remember(&mut closed, old.ru_frame);
+                            spare.push(old);
+                        }
+                    }
+                    let mut a = spare.pop().unwrap_or_else(|| Assembly {
+                        ru_frame: 0,
+                        slot: None,
+                        seen: vec![false; n_rx * m_n],
+                        per_symbol: vec![0; n_rx],
+                        complete: 0,
+                    });
+                    a.ru_frame = h.frame;
+                    a.seen.fill(false);
+                    a.per_symbol.fill(0);
+                    a.complete = 0;
+                    a.slot = None;
+                    st.frames += 1;
+                    let truth = bank.truth(ru, h.frame);
+                    match pool.acquire() {
+                        Ok(slot) => {
+                            write(&slot.downlink_payload).clone_from_slice(&truth.frame.downlink_payload);
+                            a.slot = Some(slot.clone());
+                            let msg = DriverMsg::FrameArrived {
+                                frame: id,
+                                ru,
+                                at: now_ns(),
+                                slot,
+                                truth: Some(truth),
+                            };
+                            if events.send(msg).is_err() {
+                                break;
+                            }
+                        }
+                        Err(e) => {
+                            st.refused += 1;
+                            let _ = events.send(DriverMsg::FrameRefused {
+                                frame: id,
+                                ru,
+                                reason: e.to_string(),
+                            });
+                        }
+                    }
+                    window.push_back(a);
+                    window.len() - 1
+                }
+            };
+            let a = &mut window[pos];
+            let Some(slot) = a.slot.as_ref() else {
+                continue; // refused frame: its packets are dropped
+            };
+            let mark = rx_pos * m_n + h.antenna as usize;
+            if a.seen[mark] {
+                st.duplicates += 1;
+                continue;
+            }
+            a.seen[mark] = true;
+            {
+                let mut staging = write(&slot.staging[rx_pos]);
+                let m = h.antenna as usize;
+                wire::read_samples(payload, &mut staging[m * sl..(m + 1) * sl]);
+            }
+            a.per_symbol[rx_pos] += 1;
+            if a.per_symbol[rx_pos] as usize == m_n {
+                a.complete += 1;
+                let _ = events.send(DriverMsg::InputReady {
+                    frame: id,
+                    symbol: h.symbol as usize,
+                });
+                if a.complete == n_rx {
+                    if let Some(done) = window.remove(pos) {
+                        remember(&mut closed, done.ru_frame);
+                        spare.push(Assembly { slot: None, ..done });
+                    }
+                }
+            }
+        }
+        let _ = events.send(DriverMsg::IngestDone { ru, bad_packets: st.bad });
+        st
+    })
+}
+
+fn remember(closed: &mut VecDeque<u64>, f: u64) {
+    if closed.len() == CLOSED_MEMORY {
+        closed.pop_front();
+    }
+    closed.push_back(f);
+}

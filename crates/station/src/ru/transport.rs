@@ -1,0 +1,190 @@
+//! Fronthaul transports: loopback UDP, or an in-process bounded ring of packet
+//! buffers (allocated once; a full ring drops the packet and counts it, as a NIC
+//! would, rather than stalling the radio).
+
+use std::io;
+use std::net::UdpSocket;
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::time::Duration;
+
+/// Which transport carries fronthaul packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum TransportKind {
+    Udp,
+    Ring,
+}
+
+impl std::str::FromStr for TransportKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "udp" => Ok(TransportKind::Udp),
+            "ring" => Ok(TransportKind::Ring),
+            o => Err(format!("unknown transport `{o}`: use udp or ring")),
+        }
+    }
+}
+
+/// What one receive attempt got.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Recv {
+    Packet(usize),
+    Timeout,
+    /// The sending side is gone (ring only; UDP cannot tell).
+    Closed,
+}
+
+/// Sending half (the radio unit's side).
+pub trait PacketTx: Send {
+    /// Send one packet; `false` if it was dropped (ring full).
+    ///
+    /// # Errors
+    /// A socket error.
+    fn send(&mut self, pkt: &[u8]) -> io::Result<bool>;
+}
+
+/// Receiving half (the station's side).
+pub trait PacketRx: Send {
+    /// Receive one packet into `buf`, waiting at most `timeout`.
+    ///
+    /// # Errors
+    /// A socket error.
+    fn recv(&mut self, buf: &mut [u8], timeout: Duration) -> io::Result<Recv>;
+}
+
+struct RingTx {
+    free: Receiver<Vec<u8>>,
+    full: SyncSender<(Vec<u8>, usize)>,
+}
+
+struct RingRx {
+    full: Receiver<(Vec<u8>, usize)>,
+    free: SyncSender<Vec<u8>>,
+}
+
+impl PacketTx for RingTx {
+    fn send(&mut self, pkt: &[u8]) -> io::Result<bool> {
+        let mut buf = match self.free.try_recv() {
+            Ok(b) => b,
+            Err(TryRecvError::Empty) => return Ok(false),
+            Err(TryRecvError::Disconnected) => return Err(io::Error::new(io::ErrorKind::BrokenPipe, "fronthaul ring receiver is gone")),
+        };
+        if buf.len() < pkt.len() {
+            buf.resize(pkt.len(), 0);
+        }
+        buf[..pkt.len()].copy_from_slice(pkt);
+        // Never blocks: the ring holds as many slots as there are buffers.
+        self.full
+            .send((buf, pkt.len()))
+            .map(|()| true)
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "fronthaul ring receiver is gone"))
+    }
+}
+
+impl PacketRx for RingRx {
+    fn recv(&mut self, buf: &mut [u8], timeout: Duration) -> io::Result<Recv> {
+        match self.full.recv_timeout(timeout) {
+            Ok((pkt, n)) => {
+                let n = n.min(buf.len());
+                buf[..n].copy_from_slice(&pkt[..n]);
+                // The sender may be gone; then the buffer is simply freed.
+                let _ = self.free.try_send(pkt);
+                Ok(Recv::Packet(n))
+            }
+            Err(RecvTimeoutError::Timeout) => Ok(Recv::Timeout),
+            Err(RecvTimeoutError::Disconnected) => Ok(Recv::Closed),
+        }
+    }
+}
+
+/// A bounded ring of `packets` buffers of `max_packet` bytes.
+pub fn ring(packets: usize, max_packet: usize) -> (Box<dyn PacketTx>, Box<dyn PacketRx>) {
+    let packets = packets.max(1);
+    let (free_tx, free_rx) = sync_channel(packets);
+    let (full_tx, full_rx) = sync_channel(packets);
+    for _ in 0..packets {
+        let _ = free_tx.try_send(vec![0u8; max_packet]);
+    }
+    (
+        Box::new(RingTx { free: free_rx, full: full_tx }),
+        Box::new(RingRx { full: full_rx, free: free_tx }),
+    )
+}
+
+struct UdpTx(UdpSocket);
+struct UdpRx(UdpSocket);
+
+impl PacketTx for UdpTx {
+    fn send(&mut self, pkt: &[u8]) -> io::Result<bool> {
+        match self.0.send(pkt) {
+            Ok(_) => Ok(true),
+            // Loopback with a full receive buffer: the packet is lost, count it.
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::ConnectionRefused) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl PacketRx for UdpRx {
+    fn recv(&mut self, buf: &mut [u8], timeout: Duration) -> io::Result<Recv> {
+        self.0.set_read_timeout(Some(timeout.max(Duration::from_micros(1))))?;
+        match self.0.recv(buf) {
+            Ok(n) => Ok(Recv::Packet(n)),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => Ok(Recv::Timeout),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A loopback UDP pair: the receiver binds an ephemeral port on 127.0.0.1.
+///
+/// # Errors
+/// If the sockets cannot be bound or connected.
+pub fn udp() -> io::Result<(Box<dyn PacketTx>, Box<dyn PacketRx>)> {
+    let rx = UdpSocket::bind("127.0.0.1:0")?;
+    let tx = UdpSocket::bind("127.0.0.1:0")?;
+    tx.connect(rx.local_addr()?)?;
+    Ok((Box::new(UdpTx(tx)), Box::new(UdpRx(rx))))
+}
+
+/// A transport pair of `kind` (`ring_packets` only matters for the ring).
+///
+/// # Errors
+/// UDP socket errors.
+pub fn link(kind: TransportKind, ring_packets: usize, max_packet: usize) -> io::Result<(Box<dyn PacketTx>, Box<dyn PacketRx>)> {
+    match kind {
+        TransportKind::Udp => udp(),
+        TransportKind::Ring => Ok(ring(ring_packets, max_packet)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_is_bounded_and_recycles_buffers() {
+        let (mut tx, mut rx) = ring(2, 8);
+        assert!(tx.send(b"one").unwrap());
+        assert!(tx.send(b"two").unwrap());
+        assert!(!tx.send(b"three").unwrap(), "a full ring drops");
+        let mut buf = [0u8; 16];
+        assert_eq!(rx.recv(&mut buf, Duration::from_millis(10)).unwrap(), Recv::Packet(3));
+        assert_eq!(&buf[..3], b"one");
+        assert!(tx.send(b"four").unwrap());
+        assert_eq!(rx.recv(&mut buf, Duration::from_millis(10)).unwrap(), Recv::Packet(3));
+        assert_eq!(rx.recv(&mut buf, Duration::from_millis(10)).unwrap(), Recv::Packet(4));
+        assert_eq!(rx.recv(&mut buf, Duration::from_millis(1)).unwrap(), Recv::Timeout);
+        drop(tx);
+        assert_eq!(rx.recv(&mut buf, Duration::from_millis(1)).unwrap(), Recv::Closed);
+    }
+
+    #[test]
+    fn udp_loopback_carries_packets() {
+        let (mut tx, mut rx) = udp().unwrap();
+        assert!(tx.send(b"hello").unwrap());
+        let mut buf = [0u8; 16];
+        assert_eq!(rx.recv(&mut buf, Duration::from_secs(2)).unwrap(), Recv::Packet(5));
+        assert_eq!(&buf[..5], b"hello");
+    }
+}

@@ -1,0 +1,170 @@
+//! Fronthaul packet: 20-byte header + `samples` ci16 (little-endian I then Q).
+//!
+//! ```text
+//! 0      2       3        4     6        14      16       18       20
+//! | magic | version | flags | ru | frame | symbol | antenna | samples | payload ...
+//! ```
+//! The parser checks magic, version, and that the payload is exactly `samples * 4`
+//! bytes: it never trusts the length field beyond comparing it, never allocates, and
+//! never panics.
+
+use radiohost_iq::Ci16;
+
+/// "RH" in ASCII.
+pub const MAGIC: u16 = 0x5248;
+pub const VERSION: u8 = 1;
+pub const HEADER_LEN: usize = 20;
+/// Largest payload a loopback UDP datagram carries (65507 bytes).
+pub const MAX_SAMPLES: usize = (65_507 - HEADER_LEN) / 4;
+
+/// Typed header of one fronthaul packet: one symbol of one antenna.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FronthaulHeader {
+    pub ru: u16,
+    pub frame: u64,
+    pub symbol: u16,
+    pub antenna: u16,
+    pub samples: u16,
+}
+
+/// Why bytes are not a fronthaul packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WireError {
+    #[error("fronthaul packet of {len} bytes is shorter than the {HEADER_LEN}-byte header")]
+    Truncated { len: usize },
+    #[error("not a fronthaul packet (magic {found:#06x}, expected {MAGIC:#06x})")]
+    Magic { found: u16 },
+    #[error("fronthaul version {found} is not supported (this build speaks {VERSION})")]
+    Version { found: u8 },
+    #[error("fronthaul header declares {declared} samples ({} bytes) but {actual} payload bytes follow", *declared as usize * 4)]
+    Length { declared: u16, actual: usize },
+    #[error("packet buffer of {have} bytes cannot hold {need}")]
+    BufferTooSmall { need: usize, have: usize },
+    #[error("{samples} samples do not fit one packet (at most {MAX_SAMPLES})")]
+    TooManySamples { samples: usize },
+}
+
+impl FronthaulHeader {
+    /// Bytes of a packet with this header.
+    pub fn packet_len(&self) -> usize {
+        HEADER_LEN + self.samples as usize * 4
+    }
+}
+
+/// Write a packet of `samples` with header `h` (its `samples` field is set from the
+/// slice) into `out`; returns the packet length.
+///
+/// # Errors
+/// Too many samples, or `out` too small.
+pub fn encode(h: &FronthaulHeader, samples: &[Ci16], out: &mut [u8]) -> Result<usize, WireError> {
+    if samples.len() > MAX_SAMPLES {
+        return Err(WireError::TooManySamples { samples: samples.len() });
+    }
+    let need = HEADER_LEN + samples.len() * 4;
+    if out.len() < need {
+        return Err(WireError::BufferTooSmall { need, have: out.len() });
+    }
+    out[0..2].copy_from_slice(&MAGIC.to_be_bytes());
+    out[2] = VERSION;
+    out[3] = 0;
+    out[4..6].copy_from_slice(&h.ru.to_le_bytes());
+    out[6..14].copy_from_slice(&h.frame.to_le_bytes());
+    out[14..16].copy_from_slice(&h.symbol.to_le_bytes());
+    out[16..18].copy_from_slice(&h.antenna.to_le_bytes());
+    out[18..20].copy_from_slice(&(samples.len() as u16).to_le_bytes());
+    for (c, s) in out[HEADER_LEN..need].chunks_exact_mut(4).zip(samples) {
+        c[0..2].copy_from_slice(&s.re.to_le_bytes());
+        c[2..4].copy_from_slice(&s.im.to_le_bytes());
+    }
+    Ok(need)
+}
+
+/// Parse a packet into its header and payload bytes (`samples * 4` of them).
+///
+/// # Errors
+/// See [`WireError`].
+pub fn parse(buf: &[u8]) -> Result<(FronthaulHeader, &[u8]), WireError> {
+    let Some((head, payload)) = buf.split_first_chunk::<HEADER_LEN>() else {
+        return Err(WireError::Truncated { len: buf.len() });
+    };
+    let u16_at = |i: usize| u16::from_le_bytes([head[i], head[i + 1]]);
+    let magic = u16::from_be_bytes([head[0], head[1]]);
+    if magic != MAGIC {
+        return Err(WireError::Magic { found: magic });
+    }
+    if head[2] != VERSION {
+        return Err(WireError::Version { found: head[2] });
+    }
+    let mut frame = [0u8; 8];
+    frame.copy_from_slice(&head[6..14]);
+    let h = FronthaulHeader {
+        ru: u16_at(4),
+        frame: u64::from_le_bytes(frame),
+        symbol: u16_at(14),
+        antenna: u16_at(16),
+        samples: u16_at(18),
+    };
+    if payload.len() != h.samples as usize * 4 {
+        return Err(WireError::Length {
+            declared: h.samples,
+            actual: payload.len(),
+        });
+    }
+    Ok((h, payload))
+}
+
+/// Decode a parsed payload into `out` (as many samples as both hold).
+pub fn read_samples(payload: &[u8], out: &mut [Ci16]) -> usize {
+    let mut n = 0;
+    for (c, o) in payload.chunks_exact(4).zip(out.iter_mut()) {
+        *o = Ci16::new(i16::from_le_bytes([c[0], c[1]]), i16::from_le_bytes([c[2], c[3]]));
+        n += 1;
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn encode_then_parse_is_identity(
+            ru in any::<u16>(), frame in any::<u64>(), symbol in any::<u16>(), antenna in any::<u16>(),
+            samples in proptest::collection::vec((any::<i16>(), any::<i16>()), 0..300),
+        ) {
+            let s: Vec<Ci16> = samples.iter().map(|&(a, b)| Ci16::new(a, b)).collect();
+            let h = FronthaulHeader { ru, frame, symbol, antenna, samples: s.len() as u16 };
+            let mut buf = vec![0u8; h.packet_len()];
+            let n = encode(&h, &s, &mut buf).unwrap();
+            prop_assert_eq!(n, buf.len());
+            let (back, payload) = parse(&buf).unwrap();
+            prop_assert_eq!(back, h);
+            let mut out = vec![Ci16::default(); s.len()];
+            prop_assert_eq!(read_samples(payload, &mut out), s.len());
+            prop_assert_eq!(out, s);
+        }
+
+        #[test]
+        fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = parse(&bytes);
+        }
+    }
+
+    #[test]
+    fn malformed_packets_are_typed_errors() {
+        let h = FronthaulHeader { ru: 1, frame: 2, symbol: 3, antenna: 4, samples: 2 };
+        let mut buf = vec![0u8; h.packet_len()];
+        encode(&h, &[Ci16::new(1, 2), Ci16::new(3, 4)], &mut buf).unwrap();
+        assert_eq!(parse(&buf[..10]), Err(WireError::Truncated { len: 10 }));
+        assert_eq!(parse(&buf[..buf.len() - 1]).unwrap_err(), WireError::Length { declared: 2, actual: 7 });
+        let mut bad = buf.clone();
+        bad[0] = 0;
+        assert!(matches!(parse(&bad), Err(WireError::Magic { .. })));
+        let mut bad = buf.clone();
+        bad[2] = 9;
+        assert_eq!(parse(&bad).unwrap_err(), WireError::Version { found: 9 });
+        assert!(matches!(encode(&h, &[Ci16::default(); 2], &mut [0u8; 10]), Err(WireError::BufferTooSmall { .. })));
+    }
+}

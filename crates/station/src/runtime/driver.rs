@@ -1,0 +1,368 @@
+//! The scheduler thread: feeds the policy, dispatches to devices, accounts frames.
+
+use std::collections::HashMap;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::time::Duration;
+
+use radiohost_iq::Ci16;
+use radiohost_phy::downlink::{DownlinkInfo, DownlinkUserOutput, UserEmulator};
+use radiohost_phy::generator::frame_rng;
+
+use super::device::{CpuDevice, DeviceSpec, Job, SubmitError};
+use super::{now_ns, DeviceAction, DeviceChange, DriverMsg, Truth};
+use crate::engine::{EngineEvent, FrameOutcome, Policy};
+use crate::isa::{DeviceId, DeviceKind, FrameId, Nanos};
+use crate::kernels::slot::read;
+use crate::kernels::{FrameSlot, KernelContext};
+use crate::pool::Lease;
+use crate::report::{FrameFate, FrameRecord, ReportBuilder};
+
+/// How the driver runs.
+#[derive(Clone, Debug)]
+pub struct DriverConfig {
+    pub devices: Vec<DeviceSpec>,
+    /// Jobs queued per device at most (normal + low priority).
+    pub queue_capacity: usize,
+    /// Frame deadline after its arrival.
+    pub deadline_ns: Nanos,
+    pub changes: Vec<DeviceChange>,
+    /// Radio units whose `IngestDone` ends the input.
+    pub rus: usize,
+    /// After the input ends, frames still open this long are failed.
+    pub drain_timeout_ns: Nanos,
+    /// Verify each completed frame's downlink with emulated users (costly).
+    pub verify_downlink: bool,
+}
+
+/// What the driver hands back.
+pub struct DriverOutput {
+    pub report: ReportBuilder,
+    pub bad_packets: u64,
+    pub rescheduled: u64,
+    pub device_removals: u64,
+    pub ignored_completions: u64,
+    pub device_instrs: Vec<u64>,
+    pub notes: Vec<String>,
+    pub first_arrival: Option<Nanos>,
+    pub last_decision: Nanos,
+}
+
+struct Live {
+    ru: u16,
+    arrival: Nanos,
+    slot: Lease<FrameSlot>,
+    truth: Option<Truth>,
+}
+
+struct CheckJob {
+    record: FrameRecord,
+    slot: Lease<FrameSlot>,
+    truth: Truth,
+}
+
+/// Compare a completed frame with its truth (uplink bits and CRCs; downlink through
+/// the emulated users when asked) off the scheduler thread.
+fn spawn_checker(ctx: Arc<KernelContext>, verify_downlink: bool) -> (Sender<CheckJob>, std::thread::JoinHandle<Vec<FrameRecord>>) {
+    let (tx, rx) = mpsc::channel::<CheckJob>();
+    let h = std::thread::spawn(move || {
+        let cfg = &ctx.cfg;
+        let mut ues = if verify_downlink && ctx.shape.has_downlink() {
+            UserEmulator::new(cfg).ok()
+        } else {
+            None
+        };
+        let mut dl_out = DownlinkUserOutput::for_config(cfg);
+        let mut tx_frame = vec![Ci16::default(); cfg.antennas * cfg.frame_len()];
+        let mut done = Vec::new();
+        for mut job in rx {
+            let up_ok = {
+                let payload = read(&job.slot.uplink_payload);
+                let blocks = read(&job.slot.uplink_blocks);
+                *payload == job.truth.frame.uplink_payload && blocks.iter().flatten().all(|b| b.crc_ok)
+            };
+            let dl_ok = match ues.as_mut() {
+                Some(ues) => {
+                    job.slot.assemble_downlink(&ctx, &mut tx_frame);
+                    let info = DownlinkInfo {
+                        tx_gain: ctx.tx_gain,
+                        beta: 1.0,
+                    };
+                    let mut rng = frame_rng(cfg.seed, job.truth.index, 1);
+                    ues.receive(&tx_frame, &info, &job.truth.frame.channel, &mut rng, &mut dl_out)
+                        .is_ok()
+                        && dl_out.payload == job.truth.frame.downlink_payload
+                        && dl_out.blocks.iter().flatten().all(|b| b.crc_ok)
+                }
+                None => true,
+            };
+            job.record.decoded_ok = Some(up_ok && dl_ok);
+            if !(up_ok && dl_ok) {
+                job.record.reason = Some(format!("decoded bits differ from the truth (uplink ok: {up_ok}, downlink ok: {dl_ok})"));
+            }
+            done.push(job.record);
+        }
+        done
+    });
+    (tx, h)
+}
+
+/// Run the scheduler loop until every radio unit's input has ended and every frame
+/// is accounted for.
+///
+/// # Errors
+/// A device that could not start.
+pub fn run_driver(
+    mut policy: Box<dyn Policy>,
+    ctx: Arc<KernelContext>,
+    cfg: DriverConfig,
+    rx: Receiver<DriverMsg>,
+    tx: Sender<DriverMsg>,
+) -> Result<DriverOutput, String> {
+    let mut d = Driver {
+        devices: Vec::new(),
+        frames: HashMap::new(),
+        report: ReportBuilder::default(),
+        uplink_bits: (ctx.cfg.uplink_blocks() * ctx.cfg.block_payload_bits() * ctx.cfg.users) as u64,
+        out: DriverOutput {
+            report: ReportBuilder::default(),
+            bad_packets: 0,
+            rescheduled: 0,
+            device_removals: 0,
+            ignored_completions: 0,
+            device_instrs: Vec::new(),
+            notes: Vec::new(),
+            first_arrival: None,
+            last_decision: 0,
+        },
+        checker: None,
+        ctx: ctx.clone(),
+        tx: tx.clone(),
+        queue_capacity: cfg.queue_capacity,
+    };
+    let (check_tx, checker) = spawn_checker(ctx.clone(), cfg.verify_downlink);
+    d.checker = Some(check_tx);
+    for spec in &cfg.devices {
+        d.add_device(&mut *policy, spec)?;
+    }
+    let mut changes = cfg.changes.clone();
+    changes.sort_by_key(|c| c.at_frame);
+    let mut ingest_done = 0usize;
+    let mut drain_since: Option<Nanos> = None;
+    loop {
+        let now = now_ns();
+        let wait = policy
+            .next_timeout()
+            .map_or(20_000_000, |t| t.saturating_sub(now))
+            .min(20_000_000);
+        let first = match rx.recv_timeout(Duration::from_nanos(wait)) {
+            Ok(m) => Some(m),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        let mut next = first;
+        // Batch: take everything already queued before asking the policy.
+        while let Some(msg) = next {
+            let now = now_ns();
+            match msg {
+                DriverMsg::FrameArrived { frame, ru, at, slot, truth } => {
+                    d.out.first_arrival.get_or_insert(at);
+                    while changes.first().is_some_and(|c| c.at_frame <= frame) {
+                        let c = changes.remove(0);
+                        d.change(&mut *policy, now, &c.action)?;
+                    }
+                    d.frames.insert(frame, Live { ru, arrival: at, slot, truth });
+                    policy.frame_arrived(now, frame, at + cfg.deadline_ns);
+                }
+                DriverMsg::FrameRefused { frame, ru, reason } => d.record(FrameRecord {
+                    frame,
+                    ru,
+                    fate: FrameFate::Rejected,
+                    latency_ns: 0,
+                    decoded_ok: None,
+                    uplink_bits: 0,
+                    reason: Some(reason),
+                }),
+                DriverMsg::InputReady { frame, symbol } => {
+                    if d.frames.contains_key(&frame) {
+                        policy.input_ready(now, frame, symbol);
+                    }
+                }
+                DriverMsg::Completed { device, instr, started, finished, result } => {
+                    let live = d.devices.get(device as usize).is_some_and(Option::is_some);
+                    if live {
+                        d.out.device_instrs[device as usize] += 1;
+                        d.report.stage(instr.opcode, finished.saturating_sub(started));
+                        policy.completed(now, instr, device, started, result);
+                    } else {
+                        d.out.ignored_completions += 1;
+                    }
+                }
+                DriverMsg::IngestDone { bad_packets, .. } => {
+                    ingest_done += 1;
+                    d.out.bad_packets += bad_packets;
+                }
+                DriverMsg::AddDevice(spec) => d.add_device(&mut *policy, &spec)?,
+                DriverMsg::RemoveDevice(id) => d.change(&mut *policy, now, &DeviceAction::Remove(id))?,
+            }
+            next = rx.try_recv().ok();
+        }
+        d.pump(&mut *policy);
+        if ingest_done >= cfg.rus {
+            let now = now_ns();
+            let since = *drain_since.get_or_insert(now);
+            if d.frames.is_empty() {
+                break;
+            }
+            if now.saturating_sub(since) > cfg.drain_timeout_ns {
+                let open: Vec<FrameId> = d.frames.keys().copied().collect();
+                d.out
+                    .notes
+                    .push(format!("{} frames still open {} ms after the input ended: failed", open.len(), cfg.drain_timeout_ns / 1_000_000));
+                for f in open {
+                    d.finish(f, FrameFate::Failed, now, Some("unfinished when the run ended".into()));
+                }
+                break;
+            }
+        }
+    }
+    d.checker = None;
+    for dev in d.devices.drain(..).flatten() {
+        dev.shutdown();
+    }
+    let checked = checker.join().map_err(|_| "the truth checker panicked".to_string())?;
+    for r in checked {
+        d.report.frame(r);
+    }
+    let mut out = d.out;
+    out.report = d.report;
+    Ok(out)
+}
+
+struct Driver {
+    devices: Vec<Option<CpuDevice>>,
+    frames: HashMap<FrameId, Live>,
+    report: ReportBuilder,
+    uplink_bits: u64,
+    out: DriverOutput,
+    checker: Option<Sender<CheckJob>>,
+    ctx: Arc<KernelContext>,
+    tx: Sender<DriverMsg>,
+    queue_capacity: usize,
+}
+
+impl Driver {
+    fn add_device(&mut self, policy: &mut dyn Policy, spec: &DeviceSpec) -> Result<(), String> {
+        let id = self.devices.len() as DeviceId;
+        let dev = CpuDevice::start(id, spec, self.queue_capacity, self.ctx.clone(), self.tx.clone())?;
+        self.out.notes.extend(dev.pin_problems.iter().take(1).cloned());
+        policy.add_device(now_ns(), id, DeviceKind::Cpu, dev.workers() as u32);
+        self.devices.push(Some(dev));
+        self.out.device_instrs.push(0);
+        Ok(())
+    }
+
+    fn change(&mut self, policy: &mut dyn Policy, now: Nanos, action: &DeviceAction) -> Result<(), String> {
+        match action {
+            DeviceAction::Add(spec) => self.add_device(policy, spec),
+            DeviceAction::Remove(id) => {
+                match self.devices.get_mut(*id as usize).and_then(Option::take) {
+                    Some(dev) => {
+                        let dropped = dev.remove();
+                        self.out.device_removals += 1;
+                        self.out.notes.push(format!("device {id} removed ({dropped} queued instructions dropped for rescheduling)"));
+                        policy.remove_device(now, *id);
+                        // Its workers finish their current instruction and exit; the
+                        // join happens off this thread so scheduling goes on.
+                        std::thread::spawn(move || dev.shutdown());
+                    }
+                    None => self.out.notes.push(format!("remove device {id}: no such device (ignored)")),
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Ask the policy for dispatches and events until it has none.
+    fn pump(&mut self, policy: &mut dyn Policy) {
+        loop {
+            let mut progressed = false;
+            while let Some(disp) = policy.poll_dispatch(now_ns()) {
+                progressed = true;
+                let Some(live) = self.frames.get(&disp.instr.frame) else {
+                    policy.completed(now_ns(), disp.instr, disp.device, now_ns(), Err("frame no longer live".into()));
+                    continue;
+                };
+                let job = Job {
+                    instr: disp.instr,
+                    slot: live.slot.clone(),
+                };
+                let err = match self.devices.get(disp.device as usize).and_then(Option::as_ref) {
+                    Some(dev) => match dev.submit(job, disp.low_priority, disp.after) {
+                        Ok(()) => None,
+                        Err((SubmitError::Full, _)) => Some(format!("device {} work queue full ({} jobs)", disp.device, self.queue_capacity)),
+                        Err((SubmitError::Removed, _)) => Some(format!("device {} was removed", disp.device)),
+                    },
+                    None => Some(format!("device {} does not exist", disp.device)),
+                };
+                if let Some(e) = err {
+                    let now = now_ns();
+                    policy.completed(now, disp.instr, disp.device, now, Err(e));
+                }
+            }
+            while let Some(ev) = policy.poll_event() {
+                progressed = true;
+                match ev {
+                    EngineEvent::FrameDone { frame, outcome, .. } => {
+                        let (fate, reason) = match outcome {
+                            FrameOutcome::Completed => (FrameFate::Completed, None),
+                            FrameOutcome::DeadlineMissed => (FrameFate::Missed, Some("deadline missed (NACK)".to_string())),
+                            FrameOutcome::Rejected => (FrameFate::Rejected, Some("frame window full (overload)".to_string())),
+                            FrameOutcome::Failed(why) => (FrameFate::Failed, Some(why)),
+                        };
+                        self.finish(frame, fate, now_ns(), reason);
+                    }
+                    EngineEvent::Rescheduled { .. } => self.out.rescheduled += 1,
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+    }
+
+    fn record(&mut self, r: FrameRecord) {
+        self.out.last_decision = self.out.last_decision.max(now_ns());
+        self.report.frame(r);
+    }
+
+    /// Close a frame: completed frames with a truth go to the checker.
+    fn finish(&mut self, frame: FrameId, fate: FrameFate, now: Nanos, reason: Option<String>) {
+        let Some(live) = self.frames.remove(&frame) else {
+            return;
+        };
+        let record = FrameRecord {
+            frame,
+            ru: live.ru,
+            fate,
+            latency_ns: now.saturating_sub(live.arrival),
+            decoded_ok: None,
+            uplink_bits: if fate == FrameFate::Completed { self.uplink_bits } else { 0 },
+            reason,
+        };
+        self.out.last_decision = self.out.last_decision.max(now);
+        match (fate, live.truth, &self.checker) {
+            (FrameFate::Completed, Some(truth), Some(check)) => {
+                let job = CheckJob {
+                    record,
+                    slot: live.slot,
+                    truth,
+                };
+                if let Err(mpsc::SendError(job)) = check.send(job) {
+                    self.report.frame(job.record);
+                }
+            }
+            _ => self.report.frame(record),
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! The real-time side of the station: CPU devices (pinned worker threads) and the
+//! driver loop, one scheduler thread that owns the `Box<dyn Policy>`.
+//!
+//! The driver feeds the policy frame arrivals, `input_ready` and completions with a
+//! monotonic `now`, sends its [`crate::engine::Dispatch`]es to device work queues
+//! (bounded; `low_priority` goes to a second queue workers serve last; `after`
+//! parks the instruction behind its running predecessor, see [`device`]), and turns
+//! the policy's events into per-frame records. Every frame ends as completed (checked
+//! against the truth when known), missed (deadline NACK), rejected or failed; frames
+//! still open when the run drains are failed with a reason, so none vanish.
+//!
+//! Devices can be added and removed while running: a removed device stops taking
+//! work, its queued jobs are dropped and its running ones' completions are ignored;
+//! the policy reschedules them. Frame buffers are pool leases held by every job, so a
+//! late write from a removed device never lands in another frame.
+
+pub mod device;
+mod driver;
+pub mod station;
+
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use radiohost_phy::generator::GeneratedFrame;
+
+use crate::isa::{DeviceId, FrameId, Instr, Nanos};
+use crate::kernels::{FrameSlot, KernelContext};
+use crate::pool::{BufferPool, Lease};
+
+pub use device::DeviceSpec;
+pub use driver::{run_driver, DriverConfig, DriverOutput};
+pub use station::{run_station, StationSetup};
+
+/// Monotonic nanoseconds since the first call in this process (the driver's `now`).
+pub fn now_ns() -> Nanos {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as Nanos
+}
+
+/// A frame's ground truth, as generated (uplink payload, downlink payload, channel)
+/// and the generator index the emulated users' noise is keyed by.
+#[derive(Clone, Debug)]
+pub struct Truth {
+    pub frame: Arc<GeneratedFrame>,
+    pub index: u64,
+}
+
+/// What reaches the scheduler thread.
+pub enum DriverMsg {
+    /// First fronthaul packet of a frame; its buffers are leased.
+    FrameArrived {
+        frame: FrameId,
+        ru: u16,
+        at: Nanos,
+        slot: Lease<FrameSlot>,
+        truth: Option<Truth>,
+    },
+    /// The ingest could not take a frame (buffer pool exhausted).
+    FrameRefused {
+        frame: FrameId,
+        ru: u16,
+        reason: String,
+    },
+    /// Every antenna of `symbol` of `frame` is in the frame's staging buffer.
+    InputReady { frame: FrameId, symbol: usize },
+    /// A worker finished `instr`.
+    Completed {
+        device: DeviceId,
+        instr: Instr,
+        started: Nanos,
+        finished: Nanos,
+        result: Result<(), String>,
+    },
+    /// One radio unit's ingest has seen its last packet.
+    IngestDone { ru: u16, bad_packets: u64 },
+    /// Add a device now.
+    AddDevice(DeviceSpec),
+    /// Remove a device now.
+    RemoveDevice(DeviceId),
+}
+
+/// A device added or removed when a frame arrives (for runs and tests).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct DeviceChange {
+    /// Applied when this frame id arrives.
+    pub at_frame: FrameId,
+    pub action: DeviceAction,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum DeviceAction {
+    Remove(DeviceId),
+    Add(DeviceSpec),
+}
+
+/// Channel pair for the driver.
+pub fn driver_channel() -> (Sender<DriverMsg>, Receiver<DriverMsg>) {
+    mpsc::channel()
+}
+
+/// Pool of frame slots for `ctx`.
+pub fn frame_pool(ctx: &Arc<KernelContext>, initial: usize, exhaustion: crate::pool::Exhaustion) -> BufferPool<FrameSlot> {
+    let c = ctx.clone();
+    BufferPool::new("frame slots", initial, exhaustion, move || FrameSlot::new(&c))
+}

@@ -1,0 +1,169 @@
+//! One station run end to end: radio units -> fronthaul -> ingest -> driver with
+//! CPU devices -> report.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use radiohost_phy::FrameConfig;
+
+use super::{driver_channel, frame_pool, now_ns, run_driver, DeviceChange, DeviceSpec, DriverConfig};
+use crate::engine::Policy;
+use crate::kernels::KernelContext;
+use crate::pool::Exhaustion;
+use crate::report::{RunMeta, RunReport};
+use crate::ru::emulator::{spawn_ru, RuConfig};
+use crate::ru::ingest::spawn_ingest;
+use crate::ru::transport::link;
+use crate::ru::wire::HEADER_LEN;
+use crate::ru::{FrameBank, TransportKind};
+
+/// Everything one run needs besides the policy.
+#[derive(Clone)]
+pub struct StationSetup {
+    pub ctx: Arc<KernelContext>,
+    pub bank: Arc<FrameBank>,
+    pub config_name: String,
+    pub devices: Vec<DeviceSpec>,
+    pub rus: usize,
+    pub frames: u64,
+    pub frame_period_ns: u64,
+    pub deadline_ns: u64,
+    pub transport: TransportKind,
+    pub changes: Vec<DeviceChange>,
+    pub verify_downlink: bool,
+    /// Frame slots allocated up front; the pool grows up to `pool_max`.
+    pub pool_initial: usize,
+    pub pool_max: usize,
+    pub queue_capacity: usize,
+}
+
+impl StationSetup {
+    /// Defaults for `cfg`: 1 ms frames, 4 ms deadline, ring transport, no changes.
+    ///
+    /// # Errors
+    /// A configuration the kernels cannot cut into `parts`, or a generator error.
+    pub fn new(cfg: &FrameConfig, config_name: &str, parts: usize, bank_frames: usize, devices: Vec<DeviceSpec>) -> Result<Self, String> {
+        let ctx = Arc::new(KernelContext::new(cfg, parts).map_err(|e| e.to_string())?);
+        let bank = Arc::new(FrameBank::generate(cfg, bank_frames).map_err(|e| e.to_string())?);
+        Ok(Self {
+            ctx,
+            bank,
+            config_name: config_name.to_string(),
+            devices,
+            rus: 1,
+            frames: 100,
+            frame_period_ns: 1_000_000,
+            deadline_ns: 4_000_000,
+            transport: TransportKind::Ring,
+            changes: Vec::new(),
+            verify_downlink: false,
+            pool_initial: 16,
+            pool_max: 256,
+            queue_capacity: 4096,
+        })
+    }
+}
+
+/// Run `policy` on `setup`'s devices against its radio units and report.
+///
+/// # Errors
+/// A transport, device or thread that could not start, or an RU that failed.
+pub fn run_station(setup: &StationSetup, policy: Box<dyn Policy>) -> Result<RunReport, String> {
+    let ctx = setup.ctx.clone();
+    let policy_name = policy.name().to_string();
+    let pool = frame_pool(&ctx, setup.pool_initial, Exhaustion::Grow { max: setup.pool_max });
+    let (tx, rx) = driver_channel();
+    let dcfg = DriverConfig {
+        devices: setup.devices.clone(),
+        queue_capacity: setup.queue_capacity,
+        deadline_ns: setup.deadline_ns,
+        changes: setup.changes.clone(),
+        rus: setup.rus,
+        drain_timeout_ns: (setup.deadline_ns * 4).max(200_000_000),
+        verify_downlink: setup.verify_downlink,
+    };
+    let driver = {
+        let (ctx, tx) = (ctx.clone(), tx.clone());
+        std::thread::Builder::new()
+            .name("station-scheduler".into())
+            .spawn(move || run_driver(policy, ctx, dcfg, rx, tx))
+            .map_err(|e| format!("could not start the scheduler thread: {e}"))?
+    };
+    // Give the devices a moment to start before the first frame is due.
+    let start = now_ns() + 20_000_000;
+    let max_packet = HEADER_LEN + ctx.cfg.symbol_len() * 4;
+    let ring_packets = ctx.cfg.antennas * ctx.cfg.schedule.len() * 8;
+    let mut rus = Vec::new();
+    let mut ingests = Vec::new();
+    for ru in 0..setup.rus as u16 {
+        let (ptx, prx) = link(setup.transport, ring_packets, max_packet).map_err(|e| format!("fronthaul for RU {ru}: {e}"))?;
+        let finished = Arc::new(AtomicBool::new(false));
+        ingests.push(spawn_ingest(
+            ru,
+            setup.rus as u16,
+            ctx.clone(),
+            setup.bank.clone(),
+            pool.clone(),
+            prx,
+            finished.clone(),
+            tx.clone(),
+        ));
+        let rc = RuConfig {
+            frames: setup.frames,
+            frame_period_ns: setup.frame_period_ns,
+            start_ns: start,
+        };
+        rus.push(spawn_ru(ru, ctx.clone(), setup.bank.clone(), rc, ptx, finished));
+    }
+    drop(tx);
+    let mut notes = Vec::new();
+    let (mut ru_packets, mut ru_dropped, mut late) = (0, 0, 0);
+    for (i, r) in rus.into_iter().enumerate() {
+        match r.join() {
+            Ok(Ok(s)) => {
+                ru_packets += s.packets;
+                ru_dropped += s.dropped;
+                late += s.late_symbols;
+            }
+            Ok(Err(e)) => return Err(format!("radio unit {i}: {e}")),
+            Err(_) => return Err(format!("radio unit {i} panicked")),
+        }
+    }
+    let mut evicted = 0;
+    for i in ingests {
+        if let Ok(s) = i.join() {
+            evicted += s.evicted;
+        }
+    }
+    let out = driver.join().map_err(|_| "the scheduler thread panicked".to_string())??;
+    if ru_dropped > 0 {
+        notes.push(format!("{ru_dropped} of {} fronthaul packets dropped (transport full)", ru_packets + ru_dropped));
+    }
+    if late > 0 {
+        notes.push(format!("radio units sent {late} symbols late (sender behind its frame clock)"));
+    }
+    if evicted > 0 {
+        notes.push(format!("{evicted} frames evicted from reassembly incomplete"));
+    }
+    if out.ignored_completions > 0 {
+        notes.push(format!("{} completions from removed devices ignored", out.ignored_completions));
+    }
+    notes.extend(out.notes.iter().cloned());
+    let wall_ns = out.last_decision.saturating_sub(out.first_arrival.unwrap_or(start));
+    let meta = RunMeta {
+        policy: policy_name,
+        config: setup.config_name.clone(),
+        devices: setup.devices.len(),
+        workers: setup.devices.iter().map(|d| d.workers).sum(),
+        rus: setup.rus,
+        offered_fps: setup.rus as f64 * 1e9 / setup.frame_period_ns as f64,
+        wall_s: wall_ns as f64 / 1e9,
+        pool: pool.stats(),
+        bad_packets: out.bad_packets,
+        rescheduled: out.rescheduled,
+        device_removals: out.device_removals,
+        device_instrs: out.device_instrs.clone(),
+        notes,
+    };
+    Ok(out.report.finish(meta))
+}

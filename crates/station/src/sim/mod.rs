@@ -1,0 +1,259 @@
+//! Discrete-event scheduling simulator: the same [`crate::engine::Policy`] objects the
+//! real executors use, driven against a model of devices (capacity in cores or SMs),
+//! calibrated kernel latencies, copy costs between devices, radio units producing
+//! frames whose symbols arrive through the frame time, and devices that come and go.
+//! It reaches scales this machine cannot run (32 GPUs, 8 RUs, 256x128).
+
+pub mod model;
+mod run;
+
+use std::str::FromStr;
+
+use crate::isa::{DeviceId, DeviceKind, Nanos};
+use crate::policy::{PolicyError, PolicyParams};
+use crate::shape::FrameShape;
+
+pub use model::{CostModel, ModelError, RefShape};
+pub use run::simulate;
+
+/// Errors configuring or running a simulation.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("invalid simulation setting: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error("policy `{policy}` broke the engine contract: {what}")]
+    Contract { policy: String, what: String },
+}
+
+/// A device leaving or joining at a given time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ChurnEvent {
+    pub at_ns: Nanos,
+    pub device: DeviceId,
+    pub add: bool,
+}
+
+impl FromStr for ChurnEvent {
+    type Err = SimError;
+
+    /// `remove:DEV@TIME` or `add:DEV@TIME`, TIME like `150ms`, `2.5ms`, `800us`, `1s`.
+    fn from_str(s: &str) -> Result<Self, SimError> {
+        let bad = || {
+            SimError::Config(format!(
+                "churn event `{s}`: expected remove:DEVICE@TIME or add:DEVICE@TIME, e.g. remove:1@200ms"
+            ))
+        };
+        let (action, rest) = s.split_once(':').ok_or_else(bad)?;
+        let (dev, time) = rest.split_once('@').ok_or_else(bad)?;
+        let add = match action.trim() {
+            "remove" => false,
+            "add" => true,
+            _ => return Err(bad()),
+        };
+        let device = dev.trim().parse().map_err(|_| bad())?;
+        Ok(Self {
+            at_ns: parse_duration_ns(time.trim()).ok_or_else(bad)?,
+            device,
+            add,
+        })
+    }
+}
+
+/// `150ms`, `2.5ms`, `800us`, `1s`, `5000ns` to nanoseconds.
+pub fn parse_duration_ns(s: &str) -> Option<Nanos> {
+    let (num, scale) = if let Some(n) = s.strip_suffix("ns") {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix("us") {
+        (n, 1e3)
+    } else if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e6)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1e9)
+    } else {
+        return None;
+    };
+    let v: f64 = num.trim().parse().ok()?;
+    (v.is_finite() && v >= 0.0 && v * scale < 1e18).then(|| (v * scale).round() as Nanos)
+}
+
+/// One simulation run's setting.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    pub devices: u32,
+    pub kind: DeviceKind,
+    /// Capacity per device (cores or SMs).
+    pub units: u32,
+    pub rus: u32,
+    pub antennas: usize,
+    pub users: usize,
+    pub data_num: usize,
+    pub fft_size: usize,
+    pub parts: usize,
+    /// Frame schedule: P pilot, U uplink, D downlink (first D is the reference), G guard.
+    pub schedule: String,
+    pub frames_per_ru: u64,
+    pub frame_period_ns: Nanos,
+    /// Deadline after a frame's first symbol arrives.
+    pub deadline_ns: Nanos,
+    pub churn: Vec<ChurnEvent>,
+    /// Kernel time varies uniformly within +-jitter; 1 in 1000 kernels takes 3x
+    /// (interference), which is what tail scheduling must absorb.
+    pub jitter: f64,
+    pub seed: u64,
+    pub params: PolicyParams,
+    pub model: CostModel,
+    /// Seed the policy's opcode table from the model (as a calibration run would).
+    pub calibrate_policy: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        Self {
+            devices: 4,
+            kind: DeviceKind::Gpu,
+            units: 132,
+            rus: 1,
+            antennas: 64,
+            users: 16,
+            data_num: 1200,
+            fft_size: 2048,
+            parts: 16,
+            schedule: "PUUUUUUUUUUUUU".into(),
+            frames_per_ru: 500,
+            frame_period_ns: 1_000_000,
+            deadline_ns: 3_000_000,
+            churn: Vec::new(),
+            jitter: 0.1,
+            seed: 1,
+            params: PolicyParams::default(),
+            model: CostModel::default(),
+            calibrate_policy: true,
+        }
+    }
+}
+
+impl SimConfig {
+    /// The frame shape the schedule and sizes describe.
+    ///
+    /// # Errors
+    /// Sizes out of range or a schedule the station cannot run.
+    pub fn shape(&self) -> Result<FrameShape, SimError> {
+        let err = |m: String| Err(SimError::Config(m));
+        if self.antennas == 0 || self.users == 0 || self.users > self.antennas {
+            return err(format!(
+                "need 1 <= users <= antennas, got {} users and {} antennas",
+                self.users, self.antennas
+            ));
+        }
+        if self.data_num == 0 || self.data_num > self.fft_size {
+            return err(format!(
+                "data subcarriers ({}) must be between 1 and the fft size ({})",
+                self.data_num, self.fft_size
+            ));
+        }
+        if self.parts == 0 || self.parts > self.data_num {
+            return err(format!(
+                "parts must be between 1 and the data subcarriers ({}), got {}",
+                self.data_num, self.parts
+            ));
+        }
+        let (mut pilot, mut up, mut down) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, c) in self.schedule.chars().enumerate() {
+            match c {
+                'P' => pilot.push(i),
+                'U' => up.push(i),
+                'D' => down.push(i),
+                'G' => {}
+                other => return err(format!("schedule symbol `{other}` at {i}: use P, U, D or G")),
+            }
+        }
+        if pilot.is_empty() {
+            return err("the schedule needs a pilot symbol (P)".into());
+        }
+        if up.is_empty() && down.len() < 2 {
+            return err("the schedule needs uplink (U) or at least two downlink (D) symbols".into());
+        }
+        Ok(FrameShape {
+            antennas: self.antennas,
+            users: self.users,
+            data_num: self.data_num,
+            pilot_symbols: pilot,
+            uplink_symbols: up,
+            downlink_reference: down.first().copied(),
+            downlink_symbols: down.iter().skip(1).copied().collect(),
+            parts: self.parts,
+        })
+    }
+
+    fn validate(&self) -> Result<(), SimError> {
+        let err = |m: &str| Err(SimError::Config(m.to_string()));
+        if self.devices == 0 || self.devices > 1024 {
+            return err("devices must be between 1 and 1024");
+        }
+        if self.units == 0 {
+            return err("units per device must be at least 1");
+        }
+        if self.rus == 0 || self.rus > 64 {
+            return err("radio units must be between 1 and 64");
+        }
+        if self.frame_period_ns == 0 || self.deadline_ns == 0 {
+            return err("frame period and deadline must be positive");
+        }
+        if !(0.0..1.0).contains(&self.jitter) {
+            return err("jitter must be in [0, 1)");
+        }
+        self.params.validate()?;
+        Ok(())
+    }
+}
+
+/// Per-opcode breakdown of a run.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct OpcodeBreakdown {
+    pub opcode: &'static str,
+    pub count: u64,
+    /// Mean kernel time (copy excluded).
+    pub mean_exec_us: f64,
+    /// Mean time from inputs ready to start.
+    pub mean_wait_us: f64,
+    /// Mean input-copy time.
+    pub mean_copy_us: f64,
+}
+
+/// What a simulated run measured.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct SimResult {
+    pub policy: String,
+    pub kind: &'static str,
+    pub devices: u32,
+    pub units: u32,
+    pub rus: u32,
+    pub antennas: usize,
+    pub users: usize,
+    pub frames: u64,
+    pub completed: u64,
+    pub missed: u64,
+    pub rejected: u64,
+    pub failed: u64,
+    /// Latency of completed and missed frames (a missed frame counts at its discard
+    /// time, so misses show in the tail instead of vanishing from it).
+    pub mean_ms: f64,
+    pub p99_ms: f64,
+    pub p9999_ms: f64,
+    pub max_ms: f64,
+    pub offered_fps: f64,
+    /// Completed frames per second of simulated time.
+    pub achieved_fps: f64,
+    /// Busy unit-time over capacity x time.
+    pub utilization: f64,
+    pub rescheduled: u64,
+    pub low_priority: u64,
+    pub coalesced: u64,
+    pub cross_device_copies: u64,
+    pub per_opcode: Vec<OpcodeBreakdown>,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,284 @@
+//! The simulator's cost model: kernel latency per opcode and device kind, scaled from a
+//! reference shape by each opcode's work, and data-copy cost between devices.
+//!
+//! Kernel latency = fixed launch/dispatch cost + `ns at the reference shape` x
+//! `work(shape) / work(reference)`. Work per instruction follows the instruction table
+//! in [`crate::isa`]: FFTs scale with antennas x fft x log(fft), ZF with the number of
+//! 16-subcarrier blocks in a part x (M K^2 + K^3), equalisation and precoding with
+//! subcarriers in a part x M x K, coding with data subcarriers.
+//!
+//! A calibration JSON (what `radiohost station bench` writes) replaces the per-opcode
+//! figures: `{"cpu": {"zf": 12000, ...}, "gpu": {...}, "shape": {"antennas": 16,
+//! "users": 4, "data_num": 300, "fft_size": 512, "parts": 4}}` (ns per instruction at
+//! full width on that shape; kinds, opcodes and shape fields are all optional).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::isa::{DeviceKind, Nanos, Opcode};
+use crate::shape::FrameShape;
+
+/// Subcarriers that share one ZF matrix (Agora-style block), for ZF work.
+const ZF_BLOCK: usize = 16;
+
+/// Errors in a calibration table.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("calibration JSON is malformed: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("calibration names unknown opcode `{name}` under `{kind}`: use one of load, pilot_fft, up_fft, zf, eq_demod, decode, encode, modul, precode, ifft, store")]
+    Opcode { kind: String, name: String },
+    #[error("calibration latency for {kind}/{name} must be a finite non-negative number of ns, got {value}")]
+    Value { kind: String, name: String, value: f64 },
+    #[error("calibration shape field {field} must be at least 1")]
+    Shape { field: &'static str },
+}
+
+/// Problem size the per-opcode figures were measured at.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, serde::Serialize)]
+#[serde(default)]
+pub struct RefShape {
+    pub antennas: usize,
+    pub users: usize,
+    pub data_num: usize,
+    pub fft_size: usize,
+    pub parts: usize,
+}
+
+impl Default for RefShape {
+    fn default() -> Self {
+        Self {
+            antennas: 64,
+            users: 16,
+            data_num: 1200,
+            fft_size: 2048,
+            parts: 16,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct CalibrationFile {
+    #[serde(default)]
+    cpu: BTreeMap<String, f64>,
+    #[serde(default)]
+    gpu: BTreeMap<String, f64>,
+    shape: Option<RefShape>,
+}
+
+/// Kernel and copy cost model.
+#[derive(Clone, Debug)]
+pub struct CostModel {
+    pub reference: RefShape,
+    /// ns per instruction at the reference shape, excluding the fixed cost, [cpu, gpu].
+    scaled_ns: [[f64; Opcode::ALL.len()]; 2],
+    /// Fixed cost per kernel (dispatch on a CPU, launch + sync on a GPU), [cpu, gpu].
+    pub fixed_ns: [f64; 2],
+    /// Copy bandwidth in bytes per ns between two CPU devices / when a GPU is involved.
+    pub copy_bytes_per_ns: [f64; 2],
+    /// Fixed cost of one copy, same split.
+    pub copy_fixed_ns: [f64; 2],
+}
+
+fn k(kind: DeviceKind) -> usize {
+    match kind {
+        DeviceKind::Cpu => 0,
+        DeviceKind::Gpu => 1,
+    }
+}
+
+impl Default for CostModel {
+    /// Illustrative figures at 64x16, 1200 data subcarriers, fft 2048, 16 parts: CPU
+    /// from the order of this project's phy kernels on one core, GPU of the order
+    /// published for massive-MIMO kernels on datacenter GPUs. Calibrate for real use.
+    fn default() -> Self {
+        let mut scaled_ns = [[0.0; Opcode::ALL.len()]; 2];
+        for op in Opcode::ALL {
+            let (cpu, gpu) = match op {
+                Opcode::Load => (20_000.0, 1_000.0),
+                Opcode::PilotFft | Opcode::UpFft | Opcode::Ifft => (400_000.0, 8_000.0),
+                Opcode::Zf => (60_000.0, 500.0),
+                Opcode::EqDemod | Opcode::Precode => (40_000.0, 1_000.0),
+                Opcode::Decode => (150_000.0, 4_000.0),
+                Opcode::Encode => (40_000.0, 2_000.0),
+                Opcode::Modul => (8_000.0, 500.0),
+                Opcode::Store => (5_000.0, 1_000.0),
+            };
+            scaled_ns[0][op.index()] = cpu;
+            scaled_ns[1][op.index()] = gpu;
+        }
+        Self {
+            reference: RefShape::default(),
+            scaled_ns,
+            fixed_ns: [1_000.0, 5_000.0],
+            copy_bytes_per_ns: [50.0, 25.0],
+            copy_fixed_ns: [500.0, 5_000.0],
+        }
+    }
+}
+
+fn opcode_named(name: &str) -> Option<Opcode> {
+    Opcode::ALL.into_iter().find(|o| o.name() == name)
+}
+
+impl CostModel {
+    /// The default model with the figures of a calibration JSON. A calibrated figure is
+    /// a whole measured latency, so it includes the fixed cost.
+    ///
+    /// # Errors
+    /// Malformed JSON, unknown opcode names, negative latencies, zero shape fields.
+    pub fn from_calibration_json(text: &str) -> Result<Self, ModelError> {
+        let file: CalibrationFile = serde_json::from_str(text)?;
+        let mut model = Self::default();
+        if let Some(shape) = file.shape {
+            for (field, v) in [
+                ("antennas", shape.antennas),
+                ("users", shape.users),
+                ("data_num", shape.data_num),
+                ("fft_size", shape.fft_size),
+                ("parts", shape.parts),
+            ] {
+                if v == 0 {
+                    return Err(ModelError::Shape { field });
+                }
+            }
+            model.reference = shape;
+        }
+        for (kind, table) in [(DeviceKind::Cpu, &file.cpu), (DeviceKind::Gpu, &file.gpu)] {
+            let kname = if kind == DeviceKind::Cpu { "cpu" } else { "gpu" };
+            for (name, &ns) in table {
+                let op = opcode_named(name).ok_or_else(|| ModelError::Opcode {
+                    kind: kname.into(),
+                    name: name.clone(),
+                })?;
+                if !ns.is_finite() || ns < 0.0 {
+                    return Err(ModelError::Value {
+                        kind: kname.into(),
+                        name: name.clone(),
+                        value: ns,
+                    });
+                }
+                model.scaled_ns[k(kind)][op.index()] = (ns - model.fixed_ns[k(kind)]).max(0.0);
+            }
+        }
+        Ok(model)
+    }
+
+    /// Latency of one `op` instruction at full width on `kind` for `shape`.
+    pub fn latency(&self, kind: DeviceKind, op: Opcode, shape: &FrameShape, fft_size: usize) -> Nanos {
+        let r = &self.reference;
+        let ratio = work(op, shape.antennas, shape.users, shape.data_num, fft_size, shape.parts)
+            / work(op, r.antennas, r.users, r.data_num, r.fft_size, r.parts);
+        (self.fixed_ns[k(kind)] + self.scaled_ns[k(kind)][op.index()] * ratio).round() as Nanos
+    }
+
+    /// Cost of copying `bytes` from a `from` device to a `to` device.
+    pub fn copy_ns(&self, from: DeviceKind, to: DeviceKind, bytes: u64) -> Nanos {
+        let i = usize::from(from == DeviceKind::Gpu || to == DeviceKind::Gpu);
+        (self.copy_fixed_ns[i] + bytes as f64 / self.copy_bytes_per_ns[i]).round() as Nanos
+    }
+}
+
+fn per_part(data_num: usize, parts: usize) -> f64 {
+    data_num as f64 / parts.max(1) as f64
+}
+
+/// Relative work of one instruction (any consistent unit).
+fn work(op: Opcode, m: usize, k: usize, data_num: usize, fft: usize, parts: usize) -> f64 {
+    let (m, kf, fftf) = (m as f64, k as f64, fft as f64);
+    let fft_work = m * fftf * fftf.log2().max(1.0);
+    let w = match op {
+        Opcode::Load => m * fftf,
+        Opcode::PilotFft | Opcode::UpFft | Opcode::Ifft => fft_work,
+        Opcode::Zf => {
+            let blocks = (per_part(data_num, parts) / ZF_BLOCK as f64).ceil().max(1.0);
+            blocks * (m * kf * kf + kf * kf * kf)
+        }
+        Opcode::EqDemod | Opcode::Precode => per_part(data_num, parts) * m * kf,
+        Opcode::Decode | Opcode::Encode | Opcode::Modul => data_num as f64,
+        Opcode::Store => data_num as f64 * kf.max(m / 4.0),
+    };
+    w.max(1.0)
+}
+
+/// Bytes a `succ` instruction reads from one `pred` instruction (what must cross when
+/// they run on different devices): a per-part consumer reads only its part.
+pub fn input_bytes(pred: Opcode, succ: Opcode, shape: &FrameShape, fft_size: usize) -> u64 {
+    let (m, k, n) = (shape.antennas as u64, shape.users as u64, shape.data_num as u64);
+    let part = n.div_ceil(shape.parts.max(1) as u64);
+    match (pred, succ) {
+        (Opcode::Load, _) | (Opcode::Ifft, _) => m * fft_size as u64 * 4,
+        // CSI or frequency-domain data of the consumer's part, all antennas.
+        (Opcode::PilotFft | Opcode::UpFft, _) => m * part * 8,
+        (Opcode::Zf, _) => part.div_ceil(ZF_BLOCK as u64) * m * k * 8,
+        // One user's LLRs (4 bits per subcarrier at 16-QAM, one byte each) of a part.
+        (Opcode::EqDemod, _) => part * 4,
+        (Opcode::Decode | Opcode::Encode, _) => n / 2,
+        (Opcode::Modul, _) => part * 8,
+        (Opcode::Precode, _) => part * m * 8,
+        (Opcode::Store, _) => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(m: usize, k: usize) -> FrameShape {
+        FrameShape {
+            antennas: m,
+            users: k,
+            data_num: 1200,
+            pilot_symbols: vec![0],
+            uplink_symbols: vec![1],
+            downlink_reference: None,
+            downlink_symbols: vec![],
+            parts: 16,
+        }
+    }
+
+    #[test]
+    fn reference_shape_reproduces_the_table_and_scales_up() {
+        let m = CostModel::default();
+        let base = m.latency(DeviceKind::Gpu, Opcode::Zf, &shape(64, 16), 2048);
+        assert_eq!(base, 5_500);
+        let big = m.latency(DeviceKind::Gpu, Opcode::Zf, &shape(256, 128), 2048);
+        assert!(big > 20 * base, "{big} vs {base}");
+        // Decoding one user's symbol does not grow with the antenna count.
+        assert_eq!(
+            m.latency(DeviceKind::Gpu, Opcode::Decode, &shape(64, 16), 2048),
+            m.latency(DeviceKind::Gpu, Opcode::Decode, &shape(256, 16), 2048)
+        );
+    }
+
+    #[test]
+    fn calibration_json_overrides_and_rejects_nonsense() {
+        let m = CostModel::from_calibration_json(
+            r#"{"cpu": {"zf": 11000}, "shape": {"antennas": 16, "users": 4, "data_num": 300, "fft_size": 512, "parts": 4}}"#,
+        )
+        .unwrap();
+        let s = FrameShape {
+            antennas: 16,
+            users: 4,
+            data_num: 300,
+            parts: 4,
+            ..shape(16, 4)
+        };
+        assert_eq!(m.latency(DeviceKind::Cpu, Opcode::Zf, &s, 512), 11_000);
+        assert!(CostModel::from_calibration_json(r#"{"cpu": {"fft": 1}}"#).is_err());
+        assert!(CostModel::from_calibration_json(r#"{"cpu": {"zf": -1}}"#).is_err());
+        assert!(CostModel::from_calibration_json(r#"{"shape": {"parts": 0}}"#).is_err());
+        assert!(CostModel::from_calibration_json("[").is_err());
+    }
+
+    #[test]
+    fn copies_cost_more_across_pcie() {
+        let m = CostModel::default();
+        assert!(
+            m.copy_ns(DeviceKind::Cpu, DeviceKind::Cpu, 1 << 20)
+                < m.copy_ns(DeviceKind::Cpu, DeviceKind::Gpu, 1 << 20)
+        );
+        assert!(m.copy_ns(DeviceKind::Cpu, DeviceKind::Cpu, 0) > 0);
+    }
+}

@@ -1,0 +1,120 @@
+use super::*;
+use crate::policy::POLICY_NAMES;
+
+fn small() -> SimConfig {
+    SimConfig {
+        devices: 2,
+        units: 132,
+        rus: 2,
+        antennas: 32,
+        users: 8,
+        data_num: 600,
+        fft_size: 1024,
+        parts: 8,
+        frames_per_ru: 60,
+        ..SimConfig::default()
+    }
+}
+
+#[test]
+fn light_load_meets_every_deadline_under_every_policy() {
+    for name in POLICY_NAMES {
+        let r = simulate(name, &small()).unwrap();
+        assert_eq!(r.frames, 120);
+        assert_eq!(r.completed, 120, "{name}: {r:?}");
+        assert!(r.p9999_ms < 3.0 && r.mean_ms > 0.0, "{name}: {r:?}");
+        assert!(r.utilization > 0.0 && r.utilization < 1.0);
+        assert!(r.per_opcode.iter().any(|o| o.opcode == "zf" && o.count == 120 * 8));
+    }
+}
+
+#[test]
+fn same_seed_same_result() {
+    let a = simulate("lroc", &small()).unwrap();
+    let b = simulate("lroc", &small()).unwrap();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn device_churn_accounts_for_every_frame() {
+    for name in POLICY_NAMES {
+        let cfg = SimConfig {
+            churn: vec![
+                "remove:0@20.6ms".parse().unwrap(),
+                "add:0@30ms".parse().unwrap(),
+                "remove:1@35.45ms".parse().unwrap(),
+                "add:7@45ms".parse().unwrap(),
+            ],
+            ..small()
+        };
+        let r = simulate(name, &cfg).unwrap();
+        assert_eq!(r.completed + r.missed + r.rejected + r.failed, r.frames, "{name}");
+        assert!(r.rescheduled > 0, "{name}: nothing moved off the removed device");
+        assert!(r.completed > r.frames / 2, "{name}: {r:?}");
+    }
+}
+
+#[test]
+fn overload_shows_as_misses() {
+    let cfg = SimConfig {
+        devices: 1,
+        units: 16,
+        rus: 4,
+        frames_per_ru: 30,
+        ..small()
+    };
+    for name in POLICY_NAMES {
+        let r = simulate(name, &cfg).unwrap();
+        assert!(r.missed + r.rejected > 0, "{name}: {r:?}");
+    }
+}
+
+#[test]
+fn cpu_pool_with_downlink_runs() {
+    let cfg = SimConfig {
+        kind: crate::isa::DeviceKind::Cpu,
+        devices: 4,
+        units: 4,
+        rus: 1,
+        antennas: 16,
+        users: 4,
+        data_num: 300,
+        fft_size: 512,
+        parts: 4,
+        schedule: "PUUUUGDDDDDDDG".into(),
+        frames_per_ru: 40,
+        ..SimConfig::default()
+    };
+    for name in POLICY_NAMES {
+        let r = simulate(name, &cfg).unwrap();
+        assert_eq!(r.completed + r.missed + r.rejected + r.failed, r.frames);
+        assert!(r.per_opcode.iter().any(|o| o.opcode == "precode"));
+    }
+}
+
+#[test]
+fn settings_are_checked() {
+    assert!(simulate("nope", &small()).is_err());
+    for bad in [
+        SimConfig { devices: 0, ..small() },
+        SimConfig { users: 64, antennas: 8, ..small() },
+        SimConfig { parts: 0, ..small() },
+        SimConfig { schedule: "UUU".into(), ..small() },
+        SimConfig { schedule: "PXU".into(), ..small() },
+        SimConfig { jitter: 1.5, ..small() },
+    ] {
+        assert!(simulate("lroc", &bad).is_err());
+    }
+    assert_eq!(parse_duration_ns("2.5ms"), Some(2_500_000));
+    assert_eq!(parse_duration_ns("800us"), Some(800_000));
+    assert_eq!(parse_duration_ns("1s"), Some(1_000_000_000));
+    assert_eq!(parse_duration_ns("-1ms"), None);
+    assert_eq!(parse_duration_ns("ms"), None);
+    assert_eq!(
+        "remove:3@150ms".parse::<ChurnEvent>().unwrap(),
+        ChurnEvent { at_ns: 150_000_000, device: 3, add: false }
+    );
+    assert!("drop:3@1ms".parse::<ChurnEvent>().is_err());
+    assert!("remove:x@1ms".parse::<ChurnEvent>().is_err());
+    assert!("remove:1".parse::<ChurnEvent>().is_err());
+}
