@@ -4,6 +4,7 @@
 mod chanemu;
 mod chdr;
 mod demo;
+mod gpu;
 mod phy;
 mod pmt;
 mod relay;
@@ -67,6 +68,10 @@ enum Command {
     /// schedulers (LROC and frame/symbol/task baselines); run, bench, simulate.
     #[command(subcommand)]
     Station(station::StationCmd),
+    /// GPU executors: CUDA driver and NVRTC status, kernel compilation, executor
+    /// descriptions (SMs per opcode), GPU-vs-CPU self-test and kernel benchmark.
+    #[command(subcommand)]
+    Gpu(gpu::GpuCmd),
 }
 
 fn main() -> Result<()> {
@@ -86,5 +91,6 @@ fn main() -> Result<()> {
         Command::Relay(cmd) => relay::run(cmd),
         Command::Phy(cmd) => phy::run(cmd),
         Command::Station(cmd) => station::run(cmd),
+        Command::Gpu(cmd) => gpu::run(cmd),
     }
 }

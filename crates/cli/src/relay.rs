@@ -123,8 +123,10 @@ fn parse_rate(s: &str) -> Result<u64, String> {
         .parse()
         .map_err(|_| format!("`{s}` is not a sample rate (e.g. 10M, 250k)"))?;
     let r = v * scale;
-    if !(r >= 1.0 && r <= 1e9) {
-        return Err(format!("sample rate `{s}` must be within 1 .. 1G samples/s"));
+    if !(1.0..=1e9).contains(&r) {
+        return Err(format!(
+            "sample rate `{s}` must be within 1 .. 1G samples/s"
+        ));
     }
     Ok(r.round() as u64)
 }
@@ -261,24 +263,29 @@ fn run_cmd(a: RunArgs) -> Result<()> {
     for &(loaded, rt) in &p.conditions {
         let per_run = Duration::from_secs_f64(a.period.as_secs_f64() * a.bursts as f64);
         let bound = (per_run + Duration::from_secs(1)) * p.deltas.len() as u32;
-        let (results, load_stats) = crate::rt::under_load(loaded, bound, || -> Result<Vec<Row>> {
-            let mut out = Vec::new();
-            for &delta in &p.deltas {
-                let cfg = RunConfig {
-                    air: AirConfig {
-                        delta_ticks: duration_to_ticks(delta, a.rate),
-                        ..p.base.clone()
-                    },
-                    relay_thread: relay_thread_config(rt, a.priority, p.relay_cpus.clone()),
-                    air_thread: air_thread_config(),
-                    lead: Duration::from_millis(50),
-                    busy_poll: a.busy_poll,
-                };
-                let label = format!("{} delta {}us", condition_label(loaded, rt), delta.as_micros());
-                out.push(measure(cfg, delta, loaded, rt, &label, !a.json)?);
-            }
-            Ok(out)
-        })?;
+        let (results, load_stats) =
+            crate::rt::under_load(loaded, bound, || -> Result<Vec<Row>> {
+                let mut out = Vec::new();
+                for &delta in &p.deltas {
+                    let cfg = RunConfig {
+                        air: AirConfig {
+                            delta_ticks: duration_to_ticks(delta, a.rate),
+                            ..p.base.clone()
+                        },
+                        relay_thread: relay_thread_config(rt, a.priority, p.relay_cpus.clone()),
+                        air_thread: air_thread_config(),
+                        lead: Duration::from_millis(50),
+                        busy_poll: a.busy_poll,
+                    };
+                    let label = format!(
+                        "{} delta {}us",
+                        condition_label(loaded, rt),
+                        delta.as_micros()
+                    );
+                    out.push(measure(cfg, delta, loaded, rt, &label, !a.json)?);
+                }
+                Ok(out)
+            })?;
         let results = results?;
         if let Some(s) = load_stats {
             tracing::info!(?s, "background load");
@@ -501,7 +508,10 @@ fn print_rows(rows: &[Row], target: f64) {
 fn plot(path: &Path, rows: &[Row], target: f64) -> Result<()> {
     use plotters::prelude::*;
     let err = |e: &dyn std::fmt::Display| anyhow!("plotting {}: {e}", path.display());
-    let lo = rows.iter().map(|r| r.delta_us).fold(f64::INFINITY, f64::min);
+    let lo = rows
+        .iter()
+        .map(|r| r.delta_us)
+        .fold(f64::INFINITY, f64::min);
     let hi = rows.iter().map(|r| r.delta_us).fold(0.0, f64::max);
     if !lo.is_finite() {
         bail!("nothing to plot");
@@ -510,7 +520,10 @@ fn plot(path: &Path, rows: &[Row], target: f64) -> Result<()> {
     let root = SVGBackend::new(path, (900, 540)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let mut chart = ChartBuilder::on(&root)
-        .caption("cooperative relay: bursts on time vs delta", ("sans-serif", 22))
+        .caption(
+            "cooperative relay: bursts on time vs delta",
+            ("sans-serif", 22),
+        )
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)
@@ -622,4 +635,63 @@ pub fn demo_stage() -> Result<()> {
     );
     println!("sweep deltas under load and real-time setup: radiohost relay run --compare --deltas 50us,100us,200us,400us,800us");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        cmd: RelayCmd,
+    }
+
+    fn args(line: &str) -> Result<RunArgs, clap::Error> {
+        let argv = std::iter::once("relay").chain(line.split_whitespace());
+        Cli::try_parse_from(argv).map(|c| match c.cmd {
+            RelayCmd::Run(a) => a,
+        })
+    }
+
+    #[test]
+    fn units_parse_and_bad_values_say_why() {
+        assert_eq!(parse_rate("10M"), Ok(10_000_000));
+        assert_eq!(parse_rate("250k"), Ok(250_000));
+        assert_eq!(parse_rate("1e6"), Ok(1_000_000));
+        assert!(parse_rate("0").unwrap_err().contains("within"));
+        assert!(parse_rate("fast")
+            .unwrap_err()
+            .contains("not a sample rate"));
+        assert_eq!(parse_tolerance("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_tolerance("0us"), Ok(Duration::ZERO));
+        assert_eq!(parse_tolerance("2us"), Ok(Duration::from_micros(2)));
+    }
+
+    #[test]
+    fn sweep_and_conditions_follow_the_flags() {
+        let a = args("run --deltas 50us,100us --bursts 10 --compare").unwrap();
+        let p = plan(&a).unwrap();
+        assert_eq!(
+            p.deltas,
+            vec![Duration::from_micros(50), Duration::from_micros(100)]
+        );
+        // Normal first: an RT run's mlockall would outlive it.
+        assert_eq!(
+            p.conditions,
+            vec![(false, false), (true, false), (false, true), (true, true)]
+        );
+        assert_eq!(p.base.tolerance_ticks, 10);
+        assert_eq!(p.base.period_ticks, 5_000);
+        assert_ne!(p.base.source_links[0].seed, p.base.dest_links[0].seed);
+        let p = plan(&args("run --delta 300us --load").unwrap()).unwrap();
+        assert_eq!(p.deltas, vec![Duration::from_micros(300)]);
+        assert_eq!(p.conditions, vec![(true, false)]);
+        assert!(args("run --delta 1ms --deltas 2ms").is_err());
+        assert!(args("run --compare --rt").is_err());
+        let e = plan(&args("run --link nonsense=1").unwrap()).unwrap_err();
+        assert!(format!("{e:#}").contains("unknown item"), "{e:#}");
+        assert!(plan(&args("run --relays 9").unwrap()).is_err());
+    }
 }

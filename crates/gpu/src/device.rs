@@ -236,6 +236,28 @@ impl GpuDevice {
             .map_err(|e| GpuError::cuda(self.ordinal, "event wait", e))
     }
 
+    /// Record an event with timing enabled on the normal (`false`) or low-priority
+    /// stream (benchmarks; instruction events are recorded without timing).
+    ///
+    /// # Errors
+    /// A CUDA error.
+    pub fn timing_event(&self, low_priority: bool) -> Result<CudaEvent, GpuError> {
+        self.stream(low_priority)
+            .record_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(|e| GpuError::cuda(self.ordinal, "timing event", e))
+    }
+
+    /// Milliseconds between two timing events, after waiting for `end`.
+    ///
+    /// # Errors
+    /// A CUDA error of the timed work.
+    pub fn elapsed_ms(&self, start: &CudaEvent, end: &CudaEvent) -> Result<f32, GpuError> {
+        self.wait_event(end)?;
+        start
+            .elapsed_ms(end)
+            .map_err(|e| GpuError::cuda(self.ordinal, "event timing", e))
+    }
+
     /// Wait until both streams are idle.
     ///
     /// # Errors

@@ -45,7 +45,7 @@ pub struct StageStat {
     pub count: u64,
     pub mean_us: f64,
     pub p99_us: f64,
-    /// Sum of execution time per frame completed, averaged (the stage's share).
+    /// Execution time of the stage summed over the run, per frame (its share).
     pub per_frame_us: f64,
 }
 
@@ -175,7 +175,7 @@ impl ReportBuilder {
                     count: s.len(),
                     mean_us: s.mean() / 1e3,
                     p99_us: s.value_at_quantile(0.99) as f64 / 1e3,
-                    per_frame_us: self.stage_total_ns[o.index()] as f64 / 1e3 / completed.max(1) as f64,
+                    per_frame_us: self.stage_total_ns[o.index()] as f64 / 1e3 / self.records.len().max(1) as f64,
                 }
             })
             .collect();

@@ -13,7 +13,6 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use radiohost_station::isa::Opcode;
 use radiohost_station::kernels::{execute, FrameSlot, KernelContext, Scratch};
 use radiohost_station::policy::{make_policy, PolicyParams};
 use radiohost_station::ru::TransportKind;

@@ -386,4 +386,4 @@ pub fn execute(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -240,3 +240,89 @@ fn worker_loop(sh: &Shared, ctx: &KernelContext, mut scratch: Scratch, events: &
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::isa::Opcode;
+    use crate::pool::{BufferPool, Exhaustion};
+
+    fn setup(workers: usize) -> (CpuDevice, BufferPool<FrameSlot>, Arc<KernelContext>, mpsc::Receiver<DriverMsg>) {
+        let cfg = crate::kernels::tests::phy_config("8x2");
+        let ctx = Arc::new(KernelContext::new(&cfg, 1).unwrap());
+        let c = ctx.clone();
+        let pool = BufferPool::new("t", 1, Exhaustion::Grow { max: 4 }, move || FrameSlot::new(&c));
+        let (tx, rx) = mpsc::channel();
+        let dev = CpuDevice::start(0, &DeviceSpec { workers, cores: vec![] }, 16, ctx.clone(), tx).unwrap();
+        (dev, pool, ctx, rx)
+    }
+
+    fn completions(rx: &mpsc::Receiver<DriverMsg>, n: usize) -> Vec<(Instr, Nanos, Nanos)> {
+        (0..n)
+            .map(|_| match rx.recv_timeout(Duration::from_secs(20)).unwrap() {
+                DriverMsg::Completed { instr, started, finished, result, .. } => {
+                    assert!(result.is_ok(), "{result:?}");
+                    (instr, started, finished)
+                }
+                _ => panic!("unexpected message"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn coalesced_instruction_waits_for_its_predecessor_even_with_a_free_worker() {
+        let (dev, pool, ctx, rx) = setup(2);
+        let slot = pool.acquire().unwrap();
+        let u = ctx.shape.uplink_symbols[0];
+        // Decoding all-zero LLRs runs every iteration: a slow predecessor.
+        let pred = Instr::new(0, u, Opcode::Decode, 0);
+        let succ = Instr::new(0, u, Opcode::Decode, 1);
+        dev.submit(Job { instr: pred, slot: slot.clone() }, false, None).map_err(|e| e.0).unwrap();
+        dev.submit(Job { instr: succ, slot: slot.clone() }, false, Some(pred)).map_err(|e| e.0).unwrap();
+        let done = completions(&rx, 2);
+        assert_eq!(done[0].0, pred);
+        assert_eq!(done[1].0, succ);
+        assert!(done[1].1 >= done[0].2, "the coalesced instruction started before its predecessor ended");
+        dev.shutdown();
+    }
+
+    #[test]
+    fn low_priority_runs_after_normal_work() {
+        let (dev, pool, ctx, rx) = setup(1);
+        let slot = pool.acquire().unwrap();
+        let u = ctx.shape.uplink_symbols[0];
+        let blocker = Instr::new(0, u, Opcode::Decode, 0);
+        let low = Instr::new(0, u, Opcode::Decode, 1);
+        let normal = Instr::new(0, ctx.shape.pilot_symbols[0], Opcode::Load, 0);
+        dev.submit(Job { instr: blocker, slot: slot.clone() }, false, None).map_err(|e| e.0).unwrap();
+        // Wait until the worker has taken the blocker, so both of the next are queued.
+        while dev.shared.lock().running.is_empty() {
+            std::thread::yield_now();
+        }
+        dev.submit(Job { instr: low, slot: slot.clone() }, true, None).map_err(|e| e.0).unwrap();
+        dev.submit(Job { instr: normal, slot: slot.clone() }, false, None).map_err(|e| e.0).unwrap();
+        let order: Vec<Instr> = completions(&rx, 3).into_iter().map(|c| c.0).collect();
+        assert_eq!(order, vec![blocker, normal, low]);
+        dev.shutdown();
+    }
+
+    #[test]
+    fn a_removed_device_drops_its_queue_and_refuses_work() {
+        let (dev, pool, ctx, _rx) = setup(1);
+        let slot = pool.acquire().unwrap();
+        let u = ctx.shape.uplink_symbols[0];
+        for user in 0..2 {
+            let _ = dev.submit(Job { instr: Instr::new(0, u, Opcode::Decode, user), slot: slot.clone() }, false, None);
+        }
+        dev.remove();
+        let err = dev.submit(Job { instr: Instr::new(0, u, Opcode::Load, 0), slot: slot.clone() }, false, None);
+        assert!(matches!(err, Err((SubmitError::Removed, _))));
+        dev.shutdown();
+        // Every job's lease was released: only ours is left on the slot.
+        drop(slot);
+        assert_eq!(pool.stats().free, pool.stats().slots);
+    }
+}
