@@ -139,8 +139,16 @@ fn info(json: bool) -> Result<()> {
     }
     match &driver {
         Ok(d) => {
-            println!("CUDA driver {}.{} — {} device(s)", d.version / 1000, d.version % 1000 / 10, d.devices.len());
-            println!("{:>3}  {:<28} {:>5} {:>5} {:>10}", "gpu", "name", "cc", "SMs", "memory");
+            println!(
+                "CUDA driver {}.{} — {} device(s)",
+                d.version / 1000,
+                d.version % 1000 / 10,
+                d.devices.len()
+            );
+            println!(
+                "{:>3}  {:<28} {:>5} {:>5} {:>10}",
+                "gpu", "name", "cc", "SMs", "memory"
+            );
             for x in &d.devices {
                 println!(
                     "{:>3}  {:<28} {:>5} {:>5} {:>7.1} GiB",
@@ -152,14 +160,20 @@ fn info(json: bool) -> Result<()> {
                 );
             }
         }
-        Err(e) => println!("{e}\n  (GPU executors unavailable; `radiohost gpu compile` and `describe` still work)"),
+        Err(e) => println!(
+            "{e}\n  (GPU executors unavailable; `radiohost gpu compile` and `describe` still work)"
+        ),
     }
     match &nvrtc {
         Ok(n) => println!(
             "NVRTC {}.{} from {}",
             n.version.0,
             n.version.1,
-            n.path.as_ref().map_or("the system loader path".to_string(), |p| p.display().to_string())
+            n.path
+                .as_ref()
+                .map_or("the system loader path".to_string(), |p| p
+                    .display()
+                    .to_string())
         ),
         Err(e) => println!("{e}"),
     }
@@ -179,14 +193,32 @@ fn compile_all(a: &CompileArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&mods)?);
         return Ok(());
     }
-    println!("{:<7} {:>9} {:>9} {:>8}  kernels (registers / static smem / spill st+ld bytes)", "module", "PTX B", "CUBIN B", "ms");
+    println!(
+        "{:<7} {:>9} {:>9} {:>8}  kernels (registers / static smem / spill st+ld bytes)",
+        "module", "PTX B", "CUBIN B", "ms"
+    );
     for m in &mods {
         let ks: Vec<String> = m
             .kernels
             .iter()
-            .map(|k| format!("{} {}r/{}B/{}", k.kernel, k.registers, k.static_smem, k.spill_stores + k.spill_loads))
+            .map(|k| {
+                format!(
+                    "{} {}r/{}B/{}",
+                    k.kernel,
+                    k.registers,
+                    k.static_smem,
+                    k.spill_stores + k.spill_loads
+                )
+            })
             .collect();
-        println!("{:<7} {:>9} {:>9} {:>8.0}  {}", m.module, m.ptx_bytes, m.cubin_bytes, m.compile_ms, ks.join(", "));
+        println!(
+            "{:<7} {:>9} {:>9} {:>8.0}  {}",
+            m.module,
+            m.ptx_bytes,
+            m.cubin_bytes,
+            m.compile_ms,
+            ks.join(", ")
+        );
     }
     Ok(())
 }
@@ -197,7 +229,11 @@ fn issue_config(mimo: &str, downlink: bool) -> Result<FrameConfig> {
         .split_once('x')
         .and_then(|(m, k)| Some((m.parse::<usize>().ok()?, k.parse::<usize>().ok()?)))
         .with_context(|| format!("--mimo {mimo}: expected ANTENNASxUSERS, e.g. 64x32"))?;
-    let schedule = if downlink { "PDDDDDDDDDDDDD" } else { "PUUUUUUUUUUUUU" };
+    let schedule = if downlink {
+        "PDDDDDDDDDDDDD"
+    } else {
+        "PUUUUUUUUUUUUU"
+    };
     // 1200 subcarriers x 6 bits = 7200 bits per user and symbol: one BG1 block with
     // Zc = 104 at rate 1/3 (66 * 104 = 6864 bits).
     let json = serde_json::json!({
@@ -238,7 +274,14 @@ fn describe(a: &DescribeArgs) -> Result<()> {
                 let name = radiohost_gpu::kernels::all_kernels()
                     .find(|n| *n == k.kernel)
                     .context("ptxas reported an unknown kernel")?;
-                res.insert(name, KernelResources { registers: k.registers, static_smem: k.static_smem, max_threads: 1024 });
+                res.insert(
+                    name,
+                    KernelResources {
+                        registers: k.registers,
+                        static_smem: k.static_smem,
+                        max_threads: 1024,
+                    },
+                );
             }
         }
         (spec, res, "NVRTC ptxas report")
@@ -254,7 +297,16 @@ fn describe(a: &DescribeArgs) -> Result<()> {
     );
     println!(
         "{:<9} {:<13} {:>6} {:>7} {:>5} {:>8} {:>8} {:>9} {:>9} {:>5}",
-        "opcode", "kernel", "CTAs", "threads", "regs", "smem B", "CTAs/SM", "limiter", "occupancy", "SMs"
+        "opcode",
+        "kernel",
+        "CTAs",
+        "threads",
+        "regs",
+        "smem B",
+        "CTAs/SM",
+        "limiter",
+        "occupancy",
+        "SMs"
     );
     for r in &table.rows {
         println!(
@@ -271,7 +323,10 @@ fn describe(a: &DescribeArgs) -> Result<()> {
             r.occupancy.sms_needed
         );
     }
-    let needs: Vec<String> = Opcode::ALL.iter().map(|&o| format!("{o}={}", table.sm_need(o))).collect();
+    let needs: Vec<String> = Opcode::ALL
+        .iter()
+        .map(|&o| format!("{o}={}", table.sm_need(o)))
+        .collect();
     println!("sm_need per instruction: {}", needs.join(" "));
     Ok(())
 }
@@ -291,7 +346,13 @@ fn selftest_cmd(a: &SelftestArgs) -> Result<()> {
     } else {
         println!("GPU self-test of {} on {}", report.config, report.device);
         for c in &report.checks {
-            println!("{:>5}  {:<62} {:>11.3e}  (bound {:e})", if c.passed { "ok" } else { "FAIL" }, c.name, c.value, c.bound);
+            println!(
+                "{:>5}  {:<62} {:>11.3e}  (bound {:e})",
+                if c.passed { "ok" } else { "FAIL" },
+                c.name,
+                c.value,
+                c.bound
+            );
         }
     }
     if !report.passed() {
@@ -367,7 +428,9 @@ fn bench(a: &BenchArgs) -> Result<()> {
     dev.synchronize()?;
     let mut rows = Vec::new();
     for op in Opcode::ALL {
-        let Some(instr) = sample_instr(&shape, op) else { continue };
+        let Some(instr) = sample_instr(&shape, op) else {
+            continue;
+        };
         let mut hist = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3)?;
         for _ in 0..a.runs.max(1) {
             let start = dev.timing_event(false)?;
@@ -384,11 +447,23 @@ fn bench(a: &BenchArgs) -> Result<()> {
         }));
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"config": name, "gpu": dev.spec().name, "rows": rows}))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({"config": name, "gpu": dev.spec().name, "rows": rows})
+            )?
+        );
         return Ok(());
     }
-    println!("{name} on {} ({} runs per opcode; CPU = one thread of this host, same run)", dev.spec().name, a.runs);
-    println!("{:<9} {:>5} {:>12} {:>12} {:>12} {:>9}", "opcode", "SMs", "GPU mean us", "GPU P99 us", "CPU us", "CPU/GPU");
+    println!(
+        "{name} on {} ({} runs per opcode; CPU = one thread of this host, same run)",
+        dev.spec().name,
+        a.runs
+    );
+    println!(
+        "{:<9} {:>5} {:>12} {:>12} {:>12} {:>9}",
+        "opcode", "SMs", "GPU mean us", "GPU P99 us", "CPU us", "CPU/GPU"
+    );
     for r in &rows {
         println!(
             "{:<9} {:>5} {:>12.1} {:>12.1} {:>12.1} {:>9.1}",
@@ -429,7 +504,8 @@ fn cpu_baseline_ns(cfg: &FrameConfig, shape: &FrameShape, op: Opcode) -> Result<
         Opcode::Ifft => fft.inverse_batch(&mut buf),
         Opcode::Zf => {
             for _ in 0..part {
-                zf_detector(&h, m, k, &mut scratch, &mut w, &mut ng).map_err(|e| anyhow::anyhow!("{e}"))?;
+                zf_detector(&h, m, k, &mut scratch, &mut w, &mut ng)
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
             }
         }
         Opcode::EqDemod => {
@@ -457,7 +533,8 @@ fn cpu_baseline_ns(cfg: &FrameConfig, shape: &FrameShape, op: Opcode) -> Result<
         Opcode::Decode => {
             let nv = vec![0.1f32; d];
             let mut out = payload.clone();
-            let mut results = vec![radiohost_phy::coding::BlockResult::default(); cfg.blocks_per_symbol];
+            let mut results =
+                vec![radiohost_phy::coding::BlockResult::default(); cfg.blocks_per_symbol];
             rx.symbol(&syms, &nv, 1, 0, &mut out, &mut results)?;
         }
         Opcode::Load | Opcode::Store => {}

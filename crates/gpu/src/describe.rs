@@ -48,6 +48,12 @@ pub fn fft_threads(n: usize) -> u32 {
     ((n / 2) as u32).clamp(32, 256)
 }
 
+/// CTAs of `csi_estimate` for a part of `len` subcarriers: one thread per (subcarrier,
+/// user, antenna), capped at one CTA per subcarrier (the kernel strides over the rest).
+pub fn csi_ctas(len: usize, k: usize, m: usize) -> u32 {
+    (len * k * m).div_ceil(CSI_THREADS as usize).min(len) as u32
+}
+
 /// Dynamic shared memory of `zf_detect` for `k` users.
 pub fn zf_smem(k: usize) -> u32 {
     (16 * k * k + 4 * k + 16) as u32
@@ -77,7 +83,7 @@ pub fn launches(cfg: &FrameConfig, shape: &FrameShape, opcode: Opcode) -> Vec<Ke
         Opcode::Zf => vec![
             one(
                 "csi_estimate",
-                (part * k * m).div_ceil(CSI_THREADS),
+                csi_ctas(part as usize, k as usize, m as usize),
                 CSI_THREADS,
                 0,
             ),
@@ -126,9 +132,9 @@ impl ExecutorTable {
         let mut rows = Vec::new();
         for op in Opcode::ALL {
             for l in launches(cfg, shape, op) {
-                let r = resources
-                    .get(l.kernel)
-                    .ok_or_else(|| GpuError::Config(format!("no resources for kernel {}", l.kernel)))?;
+                let r = resources.get(l.kernel).ok_or_else(|| {
+                    GpuError::Config(format!("no resources for kernel {}", l.kernel))
+                })?;
                 if l.threads > r.max_threads {
                     return Err(GpuError::Config(format!(
                         "{} needs {} threads per CTA but the compiled kernel allows {}",

@@ -53,17 +53,22 @@ pub fn probe_driver() -> Result<DriverInfo, GpuError> {
     let count = CudaContext::device_count().map_err(|e| GpuError::cuda(0, "device count", e))?;
     let mut devices = Vec::new();
     for ordinal in 0..count.max(0) as usize {
-        let dev = result::device::get(ordinal as i32).map_err(|e| GpuError::cuda(ordinal, "cuDeviceGet", e))?;
+        let dev = result::device::get(ordinal as i32)
+            .map_err(|e| GpuError::cuda(ordinal, "cuDeviceGet", e))?;
         // SAFETY: dev is a valid device handle.
         let attr = |a| unsafe { result::device::get_attribute(dev, a) };
         let name = result::device::get_name(dev).map_err(|e| GpuError::cuda(ordinal, "name", e))?;
         // SAFETY: as above.
-        let memory_bytes = unsafe { result::device::total_mem(dev) }.map_err(|e| GpuError::cuda(ordinal, "memory", e))?;
+        let memory_bytes = unsafe { result::device::total_mem(dev) }
+            .map_err(|e| GpuError::cuda(ordinal, "memory", e))?;
         let cc = (
-            attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR).map_err(|e| GpuError::cuda(ordinal, "attribute", e))?,
-            attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR).map_err(|e| GpuError::cuda(ordinal, "attribute", e))?,
+            attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+                .map_err(|e| GpuError::cuda(ordinal, "attribute", e))?,
+            attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+                .map_err(|e| GpuError::cuda(ordinal, "attribute", e))?,
         );
-        let sms = attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).map_err(|e| GpuError::cuda(ordinal, "attribute", e))?;
+        let sms = attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(|e| GpuError::cuda(ordinal, "attribute", e))?;
         devices.push(DeviceSummary {
             ordinal,
             name,
@@ -131,13 +136,17 @@ impl GpuDevice {
                 count: info.devices.len(),
             });
         }
-        let ctx = CudaContext::new(ordinal).map_err(|e| GpuError::cuda(ordinal, "context creation", e))?;
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| GpuError::cuda(ordinal, "context creation", e))?;
         // Dependences are explicit (events per instruction): cudarc's per-allocation
         // tracking would serialise instructions writing disjoint parts of one buffer.
         // SAFETY: no allocation exists yet on this context.
         unsafe { ctx.disable_event_tracking() };
         let spec = read_spec(&ctx, ordinal)?;
-        let total: u32 = budgets.iter().map(|&b| if b == 0 { spec.sms } else { b }).sum();
+        let total: u32 = budgets
+            .iter()
+            .map(|&b| if b == 0 { spec.sms } else { b })
+            .sum();
         if budgets.is_empty() || total > spec.sms {
             return Err(GpuError::SmBudget {
                 ordinal,
@@ -158,12 +167,18 @@ impl GpuDevice {
                     .load_function(k)
                     .map_err(|e| GpuError::cuda(ordinal, format!("loading kernel {k}"), e))?;
                 let resources = kernel_attributes(&function, &spec, ordinal, k)?;
-                kernels.insert(k, LoadedKernel { function, resources });
+                kernels.insert(
+                    k,
+                    LoadedKernel {
+                        function,
+                        resources,
+                    },
+                );
             }
             modules.push(module);
         }
-        let (least, greatest) =
-            result::stream::get_priority_range().map_err(|e| GpuError::cuda(ordinal, "stream priorities", e))?;
+        let (least, greatest) = result::stream::get_priority_range()
+            .map_err(|e| GpuError::cuda(ordinal, "stream priorities", e))?;
         budgets
             .iter()
             .map(|&b| {
@@ -223,7 +238,10 @@ impl GpuDevice {
 
     /// Resources of every kernel, by name (for [`crate::describe::ExecutorTable`]).
     pub fn resources(&self) -> HashMap<&'static str, KernelResources> {
-        self.kernels.iter().map(|(k, v)| (*k, v.resources)).collect()
+        self.kernels
+            .iter()
+            .map(|(k, v)| (*k, v.resources))
+            .collect()
     }
 
     /// Wait until `event` completed (host side).
@@ -264,7 +282,8 @@ impl GpuDevice {
     /// The CUDA error of any queued work.
     pub fn synchronize(&self) -> Result<(), GpuError> {
         for s in [&self.high, &self.low] {
-            s.synchronize().map_err(|e| GpuError::cuda(self.ordinal, "stream synchronize", e))?;
+            s.synchronize()
+                .map_err(|e| GpuError::cuda(self.ordinal, "stream synchronize", e))?;
         }
         Ok(())
     }
@@ -276,20 +295,24 @@ fn read_spec(ctx: &Arc<CudaContext>, ordinal: usize) -> Result<GpuSpec, GpuError
             .map(|v| v.max(0) as u32)
             .map_err(|e| GpuError::cuda(ordinal, "device attribute", e))
     };
-    let name = ctx.name().map_err(|e| GpuError::cuda(ordinal, "device name", e))?;
-    Ok(GpuSpec::from_attributes(
+    let name = ctx
+        .name()
+        .map_err(|e| GpuError::cuda(ordinal, "device name", e))?;
+    // Allocation granularities are those of compute capability 8.x/9.x (h100()).
+    Ok(GpuSpec {
         name,
-        (
+        cc: (
             a(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?,
             a(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?,
         ),
-        a(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
-        a(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
-        a(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR)?,
-        a(Attr::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR)?,
-        a(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?,
-        a(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
-    ))
+        sms: a(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+        max_threads_per_sm: a(Attr::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)?,
+        max_ctas_per_sm: a(Attr::CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR)?,
+        regs_per_sm: a(Attr::CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR)?,
+        smem_per_sm: a(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?,
+        max_smem_per_cta: a(Attr::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)?,
+        ..GpuSpec::h100()
+    })
 }
 
 /// Registers, static shared memory and CTA limit of a loaded kernel; also opts the

@@ -29,7 +29,11 @@ pub enum GpuError {
     #[error("GPU {ordinal} has no device of that ordinal ({count} found)")]
     NoSuchDevice { ordinal: usize, count: usize },
     #[error("GPU {ordinal} has {sms} SMs; an SM budget of {budget} is not possible")]
-    SmBudget { ordinal: usize, sms: u32, budget: u32 },
+    SmBudget {
+        ordinal: usize,
+        sms: u32,
+        budget: u32,
+    },
     #[error("unsupported configuration for the GPU kernels: {0}")]
     Config(String),
     #[error("instruction {0} does not belong to this frame shape (symbol or part out of range)")]
@@ -84,7 +88,10 @@ impl GpuError {
 
     /// Whether the device must be removed from the pool (its context is unusable).
     pub fn is_device_lost(&self) -> bool {
-        matches!(self, GpuError::Cuda { lost: true, .. } | GpuError::NoDriver(_))
+        matches!(
+            self,
+            GpuError::Cuda { lost: true, .. } | GpuError::NoDriver(_)
+        )
     }
 }
 
@@ -94,13 +101,24 @@ mod tests {
 
     #[test]
     fn sticky_faults_mean_device_lost() {
-        let lost = GpuError::cuda(0, "ldpc_decode", DriverError(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS));
+        let lost = GpuError::cuda(
+            0,
+            "ldpc_decode",
+            DriverError(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS),
+        );
         assert!(lost.is_device_lost());
         let text = lost.to_string();
-        assert!(text.contains("GPU 0") && text.contains("ldpc_decode") && text.contains("700"), "{text}");
+        assert!(
+            text.contains("GPU 0") && text.contains("ldpc_decode") && text.contains("700"),
+            "{text}"
+        );
         let oom = GpuError::cuda(1, "alloc", DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY));
         assert!(!oom.is_device_lost());
         assert!(GpuError::NoDriver("x".into()).is_device_lost());
-        assert!(!GpuError::Zf { subcarrier: 3, user: 1 }.is_device_lost());
+        assert!(!GpuError::Zf {
+            subcarrier: 3,
+            user: 1
+        }
+        .is_device_lost());
     }
 }

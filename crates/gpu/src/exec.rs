@@ -23,7 +23,9 @@ use radiohost_phy::FrameConfig;
 use radiohost_station::isa::{Instr, Opcode};
 use radiohost_station::shape::FrameShape;
 
-use crate::describe::{fft_threads, ldpc_threads, zf_smem, CSI_THREADS, ELEMENTWISE_THREADS};
+use crate::describe::{
+    csi_ctas, fft_threads, ldpc_threads, zf_smem, CSI_THREADS, ELEMENTWISE_THREADS,
+};
 use crate::device::GpuDevice;
 use crate::kernels::{min_sum_correction, pam_levels};
 use crate::layout::FrameLayout;
@@ -167,8 +169,11 @@ fn pinned<T: DeviceRepr + ValidAsZeroBits>(
     };
     // SAFETY: contents are written before they are read (inputs by the caller,
     // results by device copies).
-    unsafe { dev.context().alloc_pinned_with_flags::<T>(len.max(1), flags) }
-        .map_err(|e| GpuError::cuda(dev.ordinal(), "pinned host allocation", e))
+    unsafe {
+        dev.context()
+            .alloc_pinned_with_flags::<T>(len.max(1), flags)
+    }
+    .map_err(|e| GpuError::cuda(dev.ordinal(), "pinned host allocation", e))
 }
 
 impl GpuExecutor {
@@ -196,14 +201,18 @@ impl GpuExecutor {
         for u in 0..l.sequence_symbols() {
             for user in 0..k {
                 bits.fill(0);
-                GoldSequence::new_at(user_c_init(cfg, user), u * l.symbol_bits).scramble_bits(&mut bits);
+                GoldSequence::new_at(user_c_init(cfg, user), u * l.symbol_bits)
+                    .scramble_bits(&mut bits);
                 let base = (u * k + user) * l.seq_words;
                 for (p, &b) in bits.iter().enumerate() {
                     seq[base + p / 32] |= u32::from(b) << (p % 32);
                 }
             }
         }
-        let pilots: Vec<f32> = pilot_sequence(d).iter().flat_map(|c| [c.re, c.im]).collect();
+        let pilots: Vec<f32> = pilot_sequence(d)
+            .iter()
+            .flat_map(|c| [c.re, c.im])
+            .collect();
         let consts = Constants {
             pilots: upload(&dev, &s, &pilots)?,
             levels: upload(&dev, &s, &pam_levels(cfg.modulation))?,
@@ -256,11 +265,13 @@ impl GpuExecutor {
                 // copy because the stream is synchronised below.
                 unsafe { result::memcpy_htod_async(slot.dl_qam.ptr, &refq, s.cu_stream()) }
                     .map_err(|e| GpuError::cuda(dev.ordinal(), "reference symbol upload", e))?;
-                s.synchronize().map_err(|e| GpuError::cuda(dev.ordinal(), "setup", e))?;
+                s.synchronize()
+                    .map_err(|e| GpuError::cuda(dev.ordinal(), "setup", e))?;
             }
             frame_slots.push(slot);
         }
-        s.synchronize().map_err(|e| GpuError::cuda(dev.ordinal(), "setup", e))?;
+        s.synchronize()
+            .map_err(|e| GpuError::cuda(dev.ordinal(), "setup", e))?;
         Ok(Self {
             dev,
             llr_scale: radiohost_ldpc::DEFAULT_LLR_SCALE,
@@ -355,7 +366,10 @@ impl GpuExecutor {
             )));
         }
         if let Some(i) = payload.iter().position(|&b| b > 1) {
-            return Err(GpuError::Config(format!("payload[{i}] = {} is not a bit", payload[i])));
+            return Err(GpuError::Config(format!(
+                "payload[{i}] = {} is not a bit",
+                payload[i]
+            )));
         }
         let (kbits, blocks, users) = (l.block_bits, l.blocks_per_symbol, l.users);
         let ordinal = self.dev.ordinal();
@@ -421,7 +435,9 @@ impl GpuExecutor {
         let stream = self.dev.stream(low_priority);
         let o = self.dev.ordinal();
         for ev in wait_for {
-            stream.wait(ev).map_err(|e| GpuError::cuda(o, "stream wait", e))?;
+            stream
+                .wait(ev)
+                .map_err(|e| GpuError::cuda(o, "stream wait", e))?;
         }
         self.enqueue(fs, instr, idx, stream)?;
         stream
@@ -455,7 +471,13 @@ impl GpuExecutor {
             .map_err(|e| GpuError::cuda(self.dev.ordinal(), kernel, e))
     }
 
-    fn enqueue(&self, fs: &FrameSlot, instr: &Instr, idx: usize, st: &Arc<CudaStream>) -> Result<(), GpuError> {
+    fn enqueue(
+        &self,
+        fs: &FrameSlot,
+        instr: &Instr,
+        idx: usize,
+        st: &Arc<CudaStream>,
+    ) -> Result<(), GpuError> {
         let l = &self.layout;
         let c = &self.consts;
         let o = self.dev.ordinal();
@@ -476,7 +498,10 @@ impl GpuExecutor {
                 for a in 0..mu {
                     let off = 2 * (a * l.frame_len + sym * l.symbol_len);
                     let len = 2 * l.symbol_len;
-                    let host = fs.rx_host.as_ptr().map_err(|e| GpuError::cuda(o, "staging", e))?;
+                    let host = fs
+                        .rx_host
+                        .as_ptr()
+                        .map_err(|e| GpuError::cuda(o, "staging", e))?;
                     // SAFETY: the range lies inside the pinned buffer, which outlives
                     // the executor's queued work (Drop synchronises).
                     let src = unsafe { std::slice::from_raw_parts(host.add(off), len) };
@@ -486,29 +511,80 @@ impl GpuExecutor {
             }
             Opcode::PilotFft | Opcode::UpFft => {
                 let (out, null) = if instr.opcode == Opcode::PilotFft {
-                    (fs.pilot_freq.at(2 * idx * mu * du), fs.pilot_null.at(idx * mu))
+                    (
+                        fs.pilot_freq.at(2 * idx * mu * du),
+                        fs.pilot_null.at(idx * mu),
+                    )
                 } else {
                     (fs.up_freq.at(2 * idx * mu * du), fs.up_null.at(idx * mu))
                 };
-                self.run(st, "ofdm_rx", m as u32, fft, fft_smem, &[
-                    &fs.rx.ptr, &(l.frame_len as i32), &(sym as i32), &(l.symbol_len as i32),
-                    &(l.cp_len as i32), &n, &(l.log_fft as i32), &(l.data_start as i32), &d, &out, &null,
-                ])?;
+                self.run(
+                    st,
+                    "ofdm_rx",
+                    m as u32,
+                    fft,
+                    fft_smem,
+                    &[
+                        &fs.rx.ptr,
+                        &(l.frame_len as i32),
+                        &(sym as i32),
+                        &(l.symbol_len as i32),
+                        &(l.cp_len as i32),
+                        &n,
+                        &(l.log_fft as i32),
+                        &(l.data_start as i32),
+                        &d,
+                        &out,
+                        &null,
+                    ],
+                )?;
             }
             Opcode::Zf => {
                 let r = l.part(part);
                 let (i0, len) = (r.start as i32, r.len() as i32);
                 let np = l.pilots.len() as i32;
-                let ctas = (r.len() * ku * mu).div_ceil(CSI_THREADS as usize) as u32;
-                self.run(st, "csi_estimate", ctas, CSI_THREADS, 0, &[
-                    &fs.pilot_freq.ptr, &c.pilots.ptr, &np, &l.pilot_layout, &m, &k, &d, &i0, &len, &fs.csi.ptr,
-                ])?;
+                let ctas = csi_ctas(r.len(), ku, mu);
+                self.run(
+                    st,
+                    "csi_estimate",
+                    ctas,
+                    CSI_THREADS,
+                    0,
+                    &[
+                        &fs.pilot_freq.ptr,
+                        &c.pilots.ptr,
+                        &np,
+                        &l.pilot_layout,
+                        &m,
+                        &k,
+                        &d,
+                        &i0,
+                        &len,
+                        &fs.csi.ptr,
+                    ],
+                )?;
                 let n_null = np * m;
                 let inv_bins = 1.0f32 / (n_null as f32 * (l.fft_size - l.data_num).max(1) as f32);
-                self.run(st, "zf_detect", len as u32, 256, zf_smem(ku), &[
-                    &fs.csi.ptr, &m, &k, &i0, &fs.w.ptr, &fs.noise_gain.ptr, &fs.zf_status.ptr,
-                    &fs.pilot_null.ptr, &n_null, &inv_bins, &fs.noise.ptr,
-                ])?;
+                self.run(
+                    st,
+                    "zf_detect",
+                    len as u32,
+                    256,
+                    zf_smem(ku),
+                    &[
+                        &fs.csi.ptr,
+                        &m,
+                        &k,
+                        &i0,
+                        &fs.w.ptr,
+                        &fs.noise_gain.ptr,
+                        &fs.zf_status.ptr,
+                        &fs.pilot_null.ptr,
+                        &n_null,
+                        &inv_bins,
+                        &fs.noise.ptr,
+                    ],
+                )?;
             }
             Opcode::EqDemod => {
                 let r = l.part(part);
@@ -517,68 +593,172 @@ impl GpuExecutor {
                 let seq = c.scramble.at(idx * ku * l.seq_words);
                 let llr = fs.llr.at(idx * ku * l.symbol_bits);
                 let ctas = (r.len() * ku).div_ceil(ELEMENTWISE_THREADS as usize) as u32;
-                self.run(st, "eq_demod", ctas, ELEMENTWISE_THREADS, 0, &[
-                    &y, &fs.w.ptr, &fs.noise_gain.ptr, &fs.noise.ptr, &m, &k, &d, &i0, &len, &c.levels.ptr,
-                    &(l.bits_per_axis as i32), &seq, &(l.seq_words as i32), &((blocks * l.tx_bits) as i32),
-                    &llr, &(l.symbol_bits as i32),
-                ])?;
+                self.run(
+                    st,
+                    "eq_demod",
+                    ctas,
+                    ELEMENTWISE_THREADS,
+                    0,
+                    &[
+                        &y,
+                        &fs.w.ptr,
+                        &fs.noise_gain.ptr,
+                        &fs.noise.ptr,
+                        &m,
+                        &k,
+                        &d,
+                        &i0,
+                        &len,
+                        &c.levels.ptr,
+                        &(l.bits_per_axis as i32),
+                        &seq,
+                        &(l.seq_words as i32),
+                        &((blocks * l.tx_bits) as i32),
+                        &llr,
+                        &(l.symbol_bits as i32),
+                    ],
+                )?;
             }
             Opcode::Decode => {
                 let first_block = (idx * ku + part) * blocks;
                 let llr = fs.llr.at((idx * ku + part) * l.symbol_bits);
                 let c2v_stride = self.graph.edges() * self.graph.zc;
                 let p = self.code_params();
-                self.run(st, "ldpc_decode", blocks as u32, ldpc_threads(self.graph.zc), ldpc_smem, &[
-                    &llr, &c.e_col.ptr, &c.e_shift.ptr, &c.row_start.ptr, &(self.graph.rows as i32), &zc,
-                    &cols, &(p.payload_bits as i32), &(p.fillers() as i32), &(p.tx_bits as i32),
-                    &(seg1_end as i32), &(seg2_start as i32), &self.llr_scale, &self.correction.0,
-                    &self.correction.1, &self.max_iterations, &1i32, &fs.c2v.at(first_block * c2v_stride),
-                    &(c2v_stride as i32), &fs.dec_bits.at(first_block * l.block_bits),
-                    &fs.dec_status.at(first_block),
-                ])?;
+                self.run(
+                    st,
+                    "ldpc_decode",
+                    blocks as u32,
+                    ldpc_threads(self.graph.zc),
+                    ldpc_smem,
+                    &[
+                        &llr,
+                        &c.e_col.ptr,
+                        &c.e_shift.ptr,
+                        &c.row_start.ptr,
+                        &(self.graph.rows as i32),
+                        &zc,
+                        &cols,
+                        &(p.payload_bits as i32),
+                        &(p.fillers() as i32),
+                        &(p.tx_bits as i32),
+                        &(seg1_end as i32),
+                        &(seg2_start as i32),
+                        &self.llr_scale,
+                        &self.correction.0,
+                        &self.correction.1,
+                        &self.max_iterations,
+                        &1i32,
+                        &fs.c2v.at(first_block * c2v_stride),
+                        &(c2v_stride as i32),
+                        &fs.dec_bits.at(first_block * l.block_bits),
+                        &fs.dec_status.at(first_block),
+                    ],
+                )?;
             }
             Opcode::Encode => {
                 let j = idx - 1;
                 let first = (j * ku + part) * blocks * l.block_bits;
                 let len = blocks * l.block_bits;
-                let host = fs.dl_payload_host.as_ptr().map_err(|e| GpuError::cuda(o, "staging", e))?;
+                let host = fs
+                    .dl_payload_host
+                    .as_ptr()
+                    .map_err(|e| GpuError::cuda(o, "staging", e))?;
                 // SAFETY: in bounds of the pinned buffer (see Load).
                 let src = unsafe { std::slice::from_raw_parts(host.add(first), len) };
                 unsafe { result::memcpy_htod_async(fs.dl_payload.at(first), src, st.cu_stream()) }
                     .map_err(|e| GpuError::cuda(o, "payload copy", e))?;
                 let steps = self.graph.steps.col.len() as i32;
-                self.run(st, "ldpc_encode", blocks as u32, ldpc_threads(self.graph.zc), ldpc_smem, &[
-                    &fs.dl_payload.at(first), &(l.block_bits as i32), &c.st_col.ptr, &c.st_shift.ptr,
-                    &c.st_entry_start.ptr, &c.st_entry_col.ptr, &c.st_entry_shift.ptr, &steps, &zc, &cols,
-                    &(l.tx_bits as i32), &(seg1_end as i32), &(seg2_start as i32),
-                    &c.scramble.at((j * ku + part) * l.seq_words), &(l.symbol_bits as i32),
-                    &fs.dl_bits.at((j * ku + part) * l.symbol_bits),
-                ])?;
+                self.run(
+                    st,
+                    "ldpc_encode",
+                    blocks as u32,
+                    ldpc_threads(self.graph.zc),
+                    ldpc_smem,
+                    &[
+                        &fs.dl_payload.at(first),
+                        &(l.block_bits as i32),
+                        &c.st_col.ptr,
+                        &c.st_shift.ptr,
+                        &c.st_entry_start.ptr,
+                        &c.st_entry_col.ptr,
+                        &c.st_entry_shift.ptr,
+                        &steps,
+                        &zc,
+                        &cols,
+                        &(l.tx_bits as i32),
+                        &(seg1_end as i32),
+                        &(seg2_start as i32),
+                        &c.scramble.at((j * ku + part) * l.seq_words),
+                        &(l.symbol_bits as i32),
+                        &fs.dl_bits.at((j * ku + part) * l.symbol_bits),
+                    ],
+                )?;
             }
             Opcode::Modul => {
                 let j = idx - 1;
                 let ctas = du.div_ceil(ELEMENTWISE_THREADS as usize) as u32;
-                self.run(st, "modulate", ctas, ELEMENTWISE_THREADS, 0, &[
-                    &fs.dl_bits.at((j * ku + part) * l.symbol_bits), &(l.symbol_bits as i32), &1i32, &d,
-                    &c.levels.ptr, &(l.bits_per_axis as i32), &fs.dl_qam.at(2 * (idx * ku + part) * du),
-                ])?;
+                self.run(
+                    st,
+                    "modulate",
+                    ctas,
+                    ELEMENTWISE_THREADS,
+                    0,
+                    &[
+                        &fs.dl_bits.at((j * ku + part) * l.symbol_bits),
+                        &(l.symbol_bits as i32),
+                        &1i32,
+                        &d,
+                        &c.levels.ptr,
+                        &(l.bits_per_axis as i32),
+                        &fs.dl_qam.at(2 * (idx * ku + part) * du),
+                    ],
+                )?;
             }
             Opcode::Precode => {
                 let r = l.part(part);
                 let (i0, len) = (r.start as i32, r.len() as i32);
                 let ctas = (r.len() * mu).div_ceil(ELEMENTWISE_THREADS as usize) as u32;
-                self.run(st, "precode", ctas, ELEMENTWISE_THREADS, 0, &[
-                    &fs.dl_qam.at(2 * idx * ku * du), &fs.w.ptr, &m, &k, &d, &i0, &len, &self.precode_gain,
-                    &fs.dl_ant.at(2 * idx * mu * du),
-                ])?;
+                self.run(
+                    st,
+                    "precode",
+                    ctas,
+                    ELEMENTWISE_THREADS,
+                    0,
+                    &[
+                        &fs.dl_qam.at(2 * idx * ku * du),
+                        &fs.w.ptr,
+                        &m,
+                        &k,
+                        &d,
+                        &i0,
+                        &len,
+                        &self.precode_gain,
+                        &fs.dl_ant.at(2 * idx * mu * du),
+                    ],
+                )?;
             }
             Opcode::Ifft => {
                 let gain = self.tx_gain / (l.fft_size as f32).sqrt();
-                self.run(st, "ofdm_tx", m as u32, fft, fft_smem, &[
-                    &fs.dl_ant.at(2 * idx * mu * du), &n, &(l.log_fft as i32), &(l.data_start as i32), &d,
-                    &gain, &fs.tx.ptr, &(l.frame_len as i32), &(sym as i32), &(l.symbol_len as i32),
-                    &(l.cp_len as i32),
-                ])?;
+                self.run(
+                    st,
+                    "ofdm_tx",
+                    m as u32,
+                    fft,
+                    fft_smem,
+                    &[
+                        &fs.dl_ant.at(2 * idx * mu * du),
+                        &n,
+                        &(l.log_fft as i32),
+                        &(l.data_start as i32),
+                        &d,
+                        &gain,
+                        &fs.tx.ptr,
+                        &(l.frame_len as i32),
+                        &(sym as i32),
+                        &(l.symbol_len as i32),
+                        &(l.cp_len as i32),
+                    ],
+                )?;
             }
             Opcode::Store => self.store(fs, sym, st)?,
         }
@@ -597,19 +777,39 @@ impl GpuExecutor {
             let host = fs.tx_host.as_ptr().map_err(err)? as *mut i16;
             for a in 0..l.antennas {
                 let off = 2 * (a * l.frame_len + sym * l.symbol_len);
-                let dst = unsafe { std::slice::from_raw_parts_mut(host.add(off), 2 * l.symbol_len) };
-                unsafe { result::memcpy_dtoh_async(dst, fs.tx.at(off), st.cu_stream()) }.map_err(err)?;
+                let dst =
+                    unsafe { std::slice::from_raw_parts_mut(host.add(off), 2 * l.symbol_len) };
+                unsafe { result::memcpy_dtoh_async(dst, fs.tx.at(off), st.cu_stream()) }
+                    .map_err(err)?;
             }
         } else {
             let n = fs.dec_bits_host.len();
-            let dst = unsafe { std::slice::from_raw_parts_mut(fs.dec_bits_host.as_ptr().map_err(err)? as *mut u8, n) };
-            unsafe { result::memcpy_dtoh_async(dst, fs.dec_bits.ptr, st.cu_stream()) }.map_err(err)?;
+            let dst = unsafe {
+                std::slice::from_raw_parts_mut(
+                    fs.dec_bits_host.as_ptr().map_err(err)? as *mut u8,
+                    n,
+                )
+            };
+            unsafe { result::memcpy_dtoh_async(dst, fs.dec_bits.ptr, st.cu_stream()) }
+                .map_err(err)?;
             let n = fs.dec_status_host.len();
-            let dst = unsafe { std::slice::from_raw_parts_mut(fs.dec_status_host.as_ptr().map_err(err)? as *mut i32, n) };
-            unsafe { result::memcpy_dtoh_async(dst, fs.dec_status.ptr, st.cu_stream()) }.map_err(err)?;
+            let dst = unsafe {
+                std::slice::from_raw_parts_mut(
+                    fs.dec_status_host.as_ptr().map_err(err)? as *mut i32,
+                    n,
+                )
+            };
+            unsafe { result::memcpy_dtoh_async(dst, fs.dec_status.ptr, st.cu_stream()) }
+                .map_err(err)?;
             let n = fs.zf_status_host.len();
-            let dst = unsafe { std::slice::from_raw_parts_mut(fs.zf_status_host.as_ptr().map_err(err)? as *mut i32, n) };
-            unsafe { result::memcpy_dtoh_async(dst, fs.zf_status.ptr, st.cu_stream()) }.map_err(err)?;
+            let dst = unsafe {
+                std::slice::from_raw_parts_mut(
+                    fs.zf_status_host.as_ptr().map_err(err)? as *mut i32,
+                    n,
+                )
+            };
+            unsafe { result::memcpy_dtoh_async(dst, fs.zf_status.ptr, st.cu_stream()) }
+                .map_err(err)?;
         }
         Ok(())
     }

@@ -88,9 +88,7 @@ impl FrameLayout {
 
     /// Data symbols that need scrambling sequences (uplink or downlink, whichever more).
     pub fn sequence_symbols(&self) -> usize {
-        self.uplink
-            .len()
-            .max(self.downlink.len().saturating_sub(1))
+        self.uplink.len().max(self.downlink.len().saturating_sub(1))
     }
 
     pub fn pilot_slot(&self, symbol: usize) -> Option<usize> {
@@ -126,17 +124,13 @@ impl FrameLayout {
         let user_ok = p < self.users;
         let part_ok = p < self.parts;
         let ok = match instr.opcode {
-            Opcode::Load => {
-                (s * self.symbol_len < self.frame_len).then_some(0)
-            }
+            Opcode::Load => (s * self.symbol_len < self.frame_len).then_some(0),
             Opcode::PilotFft => self.pilot_slot(s),
             Opcode::UpFft => self.uplink_slot(s),
             Opcode::Zf => part_ok.then_some(0),
             Opcode::EqDemod => self.uplink_slot(s).filter(|_| part_ok),
             Opcode::Decode => self.uplink_slot(s).filter(|_| user_ok),
-            Opcode::Encode | Opcode::Modul => self
-                .downlink_slot(s)
-                .filter(|&j| j > 0 && user_ok),
+            Opcode::Encode | Opcode::Modul => self.downlink_slot(s).filter(|&j| j > 0 && user_ok),
             Opcode::Precode => self.downlink_slot(s).filter(|_| part_ok),
             Opcode::Ifft => self.downlink_slot(s),
             Opcode::Store => Some(self.downlink_slot(s).unwrap_or(0)),
@@ -183,14 +177,26 @@ mod tests {
         assert_eq!(l.check(&Instr::new(0, up, Opcode::Decode, 15)).unwrap(), 2);
         assert!(l.check(&Instr::new(0, up, Opcode::Decode, 16)).is_err());
         assert!(l.check(&Instr::new(0, up, Opcode::EqDemod, 4)).is_err());
-        assert!(l.check(&Instr::new(0, l.pilots[0], Opcode::UpFft, 0)).is_err());
+        assert!(l
+            .check(&Instr::new(0, l.pilots[0], Opcode::UpFft, 0))
+            .is_err());
         assert!(l.check(&Instr::new(0, 99, Opcode::Load, 0)).is_err());
         assert!(l.check(&Instr::new(0, up, Opcode::Encode, 0)).is_err());
         let dl = layout("64x16_downlink", 2);
         assert!(dl.has_reference);
         let reference = dl.downlink[0];
-        assert!(dl.check(&Instr::new(0, reference, Opcode::Encode, 0)).is_err());
-        assert_eq!(dl.check(&Instr::new(0, reference, Opcode::Precode, 1)).unwrap(), 0);
-        assert_eq!(dl.check(&Instr::new(0, dl.downlink[1], Opcode::Modul, 0)).unwrap(), 1);
+        assert!(dl
+            .check(&Instr::new(0, reference, Opcode::Encode, 0))
+            .is_err());
+        assert_eq!(
+            dl.check(&Instr::new(0, reference, Opcode::Precode, 1))
+                .unwrap(),
+            0
+        );
+        assert_eq!(
+            dl.check(&Instr::new(0, dl.downlink[1], Opcode::Modul, 0))
+                .unwrap(),
+            1
+        );
     }
 }

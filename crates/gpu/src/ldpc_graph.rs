@@ -112,7 +112,9 @@ pub enum GraphError {
     Table(#[from] TableFormatError),
     #[error(transparent)]
     Ldpc(#[from] radiohost_ldpc::LdpcError),
-    #[error("{bg} Zc = {zc}: the core parity rows are not double-diagonal (cannot plan the encoder)")]
+    #[error(
+        "{bg} Zc = {zc}: the core parity rows are not double-diagonal (cannot plan the encoder)"
+    )]
     NoEncoderPlan { bg: BaseGraph, zc: usize },
 }
 
@@ -246,7 +248,10 @@ pub fn encode_like_kernel(g: &LiftedGraph, p: &CodeParams, payload: &[u8]) -> Ve
     cw[..payload.len()].copy_from_slice(payload);
     let plan = &g.steps;
     for s in 0..plan.col.len() {
-        let (a, b) = (plan.entry_start[s] as usize, plan.entry_start[s + 1] as usize);
+        let (a, b) = (
+            plan.entry_start[s] as usize,
+            plan.entry_start[s + 1] as usize,
+        );
         for i in 0..zc {
             let mut acc = 0u8;
             for e in a..b {
@@ -322,8 +327,8 @@ pub fn decode_like_kernel(
     let syndrome = |app: &[i32]| {
         (0..g.rows).all(|r| {
             (0..zc).all(|i| {
-                let x = (g.row_start[r]..g.row_start[r + 1])
-                    .fold(0, |x, e| x ^ app[at(e as usize, i)]);
+                let x =
+                    (g.row_start[r]..g.row_start[r + 1]).fold(0, |x, e| x ^ app[at(e as usize, i)]);
                 x >= 0
             })
         })
@@ -366,7 +371,10 @@ pub fn decode_like_kernel(
             break;
         }
     }
-    let bits = app[..p.payload_bits].iter().map(|&v| (v < 0) as u8).collect();
+    let bits = app[..p.payload_bits]
+        .iter()
+        .map(|&v| (v < 0) as u8)
+        .collect();
     (bits, iterations, parity)
 }
 
@@ -400,8 +408,8 @@ mod tests {
             (BaseGraph::Bg2, 7, 0.2, 0),
         ] {
             let full = CodeParams::for_rate(bg, zc, rate).unwrap();
-            let p = CodeParams::new(bg, zc, full.payload_bits - short, full.tx_bits - short)
-                .unwrap();
+            let p =
+                CodeParams::new(bg, zc, full.payload_bits - short, full.tx_bits - short).unwrap();
             let g = LiftedGraph::new(&p).unwrap();
             let payload: Vec<u8> = (0..p.payload_bits).map(|_| rng.gen_range(0..2)).collect();
             let mut expect = vec![0u8; p.tx_bits];

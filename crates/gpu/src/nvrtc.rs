@@ -48,7 +48,10 @@ fn candidate_dirs() -> Vec<PathBuf> {
     if let Some(ld) = std::env::var_os("LD_LIBRARY_PATH") {
         dirs.extend(std::env::split_paths(&ld));
     }
-    for d in ["/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib"] {
+    for d in [
+        "/usr/local/cuda/lib64",
+        "/usr/local/cuda/targets/x86_64-linux/lib",
+    ] {
         dirs.push(d.into());
     }
     let pip_suffix = Path::new("nvidia/cuda_nvrtc/lib");

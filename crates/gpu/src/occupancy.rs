@@ -67,31 +67,6 @@ impl GpuSpec {
         }
     }
 
-    /// A spec from device attributes read at run time (compute capability 8.0 or
-    /// later; the allocation granularities are those of 8.x/9.x).
-    pub fn from_attributes(
-        name: String,
-        cc: (u32, u32),
-        sms: u32,
-        max_threads_per_sm: u32,
-        max_ctas_per_sm: u32,
-        regs_per_sm: u32,
-        smem_per_sm: u32,
-        max_smem_per_cta: u32,
-    ) -> Self {
-        Self {
-            name,
-            cc,
-            sms,
-            max_threads_per_sm,
-            max_ctas_per_sm,
-            regs_per_sm,
-            smem_per_sm,
-            max_smem_per_cta,
-            ..Self::h100()
-        }
-    }
-
     pub fn max_warps_per_sm(&self) -> u32 {
         self.max_threads_per_sm / 32
     }
@@ -179,7 +154,8 @@ pub fn occupancy(gpu: &GpuSpec, shape: &LaunchShape) -> Result<Occupancy, Occupa
     let by_regs = if shape.regs_per_thread == 0 {
         u32::MAX
     } else {
-        let per_warp = (shape.regs_per_thread * 32).div_ceil(gpu.reg_alloc_unit) * gpu.reg_alloc_unit;
+        let per_warp =
+            (shape.regs_per_thread * 32).div_ceil(gpu.reg_alloc_unit) * gpu.reg_alloc_unit;
         let warps_per_partition = gpu.regs_per_sm / gpu.sub_partitions / per_warp;
         warps_per_partition * gpu.sub_partitions / warps
     };
@@ -261,7 +237,10 @@ mod tests {
         assert_eq!(o.warp_occupancy, 1.0);
         // 64 regs -> 2048/warp -> 8 warps/partition -> 32 warps -> 4 CTAs of 8 warps.
         let o = occupancy(&h, &shape(10, 256, 64, 0)).unwrap();
-        assert_eq!((o.ctas_per_sm, o.limiter, o.sms_needed), (4, Limiter::Registers, 3));
+        assert_eq!(
+            (o.ctas_per_sm, o.limiter, o.sms_needed),
+            (4, Limiter::Registers, 3)
+        );
         // 255 regs -> 8160 -> 8192/warp -> 2 warps/partition -> 8 warps -> 1 CTA.
         let o = occupancy(&h, &shape(500, 256, 255, 0)).unwrap();
         assert_eq!((o.ctas_per_sm, o.sms_needed), (1, 132));
@@ -270,13 +249,22 @@ mod tests {
         assert_eq!(occupancy(&h, &shape(1, 256, 40, 0)).unwrap().ctas_per_sm, 6);
         // 64 KiB dynamic smem: 65536 + 1024 reserved = 66560 -> 233472 / 66560 = 3.
         let o = occupancy(&h, &shape(12, 128, 32, 65536)).unwrap();
-        assert_eq!((o.ctas_per_sm, o.limiter, o.sms_needed), (3, Limiter::SharedMemory, 4));
+        assert_eq!(
+            (o.ctas_per_sm, o.limiter, o.sms_needed),
+            (3, Limiter::SharedMemory, 4)
+        );
         // 100-byte smem rounds to 128 (+1024): 202 by smem; 32 threads, 16 regs: 32
         // CTAs by the CTA limit.
         let o = occupancy(&h, &shape(64, 32, 16, 100)).unwrap();
-        assert_eq!((o.ctas_per_sm, o.limiter, o.sms_needed), (32, Limiter::Ctas, 2));
+        assert_eq!(
+            (o.ctas_per_sm, o.limiter, o.sms_needed),
+            (32, Limiter::Ctas, 2)
+        );
         // 1024 threads = 32 warps -> 2 CTAs by warps.
-        assert_eq!(occupancy(&h, &shape(1, 1024, 32, 0)).unwrap().ctas_per_sm, 2);
+        assert_eq!(
+            occupancy(&h, &shape(1, 1024, 32, 0)).unwrap().ctas_per_sm,
+            2
+        );
     }
 
     #[test]
@@ -289,9 +277,14 @@ mod tests {
         // 384 threads = 12 warps -> 5 by warps; 64 regs -> 8 warps/partition -> 32 ->
         // 2 CTAs by registers.
         let o = occupancy(&a, &shape(200, 384, 64, 26112)).unwrap();
-        assert_eq!((o.ctas_per_sm, o.limiter, o.sms_needed), (2, Limiter::Registers, 100));
         assert_eq!(
-            occupancy(&a, &shape(300, 384, 64, 26112)).unwrap().sms_needed,
+            (o.ctas_per_sm, o.limiter, o.sms_needed),
+            (2, Limiter::Registers, 100)
+        );
+        assert_eq!(
+            occupancy(&a, &shape(300, 384, 64, 26112))
+                .unwrap()
+                .sms_needed,
             108
         );
     }
@@ -305,6 +298,38 @@ mod tests {
         assert!(occupancy(&h, &shape(0, 256, 32, 0)).is_err());
         // 1024 threads x 255 registers exceed the register file.
         assert!(occupancy(&h, &shape(1, 1024, 255, 0)).is_err());
+    }
+
+    proptest::proptest! {
+        /// Resident CTAs never exceed any per-SM limit, and asking for more of any
+        /// resource never needs fewer SMs.
+        #[test]
+        fn limits_hold_and_need_is_monotone(
+            ctas in 1u32..5000, threads in 1u32..=1024, regs in 1u32..=255,
+            smem in 0u32..=(227 * 1024), more in 1u32..64,
+        ) {
+            for gpu in [GpuSpec::h100(), GpuSpec::a100()] {
+                let s = shape(ctas, threads, regs, smem.min(gpu.max_smem_per_cta));
+                let Ok(o) = occupancy(&gpu, &s) else { continue };
+                let warps = s.warps_per_cta();
+                proptest::prop_assert!(o.ctas_per_sm * warps <= gpu.max_warps_per_sm());
+                proptest::prop_assert!(o.ctas_per_sm <= gpu.max_ctas_per_sm);
+                let regs_used = o.ctas_per_sm * warps * (regs * 32).div_ceil(256) * 256;
+                proptest::prop_assert!(regs_used <= gpu.regs_per_sm);
+                let smem_used = o.ctas_per_sm * (s.smem_per_cta.div_ceil(128) * 128 + 1024);
+                proptest::prop_assert!(s.smem_per_cta == 0 || smem_used <= gpu.smem_per_sm);
+                proptest::prop_assert!(o.sms_needed >= 1 && o.sms_needed <= gpu.sms);
+                for bigger in [
+                    shape(ctas + more, threads, regs, s.smem_per_cta),
+                    shape(ctas, threads, (regs + more).min(255), s.smem_per_cta),
+                    shape(ctas, threads, regs, (s.smem_per_cta + more * 512).min(gpu.max_smem_per_cta)),
+                ] {
+                    if let Ok(b) = occupancy(&gpu, &bigger) {
+                        proptest::prop_assert!(b.sms_needed >= o.sms_needed);
+                    }
+                }
+            }
+        }
     }
 
     #[test]

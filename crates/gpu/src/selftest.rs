@@ -53,8 +53,16 @@ fn as_cf32(v: &[f32]) -> Vec<Cf32> {
 
 /// max |a - b| / max |b|.
 fn rel_err(a: &[Cf32], b: &[Cf32]) -> f64 {
-    let scale = b.iter().map(|x| x.norm()).fold(0f32, f32::max).max(f32::MIN_POSITIVE);
-    let err = a.iter().zip(b).map(|(x, y)| (x - y).norm()).fold(0f32, f32::max);
+    let scale = b
+        .iter()
+        .map(|x| x.norm())
+        .fold(0f32, f32::max)
+        .max(f32::MIN_POSITIVE);
+    let err = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).norm())
+        .fold(0f32, f32::max);
     if a.len() != b.len() {
         return f64::INFINITY;
     }
@@ -83,7 +91,12 @@ fn run_all(ex: &GpuExecutor, instrs: &[Instr]) -> Result<(), GpuError> {
 /// # Errors
 /// Any CUDA, configuration or CPU-reference error (not a failed comparison: those
 /// are in the report).
-pub fn run(dev: Arc<GpuDevice>, cfg: &FrameConfig, name: &str, parts: usize) -> Result<SelftestReport, GpuError> {
+pub fn run(
+    dev: Arc<GpuDevice>,
+    cfg: &FrameConfig,
+    name: &str,
+    parts: usize,
+) -> Result<SelftestReport, GpuError> {
     let shape = FrameShape::new(cfg, parts).map_err(|e| GpuError::Config(e.to_string()))?;
     let mut ex = GpuExecutor::new(dev.clone(), cfg, &shape, 1)?;
     let frame = Generator::new(cfg)
@@ -128,24 +141,51 @@ pub fn run(dev: Arc<GpuDevice>, cfg: &FrameConfig, name: &str, parts: usize) -> 
         front.antenna(f, &shape.uplink_symbols, &mut up_cpu, a * d, m * d);
     }
     let pilot_gpu = as_cf32(&ex.read_back(0, Intermediate::PilotFreq)?);
-    check(&mut checks, "fft: pilot symbols (max rel err)", rel_err(&pilot_gpu, &pilot_cpu), 1e-4);
+    check(
+        &mut checks,
+        "fft: pilot symbols (max rel err)",
+        rel_err(&pilot_gpu, &pilot_cpu),
+        1e-4,
+    );
     let up_gpu = as_cf32(&ex.read_back(0, Intermediate::UplinkFreq)?);
-    check(&mut checks, "fft: uplink symbols (max rel err)", rel_err(&up_gpu, &up_cpu), 1e-4);
+    check(
+        &mut checks,
+        "fft: uplink symbols (max rel err)",
+        rel_err(&up_gpu, &up_cpu),
+        1e-4,
+    );
     // CSI and ZF from the GPU's own FFT output (isolates each kernel).
     let mut csi_cpu = vec![Cf32::default(); d * k * m];
     CsiEstimator::new(cfg.pilot_layout, m, k, d).estimate(&pilot_gpu, pilots.len(), &mut csi_cpu);
     let csi_gpu = as_cf32(&ex.read_back(0, Intermediate::Csi)?);
-    check(&mut checks, "csi (max rel err)", rel_err(&csi_gpu, &csi_cpu), 1e-4);
+    check(
+        &mut checks,
+        "csi (max rel err)",
+        rel_err(&csi_gpu, &csi_cpu),
+        1e-4,
+    );
     let mut w_cpu = vec![Cf32::default(); d * k * m];
     let mut ng_cpu = vec![0f32; d * k];
     let mut scratch = ZfScratch::with_antennas(m, k);
     for i in 0..d {
         let mk = m * k;
-        zf_detector(&csi_gpu[i * mk..(i + 1) * mk], m, k, &mut scratch, &mut w_cpu[i * mk..(i + 1) * mk], &mut ng_cpu[i * k..(i + 1) * k])
-            .map_err(|e| GpuError::Config(format!("CPU zero-forcing at subcarrier {i}: {e}")))?;
+        zf_detector(
+            &csi_gpu[i * mk..(i + 1) * mk],
+            m,
+            k,
+            &mut scratch,
+            &mut w_cpu[i * mk..(i + 1) * mk],
+            &mut ng_cpu[i * k..(i + 1) * k],
+        )
+        .map_err(|e| GpuError::Config(format!("CPU zero-forcing at subcarrier {i}: {e}")))?;
     }
     let w_gpu = as_cf32(&ex.read_back(0, Intermediate::Detector)?);
-    check(&mut checks, "zf detector (max rel err)", rel_err(&w_gpu, &w_cpu), 1e-3);
+    check(
+        &mut checks,
+        "zf detector (max rel err)",
+        rel_err(&w_gpu, &w_cpu),
+        1e-3,
+    );
     let ng_gpu = ex.read_back(0, Intermediate::NoiseGain)?;
     let ng_err = ng_gpu
         .iter()
@@ -177,8 +217,13 @@ pub fn run(dev: Arc<GpuDevice>, cfg: &FrameConfig, name: &str, parts: usize) -> 
             }
         }
         for kk in 0..k {
-            demod.demodulate(&eq[kk * d..(kk + 1) * d], &nv[kk * d..(kk + 1) * d], &mut llr_cpu);
-            GoldSequence::new_at(user_c_init(cfg, kk), u * sb).descramble_llrs(&mut llr_cpu[..used]);
+            demod.demodulate(
+                &eq[kk * d..(kk + 1) * d],
+                &nv[kk * d..(kk + 1) * d],
+                &mut llr_cpu,
+            );
+            GoldSequence::new_at(user_c_init(cfg, kk), u * sb)
+                .descramble_llrs(&mut llr_cpu[..used]);
             let g = &llr_gpu[(u * k + kk) * sb..(u * k + kk + 1) * sb];
             for (a, b) in g.iter().zip(&llr_cpu) {
                 if b.abs() > 1.0 {
@@ -188,11 +233,17 @@ pub fn run(dev: Arc<GpuDevice>, cfg: &FrameConfig, name: &str, parts: usize) -> 
             }
         }
     }
-    check(&mut checks, &format!("llr sign mismatches where |llr| > 1 (of {compared})"), mismatches as f64, 0.0);
+    check(
+        &mut checks,
+        &format!("llr sign mismatches where |llr| > 1 (of {compared})"),
+        mismatches as f64,
+        0.0,
+    );
     // Decoding: the CPU decoder on the GPU's LLRs must give the same bits and counts.
     let results = ex.uplink_results(0)?;
     let kp = cfg.code.payload_bits;
-    let mut dec = Decoder::try_new(cfg.code, decoder_config(cfg.decoder_iter)).map_err(|e| GpuError::Config(e.to_string()))?;
+    let mut dec = Decoder::try_new(cfg.code, decoder_config(cfg.decoder_iter))
+        .map_err(|e| GpuError::Config(e.to_string()))?;
     let mut out = vec![0u8; kp];
     let (mut bit_diff, mut iter_diff, mut truth_errors) = (0usize, 0usize, 0usize);
     let pb = cfg.block_payload_bits();
@@ -200,19 +251,33 @@ pub fn run(dev: Arc<GpuDevice>, cfg: &FrameConfig, name: &str, parts: usize) -> 
         for kk in 0..k {
             for b in 0..cfg.blocks_per_symbol {
                 let llr = &llr_gpu[(u * k + kk) * sb + b * cfg.code.tx_bits..][..cfg.code.tx_bits];
-                let o = dec.decode(llr, &mut out).map_err(|e| GpuError::Config(e.to_string()))?;
+                let o = dec
+                    .decode(llr, &mut out)
+                    .map_err(|e| GpuError::Config(e.to_string()))?;
                 let blk = (u * k + kk) * cfg.blocks_per_symbol + b;
                 let g = &results.bits[blk * kp..(blk + 1) * kp];
                 bit_diff += g.iter().zip(&out).filter(|(a, b)| a != b).count();
                 let st = results.status[blk];
-                iter_diff += usize::from((st & 0xffff) as usize != o.iterations || ((st >> 16) & 1 == 1) != o.parity_ok);
+                iter_diff += usize::from(
+                    (st & 0xffff) as usize != o.iterations || ((st >> 16) & 1 == 1) != o.parity_ok,
+                );
                 let truth = &frame.uplink_payload[kk][(u * cfg.blocks_per_symbol + b) * pb..][..pb];
                 truth_errors += g[..pb].iter().zip(truth).filter(|(a, b)| a != b).count();
             }
         }
     }
-    check(&mut checks, "decoded bits differing from the CPU decoder", bit_diff as f64, 0.0);
-    check(&mut checks, "blocks whose iterations/parity differ from the CPU decoder", iter_diff as f64, 0.0);
+    check(
+        &mut checks,
+        "decoded bits differing from the CPU decoder",
+        bit_diff as f64,
+        0.0,
+    );
+    check(
+        &mut checks,
+        "blocks whose iterations/parity differ from the CPU decoder",
+        iter_diff as f64,
+        0.0,
+    );
     // Reported, not bounded: depends on the configured SNR, not on the GPU.
     checks.push(Check {
         name: "bit errors against the generated payload (information only)".into(),
@@ -221,7 +286,14 @@ pub fn run(dev: Arc<GpuDevice>, cfg: &FrameConfig, name: &str, parts: usize) -> 
         passed: true,
     });
     if shape.has_downlink() {
-        downlink(&mut ex, cfg, &shape, &frame.downlink_payload, &w_gpu, &mut checks)?;
+        downlink(
+            &mut ex,
+            cfg,
+            &shape,
+            &frame.downlink_payload,
+            &w_gpu,
+            &mut checks,
+        )?;
     }
     Ok(SelftestReport {
         device: format!("{:?}", dev),
@@ -243,7 +315,9 @@ fn downlink(
     ex.set_downlink_gains(beta, tx_gain);
     let blocks = cfg.blocks_per_symbol;
     let pb = cfg.block_payload_bits();
-    let reference = shape.downlink_reference.expect("downlink has a reference symbol");
+    let reference = shape
+        .downlink_reference
+        .expect("downlink has a reference symbol");
     let mut instrs = Vec::new();
     for (j, &s) in shape.downlink_symbols.iter().enumerate() {
         for (u, p) in payload.iter().enumerate() {
@@ -270,11 +344,18 @@ fn downlink(
     let mut s = vec![Cf32::default(); k];
     let mut xm = vec![Cf32::default(); m];
     let mut time = vec![Cf32::default(); cfg.symbol_len()];
-    let dl_all: Vec<usize> = std::iter::once(reference).chain(shape.downlink_symbols.iter().copied()).collect();
+    let dl_all: Vec<usize> = std::iter::once(reference)
+        .chain(shape.downlink_symbols.iter().copied())
+        .collect();
     for (j, &sym) in shape.downlink_symbols.iter().enumerate() {
         for (u, p) in payload.iter().enumerate() {
-            tx.symbol(&p[j * blocks * pb..(j + 1) * blocks * pb], user_c_init(cfg, u), j, &mut qam)
-                .map_err(|e| GpuError::Config(e.to_string()))?;
+            tx.symbol(
+                &p[j * blocks * pb..(j + 1) * blocks * pb],
+                user_c_init(cfg, u),
+                j,
+                &mut qam,
+            )
+            .map_err(|e| GpuError::Config(e.to_string()))?;
             let g = &qam_gpu[((j + 1) * k + u) * d..][..d];
             qam_err = qam_err.max(rel_err(g, &qam));
         }
@@ -300,11 +381,18 @@ fn downlink(
             for (t, c) in time.iter().enumerate() {
                 let q = Ci16::from_cf32(*c);
                 let gi = &tx_gpu[2 * (off + t)..2 * (off + t) + 2];
-                lsb_err = lsb_err.max((gi[0] as i32 - q.re as i32).abs()).max((gi[1] as i32 - q.im as i32).abs());
+                lsb_err = lsb_err
+                    .max((gi[0] as i32 - q.re as i32).abs())
+                    .max((gi[1] as i32 - q.im as i32).abs());
             }
         }
     }
     check(checks, "precoded bins (max rel err)", pre_err, 1e-4);
-    check(checks, "transmitted int16 samples (max |diff| in LSB)", lsb_err as f64, 1.0);
+    check(
+        checks,
+        "transmitted int16 samples (max |diff| in LSB)",
+        lsb_err as f64,
+        1.0,
+    );
     Ok(())
 }

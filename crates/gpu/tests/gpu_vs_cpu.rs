@@ -11,7 +11,11 @@ use radiohost_gpu::{probe_driver, selftest, GpuDevice};
 use radiohost_phy::FrameConfig;
 
 fn config(name: &str) -> FrameConfig {
-    FrameConfig::load(Path::new(&format!("{}/../phy/configs/{name}.json", env!("CARGO_MANIFEST_DIR")))).unwrap()
+    FrameConfig::load(Path::new(&format!(
+        "{}/../phy/configs/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    )))
+    .unwrap()
 }
 
 /// The device, or None after saying why the test cannot run here.
@@ -31,7 +35,13 @@ fn selftest_of(name: &str, parts: usize) {
     let Some(dev) = device() else { return };
     let report = selftest::run(dev, &config(name), name, parts).unwrap();
     for c in &report.checks {
-        eprintln!("{:>5} {:<60} {:>12.3e} (bound {:e})", if c.passed { "ok" } else { "FAIL" }, c.name, c.value, c.bound);
+        eprintln!(
+            "{:>5} {:<60} {:>12.3e} (bound {:e})",
+            if c.passed { "ok" } else { "FAIL" },
+            c.name,
+            c.value,
+            c.bound
+        );
     }
     assert!(report.passed(), "{name}: GPU and CPU kernels disagree");
 }
@@ -59,7 +69,11 @@ fn downlink_64x16_matches_cpu() {
 #[test]
 fn driver_probe_reports_presence_or_absence() {
     match probe_driver() {
-        Ok(info) => eprintln!("CUDA driver {} with {} device(s): the ignored GPU tests can run", info.version, info.devices.len()),
+        Ok(info) => eprintln!(
+            "CUDA driver {} with {} device(s): the ignored GPU tests can run",
+            info.version,
+            info.devices.len()
+        ),
         Err(e) => {
             let text = e.to_string();
             assert!(text.starts_with("no CUDA driver found"), "{text}");

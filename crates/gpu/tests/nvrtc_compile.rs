@@ -14,14 +14,21 @@ fn every_kernel_compiles_for_sm90_and_sm80() {
             return;
         }
     };
-    eprintln!("NVRTC {}.{} from {:?}", info.version.0, info.version.1, info.path);
+    eprintln!(
+        "NVRTC {}.{} from {:?}",
+        info.version.0, info.version.1, info.path
+    );
     for arch in ["sm_90", "sm_80"] {
         for m in &MODULES {
             let c = compile(m, arch).unwrap_or_else(|e| panic!("{e}"));
             assert!(c.ptx_bytes > 0 && c.cubin_bytes > 0);
             let ptx = String::from_utf8_lossy(&c.ptx);
             for k in m.kernels {
-                assert!(ptx.contains(&format!(".entry {k}(")), "{k} missing from PTX of {}", m.name);
+                assert!(
+                    ptx.contains(&format!(".entry {k}(")),
+                    "{k} missing from PTX of {}",
+                    m.name
+                );
                 let r = c
                     .kernels
                     .iter()

@@ -2,16 +2,19 @@
 //!
 //! 1. On the device that ran its predecessors when enough capacity is free there:
 //!    its full need (full parallelism) or at least `alpha` of it (partial).
-//! 2. Else on the device with the most free capacity, when the wait saved on the
-//!    predecessors' device beats the cost of copying the inputs over (fragmented).
-//! 3. Else delayed: it stays in the deadline-ordered queue until capacity frees.
+//! 2. Else on another device when the wait saved there beats the cost of copying the
+//!    inputs over (fragmented parallelism): the device with free capacity (or the
+//!    shortest backlog) where it is estimated to finish first.
+//! 3. Else delayed: it waits in its predecessors' device's queue, ordered by slack
+//!    (deadline minus critical path), where the per-device scheduler takes it as
+//!    soon as capacity frees, over-commits it, or another device steals it.
 //!
 //! Estimates go frame, then instruction: [`estimate_frame`] bounds a whole frame on
 //! the pool (critical path vs total work over total capacity); placement uses the
 //! per-device planned executors' estimated ends.
 
 use crate::dag::{FrameDag, InstrIdx};
-use crate::isa::{DeviceId, DeviceKind, Nanos};
+use crate::isa::{DeviceId, DeviceKind, Nanos, Opcode};
 use crate::scoreboard::{DeviceTable, FrameRecord, OpcodeTable, Stage};
 
 /// Predecessors examined to find the data's device (bounds the cost for wide joins).
@@ -25,28 +28,20 @@ pub struct PlannerParams {
     pub gpu_copy_cost_ns: Nanos,
 }
 
-/// Why an instruction was placed where it was.
+/// Why an instruction was queued where it was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reason {
-    /// No predecessor device (an input or encode): anywhere with room.
+    /// No predecessor device (an input or encode): the device it would start soonest.
     Free,
     /// Full need free on the predecessors' device.
     Full,
     /// At least alpha of the need free on the predecessors' device.
     Partial,
-    /// Moved to the device with most free capacity; the copy is worth the wait saved.
+    /// Moved to another device: the wait saved beats the copy of its inputs.
     Fragmented,
-}
-
-/// A planning decision.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Placement {
-    Place {
-        device: DeviceId,
-        units: u32,
-        reason: Reason,
-    },
-    Delay,
+    /// The predecessors' device is busy but waiting there is cheaper than a copy: the
+    /// instruction is delayed in that device's deadline-ordered queue.
+    Delayed,
 }
 
 /// Device that ran most of `idx`'s (sampled) predecessors.
@@ -83,93 +78,79 @@ fn copy_cost(p: &PlannerParams, a: DeviceKind, b: DeviceKind) -> Nanos {
     }
 }
 
-fn min_units(alpha: f64, need: u32) -> u32 {
+/// Fewest units an instruction needing `need` may start on (partial parallelism).
+pub fn min_units(alpha: f64, need: u32) -> u32 {
     ((alpha * f64::from(need)).ceil() as u32).clamp(1, need.max(1))
 }
 
-/// Decide where instruction `idx` of the frame in `rec` runs now, if anywhere.
-/// `avoid` excludes a device that just failed it (when another exists).
-#[allow(clippy::too_many_arguments)]
-pub fn place(
+/// Copy cost the planner assumes between two devices.
+pub fn transfer_cost(
+    p: &PlannerParams,
+    devices: &DeviceTable,
+    from: DeviceId,
+    to: DeviceId,
+) -> Nanos {
+    match (devices.get(from), devices.get(to)) {
+        (Some(a), Some(b)) => copy_cost(p, a.kind, b.kind),
+        _ => 0,
+    }
+}
+
+/// Choose the device queue for a ready `op` whose inputs live on `home`, never
+/// `avoid` (a device that just failed it) while another exists.
+///
+/// 1. `home` when at least `alpha` of the need is free there (full/partial);
+/// 2. else the device where it is estimated to finish first, counting its backlog,
+///    its run time on the units it would get, and the copy when it is not `home`
+///    (fragmented when that is elsewhere, delayed at home otherwise).
+pub fn choose_device(
     params: &PlannerParams,
     table: &OpcodeTable,
     devices: &DeviceTable,
-    dag: &FrameDag,
-    rec: &FrameRecord,
-    idx: InstrIdx,
-    now: Nanos,
-) -> Placement {
-    let op = dag.opcode(idx);
-    let avoid = rec.status[idx as usize].avoid.filter(|_| devices.len() > 1);
-    let fits = |d: DeviceId| -> Option<(u32, u32)> {
-        let dev = devices.get(d)?;
+    op: Opcode,
+    home: Option<DeviceId>,
+    avoid: Option<DeviceId>,
+) -> Option<(DeviceId, Reason)> {
+    let avoid = avoid.filter(|_| devices.len() > 1);
+    let home = home.filter(|&h| devices.contains(h) && Some(h) != avoid);
+    if let Some(h) = home {
+        let dev = devices.get(h)?;
+        let need = table.need(dev.kind, op).min(dev.capacity);
+        if need > 0 && dev.free() >= need {
+            return Some((h, Reason::Full));
+        }
+        if need > 0 && dev.free() >= min_units(params.alpha, need) {
+            return Some((h, Reason::Partial));
+        }
+    }
+    let mut best: Option<(Nanos, DeviceId)> = None;
+    for (d, dev) in devices.iter() {
         let need = table.need(dev.kind, op).min(dev.capacity);
         if need == 0 || Some(d) == avoid {
-            return None;
-        }
-        Some((need, dev.free()))
-    };
-    let home =
-        predecessor_device(dag, rec, idx).filter(|&d| devices.contains(d) && Some(d) != avoid);
-    if let Some(h) = home {
-        if let Some((need, free)) = fits(h) {
-            if free >= need {
-                return Placement::Place {
-                    device: h,
-                    units: need,
-                    reason: Reason::Full,
-                };
-            }
-            if free >= min_units(params.alpha, need) {
-                return Placement::Place {
-                    device: h,
-                    units: free,
-                    reason: Reason::Partial,
-                };
-            }
-        }
-    }
-    // The device with the most free capacity relative to what this instruction needs.
-    let mut best: Option<(DeviceId, u32, u32)> = None;
-    for (d, _) in devices.iter() {
-        if Some(d) == home {
             continue;
         }
-        if let Some((need, free)) = fits(d) {
-            if free >= min_units(params.alpha, need) && best.is_none_or(|b| free > b.2) {
-                best = Some((d, need, free));
-            }
+        let units = dev.free().clamp(min_units(params.alpha, need), need);
+        let mut cost =
+            dev.backlog_ns(min_units(params.alpha, need)) + table.latency_with(dev.kind, op, units);
+        if let Some(h) = home.filter(|&h| h != d) {
+            cost += transfer_cost(params, devices, h, d);
         }
-    }
-    let Some((device, need, free)) = best else {
-        return Placement::Delay;
-    };
-    let units = need.min(free);
-    let Some(h) = home else {
-        return Placement::Place {
-            device,
-            units,
-            reason: Reason::Free,
+        // Ties go to home, then to the lowest id (iteration order).
+        let better = match best {
+            None => true,
+            Some((c, b)) => cost < c || (cost == c && Some(d) == home && Some(b) != home),
         };
-    };
-    let (Some(hd), Some(td)) = (devices.get(h), devices.get(device)) else {
-        return Placement::Delay;
-    };
-    let hneed = table.need(hd.kind, op).min(hd.capacity);
-    let wait_home = hd
-        .free_at(now, min_units(params.alpha, hneed))
-        .saturating_sub(now);
-    let run_home = table.latency_with(hd.kind, op, hneed);
-    let run_there = table.latency_with(td.kind, op, units) + copy_cost(params, hd.kind, td.kind);
-    if wait_home.saturating_add(run_home) > run_there {
-        Placement::Place {
-            device,
-            units,
-            reason: Reason::Fragmented,
+        if better {
+            best = Some((cost, d));
         }
-    } else {
-        Placement::Delay
     }
+    let (_, d) = best?;
+    let reason = match home {
+        None => Reason::Free,
+        Some(h) if h == d => Reason::Delayed,
+        Some(_) => Reason::Fragmented,
+    };
+    Some((d, reason))
 }
 
 /// Frame-level estimate on the current pool: the longer of the critical path and the

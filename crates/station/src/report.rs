@@ -83,6 +83,10 @@ pub struct RunReport {
     pub device_removals: u64,
     /// Instructions completed per device id (including removed devices).
     pub device_instrs: Vec<u64>,
+    /// Share of the run the scheduler thread was busy (policy and messaging).
+    pub scheduler_busy: f64,
+    /// Scheduler time per dispatched instruction (policy cost), microseconds.
+    pub scheduler_us_per_dispatch: f64,
     pub notes: Vec<String>,
 }
 
@@ -125,6 +129,8 @@ pub struct RunMeta {
     pub rescheduled: u64,
     pub device_removals: u64,
     pub device_instrs: Vec<u64>,
+    pub scheduler_busy_ns: u64,
+    pub dispatches: u64,
     pub notes: Vec<String>,
 }
 
@@ -208,6 +214,8 @@ impl ReportBuilder {
             rescheduled: meta.rescheduled,
             device_removals: meta.device_removals,
             device_instrs: meta.device_instrs,
+            scheduler_busy: meta.scheduler_busy_ns as f64 / 1e9 / wall,
+            scheduler_us_per_dispatch: meta.scheduler_busy_ns as f64 / 1e3 / meta.dispatches.max(1) as f64,
             notes: meta.notes,
         }
     }

@@ -163,6 +163,8 @@ pub struct InstrStatus {
     pub avoid: Option<DeviceId>,
     /// Queue key while `Ready` (to find it in its queue).
     pub queue_key: u64,
+    /// Unit-nanoseconds it adds to its device's queued work while queued.
+    pub queue_cost: u64,
 }
 
 impl InstrStatus {
@@ -178,6 +180,7 @@ impl InstrStatus {
             failures: 0,
             avoid: None,
             queue_key: 0,
+            queue_cost: 0,
         }
     }
 }
@@ -262,6 +265,10 @@ pub struct DeviceEntry {
     /// Units reserved by running instructions (over-committed ones included).
     pub in_use: u32,
     pub running: HashMap<Instr, RunEntry>,
+    /// Estimated work (unit-ns at full width) waiting in this device's queue.
+    pub queued_unit_ns: u64,
+    /// Estimated work (unit-ns) of the instructions running on it.
+    pub running_unit_ns: u64,
     /// Instructions completed on this device (for reports and tests).
     pub completed: u64,
 }
@@ -270,6 +277,17 @@ impl DeviceEntry {
     /// Units free now (zero when over-committed).
     pub fn free(&self) -> u32 {
         self.capacity.saturating_sub(self.in_use)
+    }
+
+    /// Estimated wait before new work that needs `units` starts here: none when they
+    /// are free, else the queued work and half the running work (on average half
+    /// done) spread over the capacity. O(1), for placement at every readiness.
+    pub fn backlog_ns(&self, units: u32) -> Nanos {
+        if self.free() >= units {
+            return 0;
+        }
+        let cap = u64::from(self.capacity.max(1));
+        (self.queued_unit_ns + self.running_unit_ns / 2) / cap
     }
 
     /// Estimated time at which `units` will be free, from the running instructions'
@@ -311,6 +329,8 @@ impl DeviceTable {
                 capacity,
                 in_use: 0,
                 running: HashMap::new(),
+                queued_unit_ns: 0,
+                running_unit_ns: 0,
                 completed: 0,
             },
         );

@@ -123,6 +123,14 @@ pub fn run(a: RunArgs) -> Result<()> {
         println!();
         print_breakdown(&reports);
         for r in &reports {
+            println!(
+                "scheduler ({}): busy {:.0}% of the run, {:.1} us per dispatched instruction",
+                r.policy,
+                100.0 * r.scheduler_busy,
+                r.scheduler_us_per_dispatch
+            );
+        }
+        for r in &reports {
             for n in &r.notes {
                 println!("note ({}): {n}", r.policy);
             }

@@ -105,14 +105,17 @@ fn base_config(a: &SimulateArgs) -> Result<SimConfig> {
     };
     let model = match &a.calibration {
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            CostModel::from_calibration_json(&text).with_context(|| format!("calibration {}", p.display()))?
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            CostModel::from_calibration_json(&text)
+                .with_context(|| format!("calibration {}", p.display()))?
         }
         None => CostModel::default(),
     };
     let params = match &a.policy_params {
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
             serde_json::from_str::<PolicyParams>(&text)
                 .with_context(|| format!("policy parameters {}", p.display()))?
         }
@@ -152,7 +155,10 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     let policies: Vec<String> = if a.policies.trim() == "all" {
         POLICY_NAMES.iter().map(|s| s.to_string()).collect()
     } else {
-        a.policies.split(',').map(|s| s.trim().to_string()).collect()
+        a.policies
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .collect()
     };
     for p in &policies {
         if !POLICY_NAMES.contains(&p.as_str()) {
@@ -172,7 +178,10 @@ pub fn run(a: SimulateArgs) -> Result<()> {
     } else {
         ProgressBar::new(total)
     };
-    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     let mut rows: Vec<SimResult> = Vec::new();
     for &d in &devices {
         for &r in &rus {
@@ -210,7 +219,19 @@ fn print_table(rows: &[SimResult], a: &SimulateArgs) {
     );
     println!(
         "{:<7} {:>4} {:>4} {:>7} {:>7} {:>6} {:>6} {:>8} {:>8} {:>9} {:>8} {:>5} {:>11}",
-        "policy", "dev", "RUs", "frames", "done", "miss", "rej", "mean ms", "p99 ms", "p99.99 ms", "fps", "util", "p99.99/lroc"
+        "policy",
+        "dev",
+        "RUs",
+        "frames",
+        "done",
+        "miss",
+        "rej",
+        "mean ms",
+        "p99 ms",
+        "p99.99 ms",
+        "fps",
+        "util",
+        "p99.99/lroc"
     );
     for r in rows {
         let lroc = rows
@@ -252,7 +273,9 @@ fn print_table(rows: &[SimResult], a: &SimulateArgs) {
         coal += r.coalesced;
     }
     println!("rescheduled after device removal: {moved}; over-committed: {low}; coalesced: {coal}");
-    println!("(missed frames count in the latency tail at their discard time; rejected frames do not)");
+    println!(
+        "(missed frames count in the latency tail at their discard time; rejected frames do not)"
+    );
 }
 
 const PALETTE: [RGBColor; 4] = [
@@ -314,7 +337,9 @@ fn plot_p9999_vs_rus(path: &Path, rows: &[SimResult], a: &SimulateArgs) -> Resul
                 .draw_series(LineSeries::new(pts.clone(), color.stroke_width(width)))
                 .map_err(|x| e(&x))?
                 .label(label)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width)));
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width))
+                });
             chart
                 .draw_series(pts.into_iter().map(|pt| Circle::new(pt, 3, color.filled())))
                 .map_err(|x| e(&x))?;
@@ -346,8 +371,26 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let svg = dir.path().join("p.svg");
         let cli = Cli::parse_from([
-            "x", "--devices", "2", "--rus", "1,2", "--antennas", "16", "--users", "4", "--data-num", "300",
-            "--fft-size", "512", "--parts", "4", "--frames", "20", "--json", "--svg", svg.to_str().unwrap(),
+            "x",
+            "--devices",
+            "2",
+            "--rus",
+            "1,2",
+            "--antennas",
+            "16",
+            "--users",
+            "4",
+            "--data-num",
+            "300",
+            "--fft-size",
+            "512",
+            "--parts",
+            "4",
+            "--frames",
+            "20",
+            "--json",
+            "--svg",
+            svg.to_str().unwrap(),
         ]);
         run(cli.args).unwrap();
         let text = std::fs::read_to_string(&svg).unwrap();

@@ -24,8 +24,9 @@ __device__ float2 pilot_ls(const float2* __restrict__ pilot_freq, const float2* 
 extern "C" __global__ void csi_estimate(const float2* __restrict__ pilot_freq, const float2* __restrict__ pilots,
                                         int pilot_syms, int layout, int M, int K, int D, int i0, int len,
                                         float2* __restrict__ csi) {
-    const int idx = blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= len * K * M) return;
+    // Grid-stride: the host caps the grid at one CTA per subcarrier of the part, so the
+    // Zf instruction's SM need is set by zf_detect, not by this short kernel.
+    for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < len * K * M; idx += gridDim.x * blockDim.x) {
     const int m = idx % M;
     const int k = (idx / M) % K;
     const int i = i0 + idx / (M * K);
@@ -45,6 +46,7 @@ extern "C" __global__ void csi_estimate(const float2* __restrict__ pilot_freq, c
         h = cadd(a, cscale(csub(b, a), t));
     }
     csi[((size_t)i * K + k) * M + m] = h;
+    }
 }
 
 // Zero-forcing of subcarriers [i0, i0 + gridDim.x): one CTA per subcarrier.

@@ -33,7 +33,13 @@ pub const MODULES: [KernelModule; 3] = [
     KernelModule {
         name: "mimo",
         source: include_str!("mimo.cu"),
-        kernels: &["csi_estimate", "zf_detect", "eq_demod", "modulate", "precode"],
+        kernels: &[
+            "csi_estimate",
+            "zf_detect",
+            "eq_demod",
+            "modulate",
+            "precode",
+        ],
     },
     KernelModule {
         name: "ldpc",

@@ -1,7 +1,7 @@
 //! The machinery every policy shares: admission, the status and device tables,
 //! readiness tracking, deadlines, failures, device churn and the event queue. A
 //! policy differs only in its [`Strategy`]: where a ready instruction waits, in which
-//! order, and (LROC) how the global queue is planned.
+//! order, and which queued instruction a device with free capacity takes next.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -21,19 +21,16 @@ pub(crate) type QKey = (u64, FrameId, InstrIdx);
 pub(crate) trait Strategy: Send {
     fn name(&self) -> &'static str;
 
-    /// Whether ready instructions wait in per-device queues (baselines) rather than in
-    /// the one global queue (LROC).
-    fn uses_device_queues(&self) -> bool;
-
-    /// The device queue for a newly ready instruction; `None` parks it globally.
+    /// The device queue for a newly ready instruction; `None` parks it globally until
+    /// a device joins.
     fn route(&mut self, core: &mut Core, frame: FrameId, idx: InstrIdx) -> Option<DeviceId>;
 
     /// Order key inside its queue.
     fn key(&mut self, core: &Core, frame: FrameId, idx: InstrIdx) -> u64;
 
-    /// Choose a dispatch from the global queue (LROC).
-    fn pick_global(&mut self, _core: &mut Core, _now: Nanos) -> Option<Dispatch> {
-        None
+    /// Choose the next dispatch (default: strict FIFO head of each device queue).
+    fn pick(&mut self, core: &mut Core, _now: Nanos) -> Option<Dispatch> {
+        core.pick_device_queues()
     }
 
     /// Called after `dispatch` is recorded (LROC coalesces here).
@@ -134,6 +131,13 @@ impl Core {
         match device.and_then(|d| self.device_queues.get_mut(&d)) {
             Some(q) => {
                 q.insert((key, frame, idx));
+                let d = device.expect("queue exists");
+                let op = self.dag.opcode(idx);
+                if let Some(dev) = self.devices.get_mut(d) {
+                    let need = self.table.need(dev.kind, op);
+                    st.queue_cost = self.table.latency(dev.kind, op) * u64::from(need);
+                    dev.queued_unit_ns += st.queue_cost;
+                }
             }
             None => {
                 st.device = None;
@@ -156,7 +160,11 @@ impl Core {
             .device
             .and_then(|d| self.device_queues.get_mut(&d))
             .is_some_and(|q| q.remove(&key));
-        if !in_device {
+        if in_device {
+            if let Some(dev) = st.device.and_then(|d| self.devices.get_mut(d)) {
+                dev.queued_unit_ns = dev.queued_unit_ns.saturating_sub(st.queue_cost);
+            }
+        } else {
             self.global.remove(&key);
         }
     }
@@ -176,6 +184,7 @@ impl Core {
             Some(pred) => pred.est_end.max(now),
             None => now,
         };
+        dev.running_unit_ns += lat * u64::from(d.units);
         if d.after.is_none() {
             dev.in_use += d.units;
         } else if let Some(pred) = d.after.and_then(|a| dev.running.get_mut(&a)) {
@@ -209,7 +218,7 @@ impl Core {
     }
 
     /// Head of a device queue when it fits: strict FIFO per device (baselines).
-    fn pick_device_queues(&mut self) -> Option<Dispatch> {
+    pub fn pick_device_queues(&mut self) -> Option<Dispatch> {
         let ids: Vec<DeviceId> = self.device_queues.keys().copied().collect();
         let n = ids.len();
         for k in 0..n {
@@ -340,14 +349,12 @@ impl<S: Strategy> Policy for Engine<S> {
         self.core.device_queues.insert(device, BTreeSet::new());
         self.core.cp_observations = u64::MAX;
         self.core.refresh_cp();
-        if self.strat.uses_device_queues() {
-            let parked: Vec<QKey> = std::mem::take(&mut self.core.global).into_iter().collect();
-            for (_, frame, idx) in parked {
-                if let Some(rec) = self.core.frames.get_mut(&frame) {
-                    rec.status[idx as usize].stage = Stage::Waiting;
-                }
-                self.core.make_ready(&mut self.strat, frame, idx);
+        let parked: Vec<QKey> = std::mem::take(&mut self.core.global).into_iter().collect();
+        for (_, frame, idx) in parked {
+            if let Some(rec) = self.core.frames.get_mut(&frame) {
+                rec.status[idx as usize].stage = Stage::Waiting;
             }
+            self.core.make_ready(&mut self.strat, frame, idx);
         }
     }
 
@@ -445,6 +452,8 @@ impl<S: Strategy> Policy for Engine<S> {
         if entry.after.is_none() {
             dev.in_use = dev.in_use.saturating_sub(entry.units);
         }
+        let planned = entry.est_end.saturating_sub(entry.est_start) * u64::from(entry.units);
+        dev.running_unit_ns = dev.running_unit_ns.saturating_sub(planned);
         dev.completed += 1;
         let kind = dev.kind;
         let mut orphan = None;
@@ -457,8 +466,12 @@ impl<S: Strategy> Policy for Engine<S> {
                     fe.est_start = now;
                     dev.in_use += fe.units;
                 } else {
-                    let fe = dev.running.remove(&f).map(|e| e.idx);
-                    orphan = fe.map(|i| (f.frame, i));
+                    let fe = dev.running.remove(&f);
+                    if let Some(fe) = &fe {
+                        let planned = fe.est_end.saturating_sub(fe.est_start) * u64::from(fe.units);
+                        dev.running_unit_ns = dev.running_unit_ns.saturating_sub(planned);
+                    }
+                    orphan = fe.map(|e| (f.frame, e.idx));
                 }
             }
         }
@@ -507,11 +520,7 @@ impl<S: Strategy> Policy for Engine<S> {
         }
         self.core.expire(now);
         self.core.refresh_cp();
-        let d = if self.strat.uses_device_queues() {
-            self.core.pick_device_queues()
-        } else {
-            self.strat.pick_global(&mut self.core, now)
-        }?;
+        let d = self.strat.pick(&mut self.core, now)?;
         self.core.issue(now, &d);
         self.strat.issued(&mut self.core, now, &d);
         Some(d)

@@ -14,10 +14,6 @@ impl Strategy for FrameLevel {
         "frame"
     }
 
-    fn uses_device_queues(&self) -> bool {
-        true
-    }
-
     fn route(&mut self, core: &mut Core, frame: FrameId, idx: InstrIdx) -> Option<DeviceId> {
         let rec = core.frames.get(&frame)?;
         let avoid = rec.status[idx as usize].avoid;

@@ -1,83 +1,167 @@
 //! LROC (MegaStation-style): Least-slack first, Reordering, Over-commitment,
-//! Coalescing, over one global ready queue planned by [`crate::planner`].
+//! Coalescing, as a per-device pipeline scheduler over queues filled by the
+//! [`crate::planner`].
 //!
-//! - Queue key = latest start time = frame deadline - calibrated critical path from the
-//!   instruction to the end of the frame; the smallest key has the least slack.
-//! - Reordering: among placeable instructions whose key is within `reorder_band_ns` of
-//!   the most urgent one, issue the one using the fewest resource units first (fills
-//!   fragments of capacity that a wide instruction could not use).
-//! - Over-commitment: when nothing can be placed, an in-window instruction whose slack
-//!   fell below `overcommit_slack_ns` (but that can still make its deadline) runs at
-//!   low priority on the least over-committed device, up to `overcommit_ratio`.
+//! - Placement: when an instruction becomes ready the planner puts it in a device's
+//!   queue (its predecessors' device, or another one when the wait saved beats the
+//!   copy). Each queue is ordered by latest start time = frame deadline - calibrated
+//!   critical path from the instruction to the end of the frame: least slack first.
+//! - Reordering: among the first queued instructions whose latest start is within
+//!   `reorder_band_ns` of the head's, a device with free units issues the one using
+//!   the fewest resource units (fills fragments a wide instruction could not use).
+//! - Stealing: an idle device takes the most urgent head of a busy device's queue when
+//!   that device's backlog exceeds the copy cost (fragmented parallelism).
+//! - Over-commitment: a queued instruction whose slack fell below
+//!   `overcommit_slack_ns` (but that can still make its deadline) on a full device
+//!   runs there at low priority, up to `overcommit_ratio` of its capacity.
 //! - Coalescing: when an instruction is issued, its most urgent successor whose only
 //!   missing input is that instruction is issued behind it on the same reservation.
 
 use super::core::{Core, Strategy};
 use crate::dag::InstrIdx;
 use crate::engine::Dispatch;
-use crate::isa::{DeviceId, FrameId, Nanos, Opcode};
-use crate::planner::{self, Placement, PlannerParams};
+use crate::isa::{DeviceId, FrameId, Nanos};
+use crate::planner::{self, PlannerParams};
 use crate::scoreboard::Stage;
+
+/// Queued instructions a device examines for reordering.
+const REORDER_SCAN: usize = 8;
 
 #[derive(Default)]
 pub(crate) struct Lroc {
     last_now: Nanos,
+    rr: usize,
+    ids: Vec<DeviceId>,
+}
+
+fn planner_params(core: &Core) -> PlannerParams {
+    PlannerParams {
+        alpha: core.params.alpha,
+        copy_cost_ns: core.params.copy_cost_ns,
+        gpu_copy_cost_ns: core.params.gpu_copy_cost_ns,
+    }
+}
+
+fn window_end(core: &Core) -> Nanos {
+    core.earliest_deadline()
+        .map_or(Nanos::MAX, |d| d.saturating_add(core.params.window_ns))
 }
 
 impl Lroc {
-    fn planner_params(core: &Core) -> PlannerParams {
-        PlannerParams {
-            alpha: core.params.alpha,
-            copy_cost_ns: core.params.copy_cost_ns,
-            gpu_copy_cost_ns: core.params.gpu_copy_cost_ns,
-        }
-    }
-
-    fn window_end(core: &Core) -> Nanos {
-        core.earliest_deadline()
-            .map_or(Nanos::MAX, |d| d.saturating_add(core.params.window_ns))
-    }
-
-    fn overcommit(&self, core: &Core, now: Nanos) -> Option<Dispatch> {
-        let window_end = Self::window_end(core);
-        let threshold = now.saturating_add(core.params.overcommit_slack_ns);
-        for &(key, frame, idx) in core.global.iter().take(core.params.lookahead) {
-            if key > threshold {
-                break; // sorted by latest start: the rest have more slack
+    /// A device with free units takes from its own queue, reordering by resource use.
+    fn own_queue(&self, core: &Core, d: DeviceId) -> Option<Dispatch> {
+        let dev = core.devices.get(d)?;
+        let free = dev.free();
+        let q = core.device_queues.get(&d)?;
+        let &(head, _, _) = q.first()?;
+        let band_end = head.saturating_add(core.params.reorder_band_ns);
+        let mut best: Option<(u32, u32, FrameId, InstrIdx)> = None; // (need, units, ..)
+        for &(key, frame, idx) in q.iter().take(REORDER_SCAN) {
+            if key > band_end {
+                break;
             }
-            let Some(rec) = core.frames.get(&frame) else {
+            let need = core
+                .table
+                .need(dev.kind, core.dag.opcode(idx))
+                .min(dev.capacity);
+            let units = if free >= need {
+                need
+            } else if free >= planner::min_units(core.params.alpha, need) {
+                free
+            } else {
                 continue;
             };
-            if key < now || rec.deadline > window_end {
-                continue; // cannot make its deadline anyway, or outside the window
-            }
-            let op = core.dag.opcode(idx);
-            let avoid = rec.status[idx as usize]
-                .avoid
-                .filter(|_| core.devices.len() > 1);
-            let mut best: Option<(f64, DeviceId, u32)> = None;
-            for (d, dev) in core.devices.iter() {
-                let units = core.table.need(dev.kind, op).min(dev.capacity);
-                if units == 0 || Some(d) == avoid {
-                    continue;
-                }
-                let limit = f64::from(dev.capacity) * (1.0 + core.params.overcommit_ratio);
-                let load = f64::from(dev.in_use + units);
-                if load <= limit && best.is_none_or(|b| load / f64::from(dev.capacity) < b.0) {
-                    best = Some((load / f64::from(dev.capacity), d, units));
-                }
-            }
-            if let Some((_, device, units)) = best {
-                return Some(Dispatch {
-                    instr: core.dag.instr(frame, idx),
-                    device,
-                    units,
-                    low_priority: true,
-                    after: None,
-                });
+            if best.is_none_or(|b| need < b.0) {
+                best = Some((need, units, frame, idx));
             }
         }
-        None
+        let (_, units, frame, idx) = best?;
+        Some(Dispatch {
+            instr: core.dag.instr(frame, idx),
+            device: d,
+            units,
+            low_priority: false,
+            after: None,
+        })
+    }
+
+    /// An idle device steals the most urgent waiting head of a backlogged device.
+    fn steal(&self, core: &Core, thief: DeviceId) -> Option<Dispatch> {
+        let dev = core.devices.get(thief)?;
+        let params = planner_params(core);
+        let mut best: Option<(u64, FrameId, InstrIdx, u32)> = None;
+        for &victim in &self.ids {
+            if victim == thief {
+                continue;
+            }
+            let (Some(v), Some(q)) = (core.devices.get(victim), core.device_queues.get(&victim))
+            else {
+                continue;
+            };
+            let Some(&(key, frame, idx)) = q.first() else {
+                continue;
+            };
+            let op = core.dag.opcode(idx);
+            let vneed = core.table.need(v.kind, op).min(v.capacity);
+            let min_v = planner::min_units(core.params.alpha, vneed);
+            if v.free() >= min_v {
+                continue; // the victim can start it itself
+            }
+            let avoid = core
+                .frames
+                .get(&frame)
+                .and_then(|r| r.status[idx as usize].avoid);
+            if avoid == Some(thief) {
+                continue;
+            }
+            let need = core.table.need(dev.kind, op).min(dev.capacity);
+            if need == 0 || dev.free() < planner::min_units(core.params.alpha, need) {
+                continue;
+            }
+            if v.backlog_ns(min_v) <= planner::transfer_cost(&params, &core.devices, victim, thief)
+            {
+                continue; // waiting there is cheaper than moving the data
+            }
+            if best.is_none_or(|b| key < b.0) {
+                best = Some((key, frame, idx, need.min(dev.free())));
+            }
+        }
+        let (_, frame, idx, units) = best?;
+        Some(Dispatch {
+            instr: core.dag.instr(frame, idx),
+            device: thief,
+            units,
+            low_priority: false,
+            after: None,
+        })
+    }
+
+    /// A full device runs a critical queued instruction at low priority.
+    fn overcommit(&self, core: &Core, now: Nanos, d: DeviceId) -> Option<Dispatch> {
+        let dev = core.devices.get(d)?;
+        let &(key, frame, idx) = core.device_queues.get(&d)?.first()?;
+        let rec = core.frames.get(&frame)?;
+        if key > now.saturating_add(core.params.overcommit_slack_ns)
+            || key < now
+            || rec.deadline > window_end(core)
+        {
+            return None; // not critical yet, hopeless anyway, or outside the window
+        }
+        let units = core
+            .table
+            .need(dev.kind, core.dag.opcode(idx))
+            .min(dev.capacity);
+        let limit = f64::from(dev.capacity) * (1.0 + core.params.overcommit_ratio);
+        if units == 0 || f64::from(dev.in_use + units) > limit {
+            return None;
+        }
+        Some(Dispatch {
+            instr: core.dag.instr(frame, idx),
+            device: d,
+            units,
+            low_priority: true,
+            after: None,
+        })
     }
 }
 
@@ -86,12 +170,20 @@ impl Strategy for Lroc {
         "lroc"
     }
 
-    fn uses_device_queues(&self) -> bool {
-        false
-    }
-
-    fn route(&mut self, _core: &mut Core, _frame: FrameId, _idx: InstrIdx) -> Option<DeviceId> {
-        None
+    fn route(&mut self, core: &mut Core, frame: FrameId, idx: InstrIdx) -> Option<DeviceId> {
+        let rec = core.frames.get(&frame)?;
+        let avoid = rec.status[idx as usize].avoid;
+        let home = planner::predecessor_device(&core.dag, rec, idx);
+        let op = core.dag.opcode(idx);
+        planner::choose_device(
+            &planner_params(core),
+            &core.table,
+            &core.devices,
+            op,
+            home,
+            avoid,
+        )
+        .map(|(d, _)| d)
     }
 
     fn key(&mut self, core: &Core, frame: FrameId, idx: InstrIdx) -> u64 {
@@ -99,55 +191,38 @@ impl Strategy for Lroc {
         deadline.saturating_sub(core.cp[idx as usize])
     }
 
-    fn pick_global(&mut self, core: &mut Core, now: Nanos) -> Option<Dispatch> {
+    fn pick(&mut self, core: &mut Core, now: Nanos) -> Option<Dispatch> {
         self.last_now = now;
-        let params = Self::planner_params(core);
-        let &(head, _, _) = core.global.first()?;
-        let band_end = head.saturating_add(core.params.reorder_band_ns);
-        // Nothing fits anywhere: skip planning, only over-commit may help.
-        let kind = core.devices.main_kind();
-        let min_need = Opcode::ALL
-            .into_iter()
-            .map(|op| core.table.need(kind, op))
-            .min()
-            .unwrap_or(1);
-        let most_free = core.devices.iter().map(|(_, d)| d.free()).max().unwrap_or(0);
-        let placeable = f64::from(most_free) >= (core.params.alpha * f64::from(min_need)).ceil();
-        // (units, key, frame, idx, device)
-        let mut best: Option<(u32, u64, FrameId, InstrIdx, DeviceId)> = None;
-        let scan = if placeable { core.params.lookahead } else { 0 };
-        for &(key, frame, idx) in core.global.iter().take(scan) {
-            if best.is_some_and(|b| key > band_end || b.0 <= min_need) {
-                break; // out of the reorder band, or nothing can use fewer units
+        self.ids.clear();
+        self.ids.extend(core.devices.ids());
+        let n = self.ids.len();
+        if n == 0 {
+            return None;
+        }
+        let start = self.rr % n;
+        let order = |k: usize| self.ids[(start + k) % n];
+        for k in 0..n {
+            if let Some(d) = self.own_queue(core, order(k)) {
+                self.rr = start + k + 1;
+                return Some(d);
             }
-            let Some(rec) = core.frames.get(&frame) else {
-                continue;
-            };
-            if let Placement::Place { device, units, .. } = planner::place(
-                &params,
-                &core.table,
-                &core.devices,
-                &core.dag,
-                rec,
-                idx,
-                now,
-            ) {
-                if best.is_none_or(|b| units < b.0) {
-                    best = Some((units, key, frame, idx, device));
+        }
+        for k in 0..n {
+            let thief = order(k);
+            if core.device_queues.get(&thief).is_some_and(|q| q.is_empty()) {
+                if let Some(d) = self.steal(core, thief) {
+                    self.rr = start + k + 1;
+                    return Some(d);
                 }
             }
         }
-        if let Some((units, _, frame, idx, device)) = best {
-            return Some(Dispatch {
-                instr: core.dag.instr(frame, idx),
-                device,
-                units,
-                low_priority: false,
-                after: None,
-            });
-        }
         if core.params.overcommit {
-            return self.overcommit(core, now);
+            for k in 0..n {
+                if let Some(d) = self.overcommit(core, now, order(k)) {
+                    self.rr = start + k + 1;
+                    return Some(d);
+                }
+            }
         }
         None
     }
@@ -162,7 +237,7 @@ impl Strategy for Lroc {
         let Some(rec) = core.frames.get(&d.instr.frame) else {
             return;
         };
-        if rec.deadline > Self::window_end(core) {
+        if rec.deadline > window_end(core) {
             return;
         }
         let Some(kind) = core.devices.get(d.device).map(|dev| dev.kind) else {
@@ -200,12 +275,13 @@ impl Strategy for Lroc {
         if !core.params.overcommit {
             return None;
         }
-        // When the next delayed instruction's slack falls below the over-commit bar.
+        // When the next queued head's slack falls below the over-commit bar.
         let thr = core.params.overcommit_slack_ns;
-        let from = self.last_now.saturating_add(thr).saturating_add(1);
-        core.global
-            .range((from, 0, 0)..)
-            .next()
-            .map(|&(key, _, _)| key - thr)
+        core.device_queues
+            .values()
+            .filter_map(|q| q.first())
+            .map(|&(key, _, _)| key.saturating_sub(thr))
+            .filter(|&t| t > self.last_now)
+            .min()
     }
 }

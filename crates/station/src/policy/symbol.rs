@@ -14,10 +14,6 @@ impl Strategy for SymbolLevel {
         "symbol"
     }
 
-    fn uses_device_queues(&self) -> bool {
-        true
-    }
-
     fn route(&mut self, core: &mut Core, frame: FrameId, idx: InstrIdx) -> Option<DeviceId> {
         let avoid = core.frames.get(&frame)?.status[idx as usize].avoid;
         let instr = core.dag.instr(frame, idx);

@@ -25,10 +25,6 @@ impl Strategy for TaskLevel {
         "task"
     }
 
-    fn uses_device_queues(&self) -> bool {
-        true
-    }
-
     fn route(&mut self, core: &mut Core, frame: FrameId, idx: InstrIdx) -> Option<DeviceId> {
         let avoid = core.frames.get(&frame)?.status[idx as usize].avoid;
         let instr = core.dag.instr(frame, idx);

@@ -43,6 +43,10 @@ pub struct DriverOutput {
     pub device_removals: u64,
     pub ignored_completions: u64,
     pub device_instrs: Vec<u64>,
+    /// Time the scheduler thread spent handling messages and polling the policy.
+    pub scheduler_busy_ns: Nanos,
+    /// Dispatches sent to devices.
+    pub dispatches: u64,
     pub notes: Vec<String>,
     pub first_arrival: Option<Nanos>,
     pub last_decision: Nanos,
@@ -131,6 +135,8 @@ pub fn run_driver(
             device_removals: 0,
             ignored_completions: 0,
             device_instrs: Vec::new(),
+            scheduler_busy_ns: 0,
+            dispatches: 0,
             notes: Vec::new(),
             first_arrival: None,
             last_decision: 0,
@@ -160,6 +166,7 @@ pub fn run_driver(
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => break,
         };
+        let busy_from = now_ns();
         let mut next = first;
         // Batch: take everything already queued before asking the policy.
         while let Some(msg) = next {
@@ -208,6 +215,7 @@ pub fn run_driver(
             next = rx.try_recv().ok();
         }
         d.pump(&mut *policy);
+        d.out.scheduler_busy_ns += now_ns() - busy_from;
         if ingest_done >= cfg.rus {
             let now = now_ns();
             let since = *drain_since.get_or_insert(now);
@@ -299,7 +307,10 @@ impl Driver {
                 };
                 let err = match self.devices.get(disp.device as usize).and_then(Option::as_ref) {
                     Some(dev) => match dev.submit(job, disp.low_priority, disp.after) {
-                        Ok(()) => None,
+                        Ok(()) => {
+                            self.out.dispatches += 1;
+                            None
+                        }
                         Err((SubmitError::Full, _)) => Some(format!("device {} work queue full ({} jobs)", disp.device, self.queue_capacity)),
                         Err((SubmitError::Removed, _)) => Some(format!("device {} was removed", disp.device)),
                     },

@@ -163,6 +163,8 @@ pub fn run_station(setup: &StationSetup, policy: Box<dyn Policy>) -> Result<RunR
         rescheduled: out.rescheduled,
         device_removals: out.device_removals,
         device_instrs: out.device_instrs.clone(),
+        scheduler_busy_ns: out.scheduler_busy_ns,
+        dispatches: out.dispatches,
         notes,
     };
     Ok(out.report.finish(meta))

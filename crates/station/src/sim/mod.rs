@@ -166,14 +166,20 @@ impl SimConfig {
                 'U' => up.push(i),
                 'D' => down.push(i),
                 'G' => {}
-                other => return err(format!("schedule symbol `{other}` at {i}: use P, U, D or G")),
+                other => {
+                    return err(format!(
+                        "schedule symbol `{other}` at {i}: use P, U, D or G"
+                    ))
+                }
             }
         }
         if pilot.is_empty() {
             return err("the schedule needs a pilot symbol (P)".into());
         }
         if up.is_empty() && down.len() < 2 {
-            return err("the schedule needs uplink (U) or at least two downlink (D) symbols".into());
+            return err(
+                "the schedule needs uplink (U) or at least two downlink (D) symbols".into(),
+            );
         }
         Ok(FrameShape {
             antennas: self.antennas,

@@ -30,7 +30,11 @@ pub enum ModelError {
     #[error("calibration names unknown opcode `{name}` under `{kind}`: use one of load, pilot_fft, up_fft, zf, eq_demod, decode, encode, modul, precode, ifft, store")]
     Opcode { kind: String, name: String },
     #[error("calibration latency for {kind}/{name} must be a finite non-negative number of ns, got {value}")]
-    Value { kind: String, name: String, value: f64 },
+    Value {
+        kind: String,
+        name: String,
+        value: f64,
+    },
     #[error("calibration shape field {field} must be at least 1")]
     Shape { field: &'static str },
 }
@@ -146,7 +150,11 @@ impl CostModel {
             model.reference = shape;
         }
         for (kind, table) in [(DeviceKind::Cpu, &file.cpu), (DeviceKind::Gpu, &file.gpu)] {
-            let kname = if kind == DeviceKind::Cpu { "cpu" } else { "gpu" };
+            let kname = if kind == DeviceKind::Cpu {
+                "cpu"
+            } else {
+                "gpu"
+            };
             for (name, &ns) in table {
                 let op = opcode_named(name).ok_or_else(|| ModelError::Opcode {
                     kind: kname.into(),
@@ -166,10 +174,22 @@ impl CostModel {
     }
 
     /// Latency of one `op` instruction at full width on `kind` for `shape`.
-    pub fn latency(&self, kind: DeviceKind, op: Opcode, shape: &FrameShape, fft_size: usize) -> Nanos {
+    pub fn latency(
+        &self,
+        kind: DeviceKind,
+        op: Opcode,
+        shape: &FrameShape,
+        fft_size: usize,
+    ) -> Nanos {
         let r = &self.reference;
-        let ratio = work(op, shape.antennas, shape.users, shape.data_num, fft_size, shape.parts)
-            / work(op, r.antennas, r.users, r.data_num, r.fft_size, r.parts);
+        let ratio = work(
+            op,
+            shape.antennas,
+            shape.users,
+            shape.data_num,
+            fft_size,
+            shape.parts,
+        ) / work(op, r.antennas, r.users, r.data_num, r.fft_size, r.parts);
         (self.fixed_ns[k(kind)] + self.scaled_ns[k(kind)][op.index()] * ratio).round() as Nanos
     }
 
@@ -192,7 +212,9 @@ fn work(op: Opcode, m: usize, k: usize, data_num: usize, fft: usize, parts: usiz
         Opcode::Load => m * fftf,
         Opcode::PilotFft | Opcode::UpFft | Opcode::Ifft => fft_work,
         Opcode::Zf => {
-            let blocks = (per_part(data_num, parts) / ZF_BLOCK as f64).ceil().max(1.0);
+            let blocks = (per_part(data_num, parts) / ZF_BLOCK as f64)
+                .ceil()
+                .max(1.0);
             blocks * (m * kf * kf + kf * kf * kf)
         }
         Opcode::EqDemod | Opcode::Precode => per_part(data_num, parts) * m * kf,
@@ -205,7 +227,11 @@ fn work(op: Opcode, m: usize, k: usize, data_num: usize, fft: usize, parts: usiz
 /// Bytes a `succ` instruction reads from one `pred` instruction (what must cross when
 /// they run on different devices): a per-part consumer reads only its part.
 pub fn input_bytes(pred: Opcode, succ: Opcode, shape: &FrameShape, fft_size: usize) -> u64 {
-    let (m, k, n) = (shape.antennas as u64, shape.users as u64, shape.data_num as u64);
+    let (m, k, n) = (
+        shape.antennas as u64,
+        shape.users as u64,
+        shape.data_num as u64,
+    );
     let part = n.div_ceil(shape.parts.max(1) as u64);
     match (pred, succ) {
         (Opcode::Load, _) | (Opcode::Ifft, _) => m * fft_size as u64 * 4,

@@ -132,7 +132,11 @@ pub fn simulate(policy: &str, cfg: &SimConfig) -> Result<SimResult, SimError> {
             .map_err(|e| SimError::Config(format!("histogram: {e}")))?,
         res: SimResult {
             policy: policy.to_string(),
-            kind: if cfg.kind == DeviceKind::Gpu { "gpu" } else { "cpu" },
+            kind: if cfg.kind == DeviceKind::Gpu {
+                "gpu"
+            } else {
+                "cpu"
+            },
             devices: cfg.devices,
             units: cfg.units,
             rus: cfg.rus,
@@ -209,7 +213,10 @@ impl Sim<'_> {
                 // A frame arrives with its first symbol; each symbol lands at its end.
                 self.push(start + symbol_ns, Ev::Arrive(frame));
                 for s in self.shape.received_symbols() {
-                    self.push(start + (s as u64 + 1) * symbol_ns, Ev::Input(frame, s as u16));
+                    self.push(
+                        start + (s as u64 + 1) * symbol_ns,
+                        Ev::Input(frame, s as u16),
+                    );
                 }
             }
         }
@@ -270,7 +277,11 @@ impl Sim<'_> {
         if done != self.res.frames {
             return Err(contract(
                 self.policy.name(),
-                format!("{} of {} frames never got a FrameDone", self.res.frames - done, self.res.frames),
+                format!(
+                    "{} of {} frames never got a FrameDone",
+                    self.res.frames - done,
+                    self.res.frames
+                ),
             ));
         }
         self.finish_stats();
@@ -338,9 +349,10 @@ impl Sim<'_> {
                 }
                 dev.in_use -= run.units;
                 self.busy_unit_ns += u128::from(self.now - run.started) * u128::from(run.units);
-                if let (Some(f), Some(idx)) =
-                    (self.frames.get_mut(&run.instr.frame), self.dag.index_of(&run.instr))
-                {
+                if let (Some(f), Some(idx)) = (
+                    self.frames.get_mut(&run.instr.frame),
+                    self.dag.index_of(&run.instr),
+                ) {
                     f.commit[idx as usize] = Some((self.now, run.device));
                 }
                 self.policy
@@ -358,11 +370,17 @@ impl Sim<'_> {
             let Some(dev) = self.devices.get(&d.device).filter(|x| x.alive) else {
                 return Err(contract(
                     self.policy.name(),
-                    format!("{} dispatched to device {}, which is not in the pool", d.instr, d.device),
+                    format!(
+                        "{} dispatched to device {}, which is not in the pool",
+                        d.instr, d.device
+                    ),
                 ));
             };
             if d.units == 0 {
-                return Err(contract(self.policy.name(), format!("{} dispatched with 0 units", d.instr)));
+                return Err(contract(
+                    self.policy.name(),
+                    format!("{} dispatched with 0 units", d.instr),
+                ));
             }
             if d.low_priority {
                 self.res.low_priority += 1;
@@ -392,7 +410,10 @@ impl Sim<'_> {
     /// Start `d` now: copy inputs from other devices, then run the kernel.
     fn start(&mut self, d: &Dispatch) -> Result<(), SimError> {
         let Some(idx) = self.dag.index_of(&d.instr) else {
-            return Err(contract(self.policy.name(), format!("{} is not in the frame DAG", d.instr)));
+            return Err(contract(
+                self.policy.name(),
+                format!("{} is not in the frame DAG", d.instr),
+            ));
         };
         let dev = self.devices.get(&d.device).expect("checked by caller");
         let kind = dev.kind;
@@ -430,7 +451,11 @@ impl Sim<'_> {
         let units = u64::from(d.units).min(need);
         let mut kernel = self.latency[kind_index(kind)][op.index()] * need / units.max(1);
         let j = self.cfg.jitter;
-        let mut factor = if j > 0.0 { self.rng.gen_range(1.0 - j..1.0 + j) } else { 1.0 };
+        let mut factor = if j > 0.0 {
+            self.rng.gen_range(1.0 - j..1.0 + j)
+        } else {
+            1.0
+        };
         if self.rng.gen_range(0..1000) == 0 {
             factor *= 3.0;
         }

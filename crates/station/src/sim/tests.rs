@@ -24,7 +24,10 @@ fn light_load_meets_every_deadline_under_every_policy() {
         assert_eq!(r.completed, 120, "{name}: {r:?}");
         assert!(r.p9999_ms < 3.0 && r.mean_ms > 0.0, "{name}: {r:?}");
         assert!(r.utilization > 0.0 && r.utilization < 1.0);
-        assert!(r.per_opcode.iter().any(|o| o.opcode == "zf" && o.count == 120 * 8));
+        assert!(r
+            .per_opcode
+            .iter()
+            .any(|o| o.opcode == "zf" && o.count == 120 * 8));
     }
 }
 
@@ -48,8 +51,15 @@ fn device_churn_accounts_for_every_frame() {
             ..small()
         };
         let r = simulate(name, &cfg).unwrap();
-        assert_eq!(r.completed + r.missed + r.rejected + r.failed, r.frames, "{name}");
-        assert!(r.rescheduled > 0, "{name}: nothing moved off the removed device");
+        assert_eq!(
+            r.completed + r.missed + r.rejected + r.failed,
+            r.frames,
+            "{name}"
+        );
+        assert!(
+            r.rescheduled > 0,
+            "{name}: nothing moved off the removed device"
+        );
         assert!(r.completed > r.frames / 2, "{name}: {r:?}");
     }
 }
@@ -96,12 +106,31 @@ fn cpu_pool_with_downlink_runs() {
 fn settings_are_checked() {
     assert!(simulate("nope", &small()).is_err());
     for bad in [
-        SimConfig { devices: 0, ..small() },
-        SimConfig { users: 64, antennas: 8, ..small() },
-        SimConfig { parts: 0, ..small() },
-        SimConfig { schedule: "UUU".into(), ..small() },
-        SimConfig { schedule: "PXU".into(), ..small() },
-        SimConfig { jitter: 1.5, ..small() },
+        SimConfig {
+            devices: 0,
+            ..small()
+        },
+        SimConfig {
+            users: 64,
+            antennas: 8,
+            ..small()
+        },
+        SimConfig {
+            parts: 0,
+            ..small()
+        },
+        SimConfig {
+            schedule: "UUU".into(),
+            ..small()
+        },
+        SimConfig {
+            schedule: "PXU".into(),
+            ..small()
+        },
+        SimConfig {
+            jitter: 1.5,
+            ..small()
+        },
     ] {
         assert!(simulate("lroc", &bad).is_err());
     }
@@ -112,7 +141,11 @@ fn settings_are_checked() {
     assert_eq!(parse_duration_ns("ms"), None);
     assert_eq!(
         "remove:3@150ms".parse::<ChurnEvent>().unwrap(),
-        ChurnEvent { at_ns: 150_000_000, device: 3, add: false }
+        ChurnEvent {
+            at_ns: 150_000_000,
+            device: 3,
+            add: false
+        }
     );
     assert!("drop:3@1ms".parse::<ChurnEvent>().is_err());
     assert!("remove:x@1ms".parse::<ChurnEvent>().is_err());
