@@ -541,3 +541,26 @@ fn cpu_baseline_ns(cfg: &FrameConfig, shape: &FrameShape, op: Opcode) -> Result<
     }
     Ok(t0.elapsed().as_nanos() as f64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_shapes_are_valid_frames() {
+        for mimo in ["64x32", "128x32", "128x64"] {
+            for downlink in [false, true] {
+                let cfg = issue_config(mimo, downlink).unwrap();
+                assert_eq!(
+                    (cfg.fft_size, cfg.data_num, cfg.schedule.len()),
+                    (2048, 1200, 14)
+                );
+                assert_eq!(cfg.blocks_per_symbol, 1);
+                let shape = FrameShape::new(&cfg, 8).unwrap();
+                assert_eq!(shape.has_downlink(), downlink);
+            }
+        }
+        assert!(issue_config("64", false).is_err());
+        assert!(issue_config("8x16", false).is_err());
+    }
+}

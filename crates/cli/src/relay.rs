@@ -417,35 +417,31 @@ fn print_rows(rows: &[Row], target: f64) {
         );
     }
     println!();
-    // What went wrong, per relay, summed over the rows.
+    // Where each relay's copies went: late ones, and one cause per missing one.
     let mut lines = Vec::new();
     for r in rows {
-        for (i, x) in r.report.air.relays.iter().enumerate() {
-            let pr = &r.report.air.tally.per_relay[i];
-            let h = &r.report.hosts[i].counters;
-            let causes = [
-                ("stage-1 lost", x.stage1_lost),
-                ("late at radio", x.radio_late),
-                ("radio dropped late", x.tx.late_packets),
-                ("copy lost", x.copy_lost),
-                ("after deadline", pr.after_deadline + pr.stale),
-                ("corrupt", x.corrupt),
-                ("host malformed", h.malformed),
-                ("host send drops", r.report.hosts[i].send_drops),
-            ];
-            let nonzero: Vec<String> = causes
+        for i in 0..r.report.air.relays.len() {
+            let (late, missing, causes, unaccounted) = missing_causes(&r.report, i);
+            if late == 0 && missing == 0 {
+                continue;
+            }
+            let mut l = format!(
+                "  {} delta {:.0}us relay {i}: sent late {late}, missing {missing}",
+                r.condition(),
+                r.delta_us
+            );
+            let named: Vec<String> = causes
                 .iter()
                 .filter(|(_, n)| *n > 0)
-                .map(|(l, n)| format!("{l} {n}"))
+                .map(|(c, n)| format!("{c} {n}"))
                 .collect();
-            if !nonzero.is_empty() {
-                lines.push(format!(
-                    "  {} delta {:.0}us relay {i}: {}",
-                    r.condition(),
-                    r.delta_us,
-                    nonzero.join(", ")
-                ));
+            if !named.is_empty() {
+                l.push_str(&format!(" ({})", named.join(", ")));
             }
+            if unaccounted != 0 {
+                l.push_str(&format!(" [{unaccounted} without a counted cause]"));
+            }
+            lines.push(l);
         }
         if r.report.stopped_early {
             lines.push(format!(
@@ -456,7 +452,7 @@ fn print_rows(rows: &[Row], target: f64) {
         }
     }
     if !lines.is_empty() {
-        println!("causes:");
+        println!("copies sent late by the relay radios, and why copies were missing:");
         for l in lines {
             println!("{l}");
         }
@@ -503,6 +499,43 @@ fn print_rows(rows: &[Row], target: f64) {
             );
         }
     }
+}
+
+/// Relay `i`'s copies: how many its radio sent late, how many were missing,
+/// the counted cause of each missing one, and how many had none (should be 0;
+/// link duplicates can make it negative).
+fn missing_causes(rep: &RunReport, i: usize) -> (u64, u64, Vec<(&'static str, u64)>, i64) {
+    let x = &rep.air.relays[i];
+    let pr = &rep.air.tally.per_relay[i];
+    let h = &rep.hosts[i].counters;
+    let offered = rep.air.bursts_sent - x.stage1_lost + x.stage1_duplicated;
+    let causes = vec![
+        ("stage-1 lost on link", x.stage1_lost),
+        (
+            "stage-1 not received by host",
+            offered.saturating_sub(h.received),
+        ),
+        ("refused by host", h.malformed + h.too_old),
+        (
+            "host->radio datagram lost",
+            h.scheduled.saturating_sub(x.tx.packets + x.malformed),
+        ),
+        ("radio dropped late", x.tx.late_packets),
+        (
+            "radio overlap (late copy hit the next burst)",
+            x.tx.overlaps + x.tx.overflows + x.tx.dropped_awaiting_resync + x.tx.malformed,
+        ),
+        ("copy lost on link", x.copy_lost),
+        ("after deadline", pr.after_deadline + pr.stale),
+        ("corrupt", x.corrupt),
+    ];
+    let named: u64 = causes.iter().map(|c| c.1).sum();
+    (
+        pr.late,
+        pr.missing,
+        causes,
+        pr.missing as i64 - named as i64,
+    )
 }
 
 fn plot(path: &Path, rows: &[Row], target: f64) -> Result<()> {
@@ -690,7 +723,9 @@ mod tests {
         assert_eq!(p.conditions, vec![(true, false)]);
         assert!(args("run --delta 1ms --deltas 2ms").is_err());
         assert!(args("run --compare --rt").is_err());
-        let e = plan(&args("run --link nonsense=1").unwrap()).unwrap_err();
+        let Err(e) = plan(&args("run --link nonsense=1").unwrap()) else {
+            panic!("a bad link spec was accepted");
+        };
         assert!(format!("{e:#}").contains("unknown item"), "{e:#}");
         assert!(plan(&args("run --relays 9").unwrap()).is_err());
     }

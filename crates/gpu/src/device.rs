@@ -254,6 +254,35 @@ impl GpuDevice {
             .map_err(|e| GpuError::cuda(self.ordinal, "event wait", e))
     }
 
+    /// The executor description of every opcode of `cfg` cut as `shape` on this GPU,
+    /// from the loaded kernels' attributes.
+    ///
+    /// # Errors
+    /// A launch this GPU cannot run.
+    pub fn executor_table(
+        &self,
+        cfg: &radiohost_phy::FrameConfig,
+        shape: &radiohost_station::shape::FrameShape,
+    ) -> Result<crate::describe::ExecutorTable, GpuError> {
+        crate::describe::ExecutorTable::new(&self.spec, cfg, shape, &self.resources())
+    }
+
+    /// SMs one instruction of `opcode` reserves on this device (at most its budget).
+    ///
+    /// # Errors
+    /// As [`GpuDevice::executor_table`].
+    pub fn sm_need(
+        &self,
+        opcode: radiohost_station::isa::Opcode,
+        cfg: &radiohost_phy::FrameConfig,
+        shape: &radiohost_station::shape::FrameShape,
+    ) -> Result<u32, GpuError> {
+        Ok(self
+            .executor_table(cfg, shape)?
+            .sm_need(opcode)
+            .min(self.sm_budget))
+    }
+
     /// Record an event with timing enabled on the normal (`false`) or low-priority
     /// stream (benchmarks; instruction events are recorded without timing).
     ///

@@ -101,6 +101,47 @@ pub struct UplinkResults<'a> {
     pub zf_status: &'a [i32],
 }
 
+/// One decoded code block as the decode kernel reported it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockStatus {
+    pub iterations: u32,
+    pub parity_ok: bool,
+    /// The block's LLRs contained NaN (decoded as erasures).
+    pub nan_input: bool,
+    /// The 24-bit block CRC of the decoded bits holds (checked on the host).
+    pub crc_ok: bool,
+}
+
+impl UplinkResults<'_> {
+    /// Status of code block `i` (`[uplink symbol][user][block]` order); `None` past
+    /// the end.
+    pub fn block(&self, i: usize) -> Option<BlockStatus> {
+        let st = *self.status.get(i)?;
+        let kbits = self.bits.len() / self.status.len();
+        let bits = self.bits.get(i * kbits..(i + 1) * kbits)?;
+        Some(BlockStatus {
+            iterations: (st & 0xffff) as u32,
+            parity_ok: st & (1 << 16) != 0,
+            nan_input: st & (1 << 17) != 0,
+            crc_ok: crc::check(CrcKind::Crc24B, bits),
+        })
+    }
+
+    /// The first subcarrier whose zero-forcing failed, as the typed error.
+    ///
+    /// # Errors
+    /// [`GpuError::Zf`] naming the subcarrier and user.
+    pub fn check_zf(&self) -> Result<(), GpuError> {
+        match self.zf_status.iter().position(|&s| s != 0) {
+            Some(i) => Err(GpuError::Zf {
+                subcarrier: i,
+                user: (self.zf_status[i] - 1).max(0) as usize,
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The GPU executor of one configuration on one logical device.
 pub struct GpuExecutor {
     dev: Arc<GpuDevice>,
@@ -886,5 +927,53 @@ impl KernelArg for f32 {
 impl KernelArg for u64 {
     fn push<'a>(&'a self, b: &mut cudarc::driver::LaunchArgs<'a>) {
         b.arg(self);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_decode_kernel_status_words() {
+        let mut block = vec![0u8; 64];
+        block[3] = 1;
+        crc::attach(CrcKind::Crc24B, &mut block);
+        let mut bits = block.clone();
+        let mut bad = block.clone();
+        bad[5] ^= 1;
+        bits.extend_from_slice(&bad);
+        let status = [3 | 1 << 16, 10 | 1 << 17];
+        let r = UplinkResults {
+            bits: &bits,
+            status: &status,
+            zf_status: &[0, 0, 3, 0],
+        };
+        assert_eq!(
+            r.block(0),
+            Some(BlockStatus {
+                iterations: 3,
+                parity_ok: true,
+                nan_input: false,
+                crc_ok: true
+            })
+        );
+        assert_eq!(
+            r.block(1),
+            Some(BlockStatus {
+                iterations: 10,
+                parity_ok: false,
+                nan_input: true,
+                crc_ok: false
+            })
+        );
+        assert_eq!(r.block(2), None);
+        match r.check_zf() {
+            Err(GpuError::Zf {
+                subcarrier: 2,
+                user: 2,
+            }) => {}
+            other => panic!("{other:?}"),
+        }
     }
 }

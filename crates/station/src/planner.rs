@@ -100,9 +100,14 @@ pub fn transfer_cost(
 /// `avoid` (a device that just failed it) while another exists.
 ///
 /// 1. `home` when at least `alpha` of the need is free there (full/partial);
-/// 2. else the device where it is estimated to finish first, counting its backlog,
-///    its run time on the units it would get, and the copy when it is not `home`
-///    (fragmented when that is elsewhere, delayed at home otherwise).
+/// 2. else the device with the most free capacity and nothing queued, when the wait
+///    saved (home's backlog) beats the copy of the inputs (fragmented);
+/// 3. else delayed in home's slack-ordered queue. Without a home (inputs, encodes) the
+///    least loaded device.
+///
+/// Only devices that are idle *now* attract moved work: when every radio unit's
+/// symbols land at once, routing on estimated backlogs alone would shuffle work
+/// between equally loaded devices and pay copies for nothing.
 pub fn choose_device(
     params: &PlannerParams,
     table: &OpcodeTable,
@@ -113,44 +118,52 @@ pub fn choose_device(
 ) -> Option<(DeviceId, Reason)> {
     let avoid = avoid.filter(|_| devices.len() > 1);
     let home = home.filter(|&h| devices.contains(h) && Some(h) != avoid);
-    if let Some(h) = home {
-        let dev = devices.get(h)?;
+    let fits = |d: DeviceId| -> Option<(u32, u32)> {
+        let dev = devices.get(d)?;
         let need = table.need(dev.kind, op).min(dev.capacity);
-        if need > 0 && dev.free() >= need {
-            return Some((h, Reason::Full));
-        }
-        if need > 0 && dev.free() >= min_units(params.alpha, need) {
-            return Some((h, Reason::Partial));
-        }
-    }
-    let mut best: Option<(Nanos, DeviceId)> = None;
-    for (d, dev) in devices.iter() {
-        let need = table.need(dev.kind, op).min(dev.capacity);
-        if need == 0 || Some(d) == avoid {
-            continue;
-        }
-        let units = dev.free().clamp(min_units(params.alpha, need), need);
-        let mut cost =
-            dev.backlog_ns(min_units(params.alpha, need)) + table.latency_with(dev.kind, op, units);
-        if let Some(h) = home.filter(|&h| h != d) {
-            cost += transfer_cost(params, devices, h, d);
-        }
-        // Ties go to home, then to the lowest id (iteration order).
-        let better = match best {
-            None => true,
-            Some((c, b)) => cost < c || (cost == c && Some(d) == home && Some(b) != home),
-        };
-        if better {
-            best = Some((cost, d));
-        }
-    }
-    let (_, d) = best?;
-    let reason = match home {
-        None => Reason::Free,
-        Some(h) if h == d => Reason::Delayed,
-        Some(_) => Reason::Fragmented,
+        (need > 0 && Some(d) != avoid).then_some((need, dev.free()))
     };
-    Some((d, reason))
+    // Most free units, then least queued and running work.
+    let least_loaded = |idle_only: bool| {
+        devices
+            .iter()
+            .filter(|&(d, dev)| {
+                Some(d) != home
+                    && fits(d).is_some_and(|(need, free)| {
+                        !idle_only || free >= min_units(params.alpha, need)
+                    })
+                    && (!idle_only || dev.queued_unit_ns == 0)
+            })
+            .min_by_key(|&(d, dev)| {
+                (
+                    std::cmp::Reverse(dev.free()),
+                    dev.queued_unit_ns + dev.running_unit_ns,
+                    d,
+                )
+            })
+            .map(|(d, _)| d)
+    };
+    let Some(h) = home else {
+        return least_loaded(false).map(|d| (d, Reason::Free));
+    };
+    let (need, free) = fits(h)?;
+    if free >= need {
+        return Some((h, Reason::Full));
+    }
+    if free >= min_units(params.alpha, need) {
+        return Some((h, Reason::Partial));
+    }
+    if let Some(d) = least_loaded(true) {
+        let hd = devices.get(h)?;
+        let td = devices.get(d)?;
+        let units = td.free().min(table.need(td.kind, op).min(td.capacity));
+        let wait_home = hd.backlog_ns(min_units(params.alpha, need));
+        let there = table.latency_with(td.kind, op, units) + transfer_cost(params, devices, h, d);
+        if wait_home + table.latency_with(hd.kind, op, need) > there {
+            return Some((d, Reason::Fragmented));
+        }
+    }
+    Some((h, Reason::Delayed))
 }
 
 /// Frame-level estimate on the current pool: the longer of the critical path and the

@@ -92,7 +92,8 @@ pub struct RunReport {
 
 /// Histogram of nanoseconds, 1 ns to 100 s, 3 significant digits.
 fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 100_000_000_000, 3).unwrap_or_else(|_| unreachable!("valid histogram bounds"))
+    Histogram::new_with_bounds(1, 100_000_000_000, 3)
+        .unwrap_or_else(|_| unreachable!("valid histogram bounds"))
 }
 
 /// Collects records and stage timings while a run goes.
@@ -152,8 +153,16 @@ impl ReportBuilder {
         self.records.sort_by_key(|r| r.frame);
         let count = |f: FrameFate| self.records.iter().filter(|r| r.fate == f).count() as u64;
         let completed = count(FrameFate::Completed);
-        let decoded_ok = self.records.iter().filter(|r| r.decoded_ok == Some(true)).count() as u64;
-        let decode_errors = self.records.iter().filter(|r| r.decoded_ok == Some(false)).count() as u64;
+        let decoded_ok = self
+            .records
+            .iter()
+            .filter(|r| r.decoded_ok == Some(true))
+            .count() as u64;
+        let decode_errors = self
+            .records
+            .iter()
+            .filter(|r| r.decoded_ok == Some(false))
+            .count() as u64;
         let good_bits: u64 = self
             .records
             .iter()
@@ -163,7 +172,13 @@ impl ReportBuilder {
         let h = &self.frame_latency;
         let ms = |ns: u64| ns as f64 / 1e6;
         let empty = h.is_empty();
-        let q = |p: f64| if empty { 0.0 } else { ms(h.value_at_quantile(p)) };
+        let q = |p: f64| {
+            if empty {
+                0.0
+            } else {
+                ms(h.value_at_quantile(p))
+            }
+        };
         let wall = meta.wall_s.max(1e-9);
         let mut cdf = Vec::new();
         if !empty {
@@ -181,7 +196,9 @@ impl ReportBuilder {
                     count: s.len(),
                     mean_us: s.mean() / 1e3,
                     p99_us: s.value_at_quantile(0.99) as f64 / 1e3,
-                    per_frame_us: self.stage_total_ns[o.index()] as f64 / 1e3 / self.records.len().max(1) as f64,
+                    per_frame_us: self.stage_total_ns[o.index()] as f64
+                        / 1e3
+                        / self.records.len().max(1) as f64,
                 }
             })
             .collect();
@@ -215,7 +232,9 @@ impl ReportBuilder {
             device_removals: meta.device_removals,
             device_instrs: meta.device_instrs,
             scheduler_busy: meta.scheduler_busy_ns as f64 / 1e9 / wall,
-            scheduler_us_per_dispatch: meta.scheduler_busy_ns as f64 / 1e3 / meta.dispatches.max(1) as f64,
+            scheduler_us_per_dispatch: meta.scheduler_busy_ns as f64
+                / 1e3
+                / meta.dispatches.max(1) as f64,
             notes: meta.notes,
         }
     }
@@ -240,23 +259,32 @@ mod tests {
     #[test]
     fn counts_quantiles_and_throughput() {
         let mut b = ReportBuilder::default();
-        for f in 0..98 {
+        for f in 0..198 {
             b.frame(rec(f, FrameFate::Completed, 1 + f % 2, Some(true)));
         }
-        b.frame(rec(98, FrameFate::Completed, 50, Some(false)));
-        b.frame(rec(99, FrameFate::Missed, 0, None));
+        b.frame(rec(198, FrameFate::Completed, 50, Some(false)));
+        b.frame(rec(199, FrameFate::Missed, 0, None));
         b.stage(Opcode::Zf, 2_000);
         b.stage(Opcode::Zf, 4_000);
         let r = b.finish(RunMeta {
             wall_s: 2.0,
             ..RunMeta::default()
         });
-        assert_eq!((r.frames, r.completed, r.missed, r.decoded_ok, r.decode_errors), (100, 99, 1, 98, 1));
+        assert_eq!(
+            (
+                r.frames,
+                r.completed,
+                r.missed,
+                r.decoded_ok,
+                r.decode_errors
+            ),
+            (200, 199, 1, 198, 1)
+        );
         assert!((r.p9999_ms - 50.0).abs() < 0.1, "{}", r.p9999_ms);
         assert!(r.p99_ms <= 2.01);
-        assert!((r.achieved_fps - 49.5).abs() < 1e-9);
-        // 98 good frames x 1000 bits over 2 s.
-        assert!((r.decoded_mbps - 0.049).abs() < 1e-9);
+        assert!((r.achieved_fps - 99.5).abs() < 1e-9);
+        // 198 good frames x 1000 bits over 2 s.
+        assert!((r.decoded_mbps - 0.099).abs() < 1e-9);
         assert_eq!(r.stages.len(), 1);
         assert_eq!(r.stages[0].opcode, "zf");
         assert!((r.stages[0].mean_us - 3.0).abs() < 0.01);

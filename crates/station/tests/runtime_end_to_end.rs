@@ -5,11 +5,17 @@ use std::path::Path;
 
 use radiohost_phy::FrameConfig;
 use radiohost_station::policy::{make_policy, PolicyParams, POLICY_NAMES};
-use radiohost_station::runtime::{run_station, DeviceAction, DeviceChange, DeviceSpec, StationSetup};
 use radiohost_station::ru::TransportKind;
+use radiohost_station::runtime::{
+    run_station, DeviceAction, DeviceChange, DeviceSpec, StationSetup,
+};
 
 fn config(name: &str) -> FrameConfig {
-    FrameConfig::load(Path::new(&format!("{}/../phy/configs/{name}.json", env!("CARGO_MANIFEST_DIR")))).unwrap()
+    FrameConfig::load(Path::new(&format!(
+        "{}/../phy/configs/{name}.json",
+        env!("CARGO_MANIFEST_DIR")
+    )))
+    .unwrap()
 }
 
 /// Two devices of one worker each; a deadline so loose that only a broken engine
@@ -32,7 +38,10 @@ fn every_policy_decodes_every_frame_to_the_truth() {
         let r = run_station(&s, policy).unwrap();
         assert_eq!(r.frames, 12, "{name}: every frame accounted for: {r:?}");
         assert_eq!(r.completed, 12, "{name}: {r:?}");
-        assert_eq!(r.decoded_ok, 12, "{name}: uplink bits and downlink users must match the truth: {r:?}");
+        assert_eq!(
+            r.decoded_ok, 12,
+            "{name}: uplink bits and downlink users must match the truth: {r:?}"
+        );
         assert!(r.stages.iter().any(|s| s.opcode == "decode"), "{name}");
     }
 }
@@ -67,7 +76,10 @@ fn removing_a_device_mid_run_leaves_no_frame_unaccounted() {
         assert_eq!(r.frames, 16, "{name}: {r:?}");
         assert_eq!(r.device_removals, 1);
         assert_eq!(r.failed + r.rejected, 0, "{name}: {r:?}");
-        assert_eq!(r.completed, 16, "{name}: in-flight work must complete elsewhere: {r:?}");
+        assert_eq!(
+            r.completed, 16,
+            "{name}: in-flight work must complete elsewhere: {r:?}"
+        );
         assert_eq!(r.decoded_ok, 16, "{name}: {r:?}");
     }
 }
@@ -81,11 +93,17 @@ fn adding_a_device_mid_run_is_used() {
     s.deadline_ns = 2_000_000_000;
     s.changes = vec![DeviceChange {
         at_frame: 2,
-        action: DeviceAction::Add(DeviceSpec { workers: 1, cores: vec![] }),
+        action: DeviceAction::Add(DeviceSpec {
+            workers: 1,
+            cores: vec![],
+        }),
     }];
     let policy = make_policy("task", &s.ctx.shape, &PolicyParams::default()).unwrap();
     let r = run_station(&s, policy).unwrap();
     assert_eq!((r.frames, r.completed, r.decoded_ok), (10, 10, 10), "{r:?}");
     assert_eq!(r.device_instrs.len(), 2);
-    assert!(r.device_instrs[1] > 0, "the added device ran nothing: {r:?}");
+    assert!(
+        r.device_instrs[1] > 0,
+        "the added device ran nothing: {r:?}"
+    );
 }

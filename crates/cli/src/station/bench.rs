@@ -2,9 +2,9 @@
 //! the same run on the same CPU devices, with LROC/baseline ratios and the floor.
 //!
 //! The floor is the machine's ideal capacity: workers x 1 s / (serial execution time
-//! of one frame), the serial time measured in this run by executing one frame's
-//! instructions in DAG order on one thread (which also gives the per-opcode
-//! calibration the simulator can use).
+//! of one frame), the serial time measured in this run by executing frames'
+//! instructions in DAG order on one thread (median per opcode, which is also the
+//! per-opcode calibration the simulator reads).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -106,35 +106,44 @@ struct Calibration {
     shape: serde_json::Value,
 }
 
-/// Execute `frames` frames single-threaded in DAG order; mean ns per opcode and the
-/// serial time of one frame.
+/// Execute `frames` frames single-threaded in DAG order. Per opcode the median
+/// time of its executions (robust to preemption on a shared machine), and the serial
+/// time of one frame as the sum of those medians over the frame's instructions.
 fn calibrate(s: &StationSetup, frames: u64) -> Result<(BTreeMap<&'static str, u64>, f64)> {
     let ctx: &KernelContext = &s.ctx;
     let slot = FrameSlot::new(ctx);
     let mut scratch = Scratch::new(ctx)?;
-    let mut sum: BTreeMap<&'static str, (u128, u64)> = BTreeMap::new();
-    let mut total = 0u128;
+    let mut samples: BTreeMap<&'static str, Vec<u64>> = BTreeMap::new();
     // One warm-up frame, then the measured ones.
     for f in 0..=frames {
         let truth = s.bank.truth(0, f);
         for (rx, sym) in ctx.shape.received_symbols().into_iter().enumerate() {
             slot.stage_symbol_from_frame(ctx, rx, sym, &truth.frame.samples);
         }
-        radiohost_station::kernels::slot::write(&slot.downlink_payload).clone_from_slice(&truth.frame.downlink_payload);
+        radiohost_station::kernels::slot::write(&slot.downlink_payload)
+            .clone_from_slice(&truth.frame.downlink_payload);
         for i in ctx.frame_program(f) {
             let t = Instant::now();
             execute(ctx, &slot, i, &mut scratch)?;
-            let ns = t.elapsed().as_nanos();
+            let ns = t.elapsed().as_nanos() as u64;
             if f > 0 {
-                let e = sum.entry(i.opcode.name()).or_default();
-                e.0 += ns;
-                e.1 += 1;
-                total += ns;
+                samples.entry(i.opcode.name()).or_default().push(ns);
             }
         }
     }
-    let per_op = sum.into_iter().map(|(k, (ns, n))| (k, (ns / u128::from(n.max(1))) as u64)).collect();
-    Ok((per_op, total as f64 / frames.max(1) as f64))
+    let per_op: BTreeMap<&'static str, u64> = samples
+        .into_iter()
+        .map(|(k, mut v)| {
+            v.sort_unstable();
+            (k, v[v.len() / 2])
+        })
+        .collect();
+    let serial: u64 = ctx
+        .frame_program(0)
+        .iter()
+        .map(|i| per_op.get(i.opcode.name()).copied().unwrap_or(0))
+        .sum();
+    Ok((per_op, serial as f64))
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
@@ -142,7 +151,12 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let loads: Vec<f64> = a
         .loads
         .split(',')
-        .map(|x| x.trim().parse::<f64>().ok().filter(|v| *v > 0.0 && *v < 100.0))
+        .map(|x| {
+            x.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| *v > 0.0 && *v < 100.0)
+        })
         .collect::<Option<_>>()
         .context("--loads must be positive fractions, e.g. 0.5,1.0,1.5")?;
     let devs = devices(a.devices, a.workers, !a.no_pin)?;
@@ -154,12 +168,20 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let mut calibrations = Vec::new();
     let configs: Vec<&str> = a.configs.split(',').map(str::trim).collect();
     let runs = (configs.len() * loads.len() * policies.len()) as u64;
-    let bar = if a.json { ProgressBar::hidden() } else { ProgressBar::new(runs) };
-    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
+    let bar = if a.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(runs)
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
     for c in &configs {
         let (cfg, name) = load_config(std::path::Path::new(c))?;
-        let mut s = StationSetup::new(&cfg, &name, a.parts, 8, devs.clone()).map_err(anyhow::Error::msg)?;
-        let (per_op, serial_ns) = calibrate(&s, 3)?;
+        let mut s =
+            StationSetup::new(&cfg, &name, a.parts, 8, devs.clone()).map_err(anyhow::Error::msg)?;
+        let (per_op, serial_ns) = calibrate(&s, 8)?;
         let floor_fps = workers as f64 * 1e9 / serial_ns;
         calibrations.push(Calibration {
             config: name.clone(),
@@ -173,7 +195,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         });
         s.transport = a.transport;
         s.frames = a.frames;
-        s.deadline_ns = a.deadline.unwrap_or((4.0 * serial_ns) as u64).max(4_000_000);
+        s.deadline_ns = a
+            .deadline
+            .unwrap_or((4.0 * serial_ns) as u64)
+            .max(4_000_000);
         for &load in &loads {
             let offered = floor_fps * load;
             s.frame_period_ns = (1e9 / offered) as u64;
@@ -181,9 +206,14 @@ pub fn run(a: BenchArgs) -> Result<()> {
             for p in &policies {
                 bar.set_message(format!("{name} {p} {offered:.0} frames/s"));
                 let policy = make_policy(p, &s.ctx.shape, &PolicyParams::default())?;
-                let r = run_station(&s, policy).map_err(anyhow::Error::msg).with_context(|| format!("{name} {p} at {offered:.0} frames/s"))?;
+                let r = run_station(&s, policy)
+                    .map_err(anyhow::Error::msg)
+                    .with_context(|| format!("{name} {p} at {offered:.0} frames/s"))?;
                 if r.decode_errors > 0 {
-                    anyhow::bail!("{name} {p}: {} frames decoded to wrong bits", r.decode_errors);
+                    anyhow::bail!(
+                        "{name} {p}: {} frames decoded to wrong bits",
+                        r.decode_errors
+                    );
                 }
                 let row = BenchRow {
                     config: name.clone(),
@@ -214,7 +244,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
             }
         }
         for p in &policies {
-            let max_fps = rows.iter().filter(|r| r.config == name && &r.policy == p).map(|r| r.achieved_fps).fold(0.0, f64::max);
+            let max_fps = rows
+                .iter()
+                .filter(|r| r.config == name && &r.policy == p)
+                .map(|r| r.achieved_fps)
+                .fold(0.0, f64::max);
             saturation.push(Saturation {
                 config: name.clone(),
                 policy: p.clone(),
@@ -227,7 +261,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
     bar.finish_and_clear();
     if let (Some(path), Some(c)) = (&a.calibration_out, calibrations.first()) {
         let j = serde_json::json!({ "cpu": c.cpu, "shape": c.shape, "config": c.config });
-        std::fs::write(path, serde_json::to_string_pretty(&j)?).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, serde_json::to_string_pretty(&j)?)
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     if a.json {
         let out = serde_json::json!({
@@ -237,16 +272,46 @@ pub fn run(a: BenchArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
-    println!("station bench: {} CPU devices x {} workers, {} frames per run, load average {}", a.devices, a.workers, a.frames, load_avg.trim());
+    println!(
+        "station bench: {} CPU devices x {} workers, {} frames per run, load average {}",
+        a.devices,
+        a.workers,
+        a.frames,
+        load_avg.trim()
+    );
     for c in &calibrations {
-        println!("{}: serial frame {:.0} us -> floor {:.0} frames/s on {workers} workers", c.config, c.serial_frame_us, c.floor_fps);
+        println!(
+            "{}: serial frame {:.0} us -> floor {:.0} frames/s on {workers} workers",
+            c.config, c.serial_frame_us, c.floor_fps
+        );
     }
     println!();
-    println!("{:<6} {:<7} {:>9} {:>9} {:>9} {:>9} {:>10} {:>7} {:>6} {:>6}", "config", "policy", "offered", "achieved", "mean ms", "p99 ms", "p99.99 ms", "missed", "ok", "frames");
+    println!(
+        "{:<6} {:<7} {:>9} {:>9} {:>9} {:>9} {:>10} {:>7} {:>6} {:>6}",
+        "config",
+        "policy",
+        "offered",
+        "achieved",
+        "mean ms",
+        "p99 ms",
+        "p99.99 ms",
+        "missed",
+        "ok",
+        "frames"
+    );
     for r in &rows {
         println!(
             "{:<6} {:<7} {:>9.1} {:>9.1} {:>9.3} {:>9.3} {:>10.3} {:>7} {:>6} {:>6}",
-            r.config, r.policy, r.offered_fps, r.achieved_fps, r.mean_ms, r.p99_ms, r.p9999_ms, r.missed, r.decoded_ok, r.frames
+            r.config,
+            r.policy,
+            r.offered_fps,
+            r.achieved_fps,
+            r.mean_ms,
+            r.p99_ms,
+            r.p9999_ms,
+            r.missed,
+            r.decoded_ok,
+            r.frames
         );
     }
     println!();
@@ -260,7 +325,14 @@ pub fn run(a: BenchArgs) -> Result<()> {
     println!();
     println!("saturation (best achieved frames/s over the sweep, and its share of the floor):");
     for s in &saturation {
-        println!("{:<6} {:<7} {:>9.1} of {:>9.1} ({:.0}%)", s.config, s.policy, s.max_fps, s.floor_fps, 100.0 * s.of_floor);
+        println!(
+            "{:<6} {:<7} {:>9.1} of {:>9.1} ({:.0}%)",
+            s.config,
+            s.policy,
+            s.max_fps,
+            s.floor_fps,
+            100.0 * s.of_floor
+        );
     }
     Ok(())
 }

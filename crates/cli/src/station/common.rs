@@ -17,7 +17,9 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .ok_or_else(|| format!("`{s}` has no unit: write e.g. 1ms, 250us, 1s"))?;
     let (num, unit) = s.split_at(split);
-    let v: f64 = num.parse().map_err(|_| format!("`{num}` is not a number"))?;
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("`{num}` is not a number"))?;
     let scale = match unit {
         "ns" => 1.0,
         "us" | "µs" => 1e3,
@@ -40,7 +42,9 @@ pub fn parse_policies(s: &str) -> Result<Vec<String>, String> {
     let v: Vec<String> = s.split(',').map(|p| p.trim().to_string()).collect();
     for p in &v {
         if !POLICY_NAMES.contains(&p.as_str()) {
-            return Err(format!("unknown policy `{p}`: use lroc, frame, symbol, task, a comma list or all"));
+            return Err(format!(
+                "unknown policy `{p}`: use lroc, frame, symbol, task, a comma list or all"
+            ));
         }
     }
     Ok(v)
@@ -49,7 +53,11 @@ pub fn parse_policies(s: &str) -> Result<Vec<String>, String> {
 /// Load a configuration file, or a built-in one by name (`8x2`, `16x4`, `32x8`,
 /// `64x16`) from the repository's config folders.
 pub fn load_config(spec: &Path) -> Result<(FrameConfig, String)> {
-    let name = spec.file_stem().and_then(|s| s.to_str()).unwrap_or("config").to_string();
+    let name = spec
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("config")
+        .to_string();
     if spec.exists() {
         let cfg = FrameConfig::load(spec).with_context(|| format!("loading {}", spec.display()))?;
         return Ok((cfg, name));
@@ -89,7 +97,18 @@ pub fn devices(devices: usize, workers: usize, pin: bool) -> Result<Vec<DeviceSp
 pub fn print_table(reports: &[RunReport]) {
     println!(
         "{:<8} {:>6} {:>6} {:>6} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
-        "policy", "frames", "done", "ok", "missed", "rej", "mean ms", "p99 ms", "p99.99 ms", "frames/s", "Mbit/s", "offered"
+        "policy",
+        "frames",
+        "done",
+        "ok",
+        "missed",
+        "rej",
+        "mean ms",
+        "p99 ms",
+        "p99.99 ms",
+        "frames/s",
+        "Mbit/s",
+        "offered"
     );
     for r in reports {
         println!(
@@ -115,7 +134,11 @@ pub fn print_breakdown(reports: &[RunReport]) {
     let Some(first) = reports.first() else { return };
     print!("{:<10}", "stage");
     for r in reports {
-        print!(" {:>14} {:>10}", format!("{} us/instr", r.policy), "us/frame");
+        print!(
+            " {:>14} {:>10}",
+            format!("{} us/instr", r.policy),
+            "us/frame"
+        );
     }
     println!();
     for s in &first.stages {
@@ -130,11 +153,20 @@ pub fn print_breakdown(reports: &[RunReport]) {
     }
 }
 
-const COLORS: [RGBColor; 4] = [RGBColor(200, 30, 30), RGBColor(30, 90, 200), RGBColor(20, 150, 60), RGBColor(150, 90, 10)];
+const COLORS: [RGBColor; 4] = [
+    RGBColor(200, 30, 30),
+    RGBColor(30, 90, 200),
+    RGBColor(20, 150, 60),
+    RGBColor(150, 90, 10),
+];
 
 /// Latency CDF per policy (x: latency ms, log; y: fraction of completed frames).
 pub fn cdf_svg(path: &Path, title: &str, reports: &[RunReport]) -> Result<()> {
-    let max = reports.iter().flat_map(|r| r.cdf.iter().map(|p| p.0)).fold(0.0f64, f64::max).max(0.01);
+    let max = reports
+        .iter()
+        .flat_map(|r| r.cdf.iter().map(|p| p.0))
+        .fold(0.0f64, f64::max)
+        .max(0.01);
     let min = reports
         .iter()
         .flat_map(|r| r.cdf.iter().map(|p| p.0))
@@ -175,7 +207,9 @@ pub fn cdf_svg(path: &Path, title: &str, reports: &[RunReport]) -> Result<()> {
 
 /// Per-stage execution time per frame, one bar per policy in each stage group.
 pub fn breakdown_svg(path: &Path, title: &str, reports: &[RunReport]) -> Result<()> {
-    let Some(first) = reports.first() else { return Ok(()) };
+    let Some(first) = reports.first() else {
+        return Ok(());
+    };
     let stages: Vec<&str> = first.stages.iter().map(|s| s.opcode).collect();
     let max = reports
         .iter()
@@ -196,7 +230,11 @@ pub fn breakdown_svg(path: &Path, title: &str, reports: &[RunReport]) -> Result<
         .configure_mesh()
         .disable_x_mesh()
         .x_labels(stages.len().max(1))
-        .x_label_formatter(&|x| stages.get(x.floor() as usize).map_or(String::new(), |s| s.to_string()))
+        .x_label_formatter(&|x| {
+            stages
+                .get(x.floor() as usize)
+                .map_or(String::new(), |s| s.to_string())
+        })
         .x_desc("stage")
         .y_desc("execution time per frame (us)")
         .draw()

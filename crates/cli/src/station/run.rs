@@ -9,7 +9,10 @@ use radiohost_station::report::RunReport;
 use radiohost_station::ru::TransportKind;
 use radiohost_station::runtime::{run_station, DeviceAction, DeviceChange, StationSetup};
 
-use super::common::{breakdown_svg, cdf_svg, devices, load_config, parse_duration_ns, parse_policies, print_breakdown, print_table};
+use super::common::{
+    breakdown_svg, cdf_svg, devices, load_config, parse_duration_ns, parse_policies,
+    print_breakdown, print_table,
+};
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -71,7 +74,8 @@ fn setup(a: &RunArgs) -> Result<StationSetup> {
     }
     let (cfg, name) = load_config(&a.config)?;
     let devs = devices(a.devices, a.workers, !a.no_pin)?;
-    let mut s = StationSetup::new(&cfg, &name, a.parts, a.bank_frames, devs).map_err(anyhow::Error::msg)?;
+    let mut s =
+        StationSetup::new(&cfg, &name, a.parts, a.bank_frames, devs).map_err(anyhow::Error::msg)?;
     s.rus = a.rus;
     s.frames = a.frames;
     s.transport = a.transport;
@@ -96,7 +100,9 @@ pub fn run_policies(s: &StationSetup, policies: &[String]) -> Result<Vec<RunRepo
         .iter()
         .map(|p| {
             let policy = make_policy(p, &s.ctx.shape, &PolicyParams::default())?;
-            run_station(s, policy).map_err(anyhow::Error::msg).with_context(|| format!("policy {p}"))
+            run_station(s, policy)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("policy {p}"))
         })
         .collect()
 }
@@ -140,7 +146,11 @@ pub fn run(a: RunArgs) -> Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let title = format!("{}: frame latency, {} devices", s.config_name, a.devices);
         cdf_svg(&dir.join("station_latency_cdf.svg"), &title, &reports)?;
-        breakdown_svg(&dir.join("station_breakdown.svg"), &format!("{}: stage breakdown", s.config_name), &reports)?;
+        breakdown_svg(
+            &dir.join("station_breakdown.svg"),
+            &format!("{}: stage breakdown", s.config_name),
+            &reports,
+        )?;
         if !a.json {
             println!("plots written to {}", dir.display());
         }

@@ -42,6 +42,13 @@ fn planner_params(core: &Core) -> PlannerParams {
     }
 }
 
+/// Latest start time: the frame's deadline minus the calibrated critical path from
+/// the instruction to the end of the frame.
+fn latest_start(core: &Core, frame: FrameId, idx: InstrIdx) -> Nanos {
+    let deadline = core.frames.get(&frame).map_or(0, |r| r.deadline);
+    deadline.saturating_sub(core.cp[idx as usize])
+}
+
 fn window_end(core: &Core) -> Nanos {
     core.earliest_deadline()
         .map_or(Nanos::MAX, |d| d.saturating_add(core.params.window_ns))
@@ -53,11 +60,11 @@ impl Lroc {
         let dev = core.devices.get(d)?;
         let free = dev.free();
         let q = core.device_queues.get(&d)?;
-        let &(head, _, _) = q.first()?;
-        let band_end = head.saturating_add(core.params.reorder_band_ns);
+        let &(_, hf, hi) = q.first()?;
+        let band_end = latest_start(core, hf, hi).saturating_add(core.params.reorder_band_ns);
         let mut best: Option<(u32, u32, FrameId, InstrIdx)> = None; // (need, units, ..)
-        for &(key, frame, idx) in q.iter().take(REORDER_SCAN) {
-            if key > band_end {
+        for &(_, frame, idx) in q.iter().take(REORDER_SCAN) {
+            if latest_start(core, frame, idx) > band_end {
                 break;
             }
             let need = core
@@ -139,8 +146,9 @@ impl Lroc {
     /// A full device runs a critical queued instruction at low priority.
     fn overcommit(&self, core: &Core, now: Nanos, d: DeviceId) -> Option<Dispatch> {
         let dev = core.devices.get(d)?;
-        let &(key, frame, idx) = core.device_queues.get(&d)?.first()?;
+        let &(_, frame, idx) = core.device_queues.get(&d)?.first()?;
         let rec = core.frames.get(&frame)?;
+        let key = latest_start(core, frame, idx);
         if key > now.saturating_add(core.params.overcommit_slack_ns)
             || key < now
             || rec.deadline > window_end(core)
@@ -187,8 +195,16 @@ impl Strategy for Lroc {
     }
 
     fn key(&mut self, core: &Core, frame: FrameId, idx: InstrIdx) -> u64 {
-        let deadline = core.frames.get(&frame).map_or(0, |r| r.deadline);
-        deadline.saturating_sub(core.cp[idx as usize])
+        let lst = latest_start(core, frame, idx);
+        if core.params.frame_major_slack {
+            // Frames by deadline (then admission), critical path first inside a frame.
+            let rec = core.frames.get(&frame);
+            let (deadline, order) = rec.map_or((0, 0), |r| (r.deadline, r.order));
+            let cp_us = (core.cp[idx as usize] / 1_000).min(0xFFF);
+            ((deadline / 1_000) << 28) | ((order & 0xFFFF) << 12) | (0xFFF - cp_us)
+        } else {
+            lst
+        }
     }
 
     fn pick(&mut self, core: &mut Core, now: Nanos) -> Option<Dispatch> {
@@ -280,7 +296,7 @@ impl Strategy for Lroc {
         core.device_queues
             .values()
             .filter_map(|q| q.first())
-            .map(|&(key, _, _)| key.saturating_sub(thr))
+            .map(|&(_, frame, idx)| latest_start(core, frame, idx).saturating_sub(thr))
             .filter(|&t| t > self.last_now)
             .min()
     }

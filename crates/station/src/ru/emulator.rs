@@ -26,7 +26,9 @@ impl FrameBank {
     /// Generator errors.
     pub fn generate(cfg: &FrameConfig, n: usize) -> Result<Self, PhyError> {
         let mut g = Generator::new(cfg);
-        let frames = (0..n.max(1) as u64).map(|f| g.frame(f).map(Arc::new)).collect::<Result<_, _>>()?;
+        let frames = (0..n.max(1) as u64)
+            .map(|f| g.frame(f).map(Arc::new))
+            .collect::<Result<_, _>>()?;
         Ok(Self { frames })
     }
 
@@ -96,7 +98,9 @@ pub fn spawn_ru(
                             antenna: m as u16,
                             samples: sl as u16,
                         };
-                        let n = encode(&h, samples, &mut pkt).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+                        let n = encode(&h, samples, &mut pkt).map_err(|e| {
+                            std::io::Error::new(std::io::ErrorKind::InvalidInput, e)
+                        })?;
                         if tx.send(&pkt[..n])? {
                             stats.packets += 1;
                         } else {

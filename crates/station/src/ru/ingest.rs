@@ -99,7 +99,11 @@ pub fn spawn_ingest(
                     continue;
                 }
             };
-            if h.ru != ru || h.antenna as usize >= m_n || h.samples as usize != sl || closed.contains(&h.frame) {
+            if h.ru != ru
+                || h.antenna as usize >= m_n
+                || h.samples as usize != sl
+                || closed.contains(&h.frame)
+            {
                 st.bad += 1;
                 continue;
             }
@@ -130,7 +134,8 @@ pub fn spawn_ingest(
                     let truth = bank.truth(ru, h.frame);
                     match pool.acquire() {
                         Ok(slot) => {
-                            write(&slot.downlink_payload).clone_from_slice(&truth.frame.downlink_payload);
+                            write(&slot.downlink_payload)
+                                .clone_from_slice(&truth.frame.downlink_payload);
                             a.slot = Some(slot.clone());
                             let msg = DriverMsg::FrameArrived {
                                 frame: id,
@@ -186,7 +191,10 @@ pub fn spawn_ingest(
                 }
             }
         }
-        let _ = events.send(DriverMsg::IngestDone { ru, bad_packets: st.bad });
+        let _ = events.send(DriverMsg::IngestDone {
+            ru,
+            bad_packets: st.bad,
+        });
         st
     })
 }

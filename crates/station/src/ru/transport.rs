@@ -67,7 +67,12 @@ impl PacketTx for RingTx {
         let mut buf = match self.free.try_recv() {
             Ok(b) => b,
             Err(TryRecvError::Empty) => return Ok(false),
-            Err(TryRecvError::Disconnected) => return Err(io::Error::new(io::ErrorKind::BrokenPipe, "fronthaul ring receiver is gone")),
+            Err(TryRecvError::Disconnected) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::BrokenPipe,
+                    "fronthaul ring receiver is gone",
+                ))
+            }
         };
         if buf.len() < pkt.len() {
             buf.resize(pkt.len(), 0);
@@ -77,7 +82,9 @@ impl PacketTx for RingTx {
         self.full
             .send((buf, pkt.len()))
             .map(|()| true)
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "fronthaul ring receiver is gone"))
+            .map_err(|_| {
+                io::Error::new(io::ErrorKind::BrokenPipe, "fronthaul ring receiver is gone")
+            })
     }
 }
 
@@ -106,8 +113,14 @@ pub fn ring(packets: usize, max_packet: usize) -> (Box<dyn PacketTx>, Box<dyn Pa
         let _ = free_tx.try_send(vec![0u8; max_packet]);
     }
     (
-        Box::new(RingTx { free: free_rx, full: full_tx }),
-        Box::new(RingRx { full: full_rx, free: free_tx }),
+        Box::new(RingTx {
+            free: free_rx,
+            full: full_tx,
+        }),
+        Box::new(RingRx {
+            full: full_rx,
+            free: free_tx,
+        }),
     )
 }
 
@@ -119,7 +132,14 @@ impl PacketTx for UdpTx {
         match self.0.send(pkt) {
             Ok(_) => Ok(true),
             // Loopback with a full receive buffer: the packet is lost, count it.
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::ConnectionRefused) => Ok(false),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::ConnectionRefused
+                ) =>
+            {
+                Ok(false)
+            }
             Err(e) => Err(e),
         }
     }
@@ -127,10 +147,18 @@ impl PacketTx for UdpTx {
 
 impl PacketRx for UdpRx {
     fn recv(&mut self, buf: &mut [u8], timeout: Duration) -> io::Result<Recv> {
-        self.0.set_read_timeout(Some(timeout.max(Duration::from_micros(1))))?;
+        self.0
+            .set_read_timeout(Some(timeout.max(Duration::from_micros(1))))?;
         match self.0.recv(buf) {
             Ok(n) => Ok(Recv::Packet(n)),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => Ok(Recv::Timeout),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                Ok(Recv::Timeout)
+            }
             Err(e) => Err(e),
         }
     }
@@ -151,7 +179,11 @@ pub fn udp() -> io::Result<(Box<dyn PacketTx>, Box<dyn PacketRx>)> {
 ///
 /// # Errors
 /// UDP socket errors.
-pub fn link(kind: TransportKind, ring_packets: usize, max_packet: usize) -> io::Result<(Box<dyn PacketTx>, Box<dyn PacketRx>)> {
+pub fn link(
+    kind: TransportKind,
+    ring_packets: usize,
+    max_packet: usize,
+) -> io::Result<(Box<dyn PacketTx>, Box<dyn PacketRx>)> {
     match kind {
         TransportKind::Udp => udp(),
         TransportKind::Ring => Ok(ring(ring_packets, max_packet)),
@@ -169,14 +201,29 @@ mod tests {
         assert!(tx.send(b"two").unwrap());
         assert!(!tx.send(b"three").unwrap(), "a full ring drops");
         let mut buf = [0u8; 16];
-        assert_eq!(rx.recv(&mut buf, Duration::from_millis(10)).unwrap(), Recv::Packet(3));
+        assert_eq!(
+            rx.recv(&mut buf, Duration::from_millis(10)).unwrap(),
+            Recv::Packet(3)
+        );
         assert_eq!(&buf[..3], b"one");
         assert!(tx.send(b"four").unwrap());
-        assert_eq!(rx.recv(&mut buf, Duration::from_millis(10)).unwrap(), Recv::Packet(3));
-        assert_eq!(rx.recv(&mut buf, Duration::from_millis(10)).unwrap(), Recv::Packet(4));
-        assert_eq!(rx.recv(&mut buf, Duration::from_millis(1)).unwrap(), Recv::Timeout);
+        assert_eq!(
+            rx.recv(&mut buf, Duration::from_millis(10)).unwrap(),
+            Recv::Packet(3)
+        );
+        assert_eq!(
+            rx.recv(&mut buf, Duration::from_millis(10)).unwrap(),
+            Recv::Packet(4)
+        );
+        assert_eq!(
+            rx.recv(&mut buf, Duration::from_millis(1)).unwrap(),
+            Recv::Timeout
+        );
         drop(tx);
-        assert_eq!(rx.recv(&mut buf, Duration::from_millis(1)).unwrap(), Recv::Closed);
+        assert_eq!(
+            rx.recv(&mut buf, Duration::from_millis(1)).unwrap(),
+            Recv::Closed
+        );
     }
 
     #[test]
@@ -184,7 +231,10 @@ mod tests {
         let (mut tx, mut rx) = udp().unwrap();
         assert!(tx.send(b"hello").unwrap());
         let mut buf = [0u8; 16];
-        assert_eq!(rx.recv(&mut buf, Duration::from_secs(2)).unwrap(), Recv::Packet(5));
+        assert_eq!(
+            rx.recv(&mut buf, Duration::from_secs(2)).unwrap(),
+            Recv::Packet(5)
+        );
         assert_eq!(&buf[..5], b"hello");
     }
 }

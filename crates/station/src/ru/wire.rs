@@ -58,11 +58,16 @@ impl FronthaulHeader {
 /// Too many samples, or `out` too small.
 pub fn encode(h: &FronthaulHeader, samples: &[Ci16], out: &mut [u8]) -> Result<usize, WireError> {
     if samples.len() > MAX_SAMPLES {
-        return Err(WireError::TooManySamples { samples: samples.len() });
+        return Err(WireError::TooManySamples {
+            samples: samples.len(),
+        });
     }
     let need = HEADER_LEN + samples.len() * 4;
     if out.len() < need {
-        return Err(WireError::BufferTooSmall { need, have: out.len() });
+        return Err(WireError::BufferTooSmall {
+            need,
+            have: out.len(),
+        });
     }
     out[0..2].copy_from_slice(&MAGIC.to_be_bytes());
     out[2] = VERSION;
@@ -117,7 +122,10 @@ pub fn parse(buf: &[u8]) -> Result<(FronthaulHeader, &[u8]), WireError> {
 pub fn read_samples(payload: &[u8], out: &mut [Ci16]) -> usize {
     let mut n = 0;
     for (c, o) in payload.chunks_exact(4).zip(out.iter_mut()) {
-        *o = Ci16::new(i16::from_le_bytes([c[0], c[1]]), i16::from_le_bytes([c[2], c[3]]));
+        *o = Ci16::new(
+            i16::from_le_bytes([c[0], c[1]]),
+            i16::from_le_bytes([c[2], c[3]]),
+        );
         n += 1;
     }
     n
@@ -154,17 +162,32 @@ mod tests {
 
     #[test]
     fn malformed_packets_are_typed_errors() {
-        let h = FronthaulHeader { ru: 1, frame: 2, symbol: 3, antenna: 4, samples: 2 };
+        let h = FronthaulHeader {
+            ru: 1,
+            frame: 2,
+            symbol: 3,
+            antenna: 4,
+            samples: 2,
+        };
         let mut buf = vec![0u8; h.packet_len()];
         encode(&h, &[Ci16::new(1, 2), Ci16::new(3, 4)], &mut buf).unwrap();
         assert_eq!(parse(&buf[..10]), Err(WireError::Truncated { len: 10 }));
-        assert_eq!(parse(&buf[..buf.len() - 1]).unwrap_err(), WireError::Length { declared: 2, actual: 7 });
+        assert_eq!(
+            parse(&buf[..buf.len() - 1]).unwrap_err(),
+            WireError::Length {
+                declared: 2,
+                actual: 7
+            }
+        );
         let mut bad = buf.clone();
         bad[0] = 0;
         assert!(matches!(parse(&bad), Err(WireError::Magic { .. })));
         let mut bad = buf.clone();
         bad[2] = 9;
         assert_eq!(parse(&bad).unwrap_err(), WireError::Version { found: 9 });
-        assert!(matches!(encode(&h, &[Ci16::default(); 2], &mut [0u8; 10]), Err(WireError::BufferTooSmall { .. })));
+        assert!(matches!(
+            encode(&h, &[Ci16::default(); 2], &mut [0u8; 10]),
+            Err(WireError::BufferTooSmall { .. })
+        ));
     }
 }

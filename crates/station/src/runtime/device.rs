@@ -115,7 +115,11 @@ impl CpuDevice {
                 .config(cfg)
                 .spawn(move |_| worker_loop(&sh, &cx, scratch, &ev))
                 .map_err(|e| format!("device {id} worker {w}: {e}"))?;
-            pin_problems.extend(t.report().problems().map(|p| format!("device {id} worker {w}: {p:?}")));
+            pin_problems.extend(
+                t.report()
+                    .problems()
+                    .map(|p| format!("device {id} worker {w}: {p:?}")),
+            );
             workers.push(t);
         }
         Ok(Self {
@@ -130,7 +134,12 @@ impl CpuDevice {
     }
 
     /// Queue `job` (at low priority, or behind the running `after`).
-    pub fn submit(&self, job: Job, low_priority: bool, after: Option<Instr>) -> Result<(), (SubmitError, Job)> {
+    pub fn submit(
+        &self,
+        job: Job,
+        low_priority: bool,
+        after: Option<Instr>,
+    ) -> Result<(), (SubmitError, Job)> {
         let mut q = self.shared.lock();
         if q.removed {
             return Err((SubmitError::Removed, job));
@@ -250,79 +259,176 @@ mod tests {
     use crate::isa::Opcode;
     use crate::pool::{BufferPool, Exhaustion};
 
-    fn setup(workers: usize) -> (CpuDevice, BufferPool<FrameSlot>, Arc<KernelContext>, mpsc::Receiver<DriverMsg>) {
+    struct Rig {
+        dev: CpuDevice,
+        pool: BufferPool<FrameSlot>,
+        ctx: Arc<KernelContext>,
+        rx: mpsc::Receiver<DriverMsg>,
+        tx: Sender<DriverMsg>,
+    }
+
+    /// A device whose workers are started by the test ([`Rig::start`]), so queue
+    /// contents can be arranged first and the outcome does not depend on timing.
+    fn rig() -> Rig {
         let cfg = crate::kernels::tests::phy_config("8x2");
         let ctx = Arc::new(KernelContext::new(&cfg, 1).unwrap());
         let c = ctx.clone();
-        let pool = BufferPool::new("t", 1, Exhaustion::Grow { max: 4 }, move || FrameSlot::new(&c));
+        let pool = BufferPool::new("t", 1, Exhaustion::Grow { max: 4 }, move || {
+            FrameSlot::new(&c)
+        });
         let (tx, rx) = mpsc::channel();
-        let dev = CpuDevice::start(0, &DeviceSpec { workers, cores: vec![] }, 16, ctx.clone(), tx).unwrap();
-        (dev, pool, ctx, rx)
+        let shared = Arc::new(Shared {
+            id: 0,
+            queues: Mutex::new(Queues::default()),
+            work: Condvar::new(),
+            capacity: 16,
+        });
+        let dev = CpuDevice {
+            shared,
+            workers: Vec::new(),
+            pin_problems: Vec::new(),
+        };
+        Rig {
+            dev,
+            pool,
+            ctx,
+            rx,
+            tx,
+        }
     }
 
-    fn completions(rx: &mpsc::Receiver<DriverMsg>, n: usize) -> Vec<(Instr, Nanos, Nanos)> {
-        (0..n)
-            .map(|_| match rx.recv_timeout(Duration::from_secs(20)).unwrap() {
-                DriverMsg::Completed { instr, started, finished, result, .. } => {
-                    assert!(result.is_ok(), "{result:?}");
-                    (instr, started, finished)
-                }
-                _ => panic!("unexpected message"),
-            })
-            .collect()
+    impl Rig {
+        fn start(&mut self, workers: usize) {
+            for _ in 0..workers {
+                let (sh, cx, ev) = (self.dev.shared.clone(), self.ctx.clone(), self.tx.clone());
+                let scratch = Scratch::new(&cx).unwrap();
+                let t = RtThreadBuilder::new("test-worker")
+                    .spawn(move |_| worker_loop(&sh, &cx, scratch, &ev))
+                    .unwrap();
+                self.dev.workers.push(t);
+            }
+        }
+
+        fn submit(&self, instr: Instr, low: bool, after: Option<Instr>) {
+            let slot = self.pool.acquire().unwrap();
+            self.dev
+                .submit(Job { instr, slot }, low, after)
+                .map_err(|e| e.0)
+                .unwrap();
+        }
+
+        fn completions(&self, n: usize) -> Vec<(Instr, Nanos, Nanos)> {
+            (0..n)
+                .map(
+                    |_| match self.rx.recv_timeout(Duration::from_secs(20)).unwrap() {
+                        DriverMsg::Completed {
+                            instr,
+                            started,
+                            finished,
+                            result,
+                            ..
+                        } => {
+                            assert!(result.is_ok(), "{result:?}");
+                            (instr, started, finished)
+                        }
+                        _ => panic!("unexpected message"),
+                    },
+                )
+                .collect()
+        }
     }
 
     #[test]
     fn coalesced_instruction_waits_for_its_predecessor_even_with_a_free_worker() {
-        let (dev, pool, ctx, rx) = setup(2);
-        let slot = pool.acquire().unwrap();
-        let u = ctx.shape.uplink_symbols[0];
-        // Decoding all-zero LLRs runs every iteration: a slow predecessor.
+        let mut r = rig();
+        let u = r.ctx.shape.uplink_symbols[0];
         let pred = Instr::new(0, u, Opcode::Decode, 0);
         let succ = Instr::new(0, u, Opcode::Decode, 1);
-        dev.submit(Job { instr: pred, slot: slot.clone() }, false, None).map_err(|e| e.0).unwrap();
-        dev.submit(Job { instr: succ, slot: slot.clone() }, false, Some(pred)).map_err(|e| e.0).unwrap();
-        let done = completions(&rx, 2);
+        r.submit(pred, false, None);
+        r.submit(succ, false, Some(pred));
+        assert_eq!(
+            r.dev.shared.lock().parked.len(),
+            1,
+            "parked behind the queued predecessor"
+        );
+        r.start(2);
+        let done = r.completions(2);
         assert_eq!(done[0].0, pred);
         assert_eq!(done[1].0, succ);
-        assert!(done[1].1 >= done[0].2, "the coalesced instruction started before its predecessor ended");
-        dev.shutdown();
+        assert!(
+            done[1].1 >= done[0].2,
+            "the coalesced instruction started before its predecessor ended"
+        );
+        r.dev.shutdown();
+    }
+
+    #[test]
+    fn coalescing_behind_a_finished_instruction_just_queues() {
+        let mut r = rig();
+        let u = r.ctx.shape.uplink_symbols[0];
+        let gone = Instr::new(0, u, Opcode::Decode, 0);
+        r.submit(Instr::new(0, u, Opcode::Decode, 1), false, Some(gone));
+        assert!(r.dev.shared.lock().parked.is_empty());
+        r.start(1);
+        assert_eq!(r.completions(1).len(), 1);
+        r.dev.shutdown();
     }
 
     #[test]
     fn low_priority_runs_after_normal_work() {
-        let (dev, pool, ctx, rx) = setup(1);
-        let slot = pool.acquire().unwrap();
-        let u = ctx.shape.uplink_symbols[0];
-        let blocker = Instr::new(0, u, Opcode::Decode, 0);
+        let mut r = rig();
+        let u = r.ctx.shape.uplink_symbols[0];
         let low = Instr::new(0, u, Opcode::Decode, 1);
-        let normal = Instr::new(0, ctx.shape.pilot_symbols[0], Opcode::Load, 0);
-        dev.submit(Job { instr: blocker, slot: slot.clone() }, false, None).map_err(|e| e.0).unwrap();
-        // Wait until the worker has taken the blocker, so both of the next are queued.
-        while dev.shared.lock().running.is_empty() {
-            std::thread::yield_now();
-        }
-        dev.submit(Job { instr: low, slot: slot.clone() }, true, None).map_err(|e| e.0).unwrap();
-        dev.submit(Job { instr: normal, slot: slot.clone() }, false, None).map_err(|e| e.0).unwrap();
-        let order: Vec<Instr> = completions(&rx, 3).into_iter().map(|c| c.0).collect();
-        assert_eq!(order, vec![blocker, normal, low]);
-        dev.shutdown();
+        let normal = Instr::new(0, r.ctx.shape.pilot_symbols[0], Opcode::Load, 0);
+        r.submit(low, true, None);
+        r.submit(normal, false, None);
+        r.start(1);
+        let order: Vec<Instr> = r.completions(2).into_iter().map(|c| c.0).collect();
+        assert_eq!(order, vec![normal, low]);
+        r.dev.shutdown();
     }
 
     #[test]
-    fn a_removed_device_drops_its_queue_and_refuses_work() {
-        let (dev, pool, ctx, _rx) = setup(1);
-        let slot = pool.acquire().unwrap();
-        let u = ctx.shape.uplink_symbols[0];
-        for user in 0..2 {
-            let _ = dev.submit(Job { instr: Instr::new(0, u, Opcode::Decode, user), slot: slot.clone() }, false, None);
+    fn queues_are_bounded_and_a_removed_device_refuses_work() {
+        let r = rig();
+        let u = r.ctx.shape.uplink_symbols[0];
+        let slot = r.pool.acquire().unwrap();
+        for i in 0..16 {
+            r.dev
+                .submit(
+                    Job {
+                        instr: Instr::new(i, u, Opcode::Load, 0),
+                        slot: slot.clone(),
+                    },
+                    false,
+                    None,
+                )
+                .map_err(|e| e.0)
+                .unwrap();
         }
-        dev.remove();
-        let err = dev.submit(Job { instr: Instr::new(0, u, Opcode::Load, 0), slot: slot.clone() }, false, None);
+        let full = r.dev.submit(
+            Job {
+                instr: Instr::new(99, u, Opcode::Load, 0),
+                slot: slot.clone(),
+            },
+            false,
+            None,
+        );
+        assert!(matches!(full, Err((SubmitError::Full, _))));
+        assert_eq!(r.dev.remove(), 16);
+        let err = r.dev.submit(
+            Job {
+                instr: Instr::new(0, u, Opcode::Load, 0),
+                slot: slot.clone(),
+            },
+            false,
+            None,
+        );
         assert!(matches!(err, Err((SubmitError::Removed, _))));
-        dev.shutdown();
-        // Every job's lease was released: only ours is left on the slot.
-        drop(slot);
-        assert_eq!(pool.stats().free, pool.stats().slots);
+        r.dev.shutdown();
+        // Every dropped job released its lease (the refused ones came back to us).
+        drop((full, err, slot));
+        let s = r.pool.stats();
+        assert_eq!(s.free, s.slots);
     }
 }

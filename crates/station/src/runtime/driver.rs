@@ -67,7 +67,10 @@ struct CheckJob {
 
 /// Compare a completed frame with its truth (uplink bits and CRCs; downlink through
 /// the emulated users when asked) off the scheduler thread.
-fn spawn_checker(ctx: Arc<KernelContext>, verify_downlink: bool) -> (Sender<CheckJob>, std::thread::JoinHandle<Vec<FrameRecord>>) {
+fn spawn_checker(
+    ctx: Arc<KernelContext>,
+    verify_downlink: bool,
+) -> (Sender<CheckJob>, std::thread::JoinHandle<Vec<FrameRecord>>) {
     let (tx, rx) = mpsc::channel::<CheckJob>();
     let h = std::thread::spawn(move || {
         let cfg = &ctx.cfg;
@@ -83,7 +86,8 @@ fn spawn_checker(ctx: Arc<KernelContext>, verify_downlink: bool) -> (Sender<Chec
             let up_ok = {
                 let payload = read(&job.slot.uplink_payload);
                 let blocks = read(&job.slot.uplink_blocks);
-                *payload == job.truth.frame.uplink_payload && blocks.iter().flatten().all(|b| b.crc_ok)
+                *payload == job.truth.frame.uplink_payload
+                    && blocks.iter().flatten().all(|b| b.crc_ok)
             };
             let dl_ok = match ues.as_mut() {
                 Some(ues) => {
@@ -93,8 +97,14 @@ fn spawn_checker(ctx: Arc<KernelContext>, verify_downlink: bool) -> (Sender<Chec
                         beta: 1.0,
                     };
                     let mut rng = frame_rng(cfg.seed, job.truth.index, 1);
-                    ues.receive(&tx_frame, &info, &job.truth.frame.channel, &mut rng, &mut dl_out)
-                        .is_ok()
+                    ues.receive(
+                        &tx_frame,
+                        &info,
+                        &job.truth.frame.channel,
+                        &mut rng,
+                        &mut dl_out,
+                    )
+                    .is_ok()
                         && dl_out.payload == job.truth.frame.downlink_payload
                         && dl_out.blocks.iter().flatten().all(|b| b.crc_ok)
                 }
@@ -102,7 +112,9 @@ fn spawn_checker(ctx: Arc<KernelContext>, verify_downlink: bool) -> (Sender<Chec
             };
             job.record.decoded_ok = Some(up_ok && dl_ok);
             if !(up_ok && dl_ok) {
-                job.record.reason = Some(format!("decoded bits differ from the truth (uplink ok: {up_ok}, downlink ok: {dl_ok})"));
+                job.record.reason = Some(format!(
+                    "decoded bits differ from the truth (uplink ok: {up_ok}, downlink ok: {dl_ok})"
+                ));
             }
             done.push(job.record);
         }
@@ -127,7 +139,8 @@ pub fn run_driver(
         devices: Vec::new(),
         frames: HashMap::new(),
         report: ReportBuilder::default(),
-        uplink_bits: (ctx.cfg.uplink_blocks() * ctx.cfg.block_payload_bits() * ctx.cfg.users) as u64,
+        uplink_bits: (ctx.cfg.uplink_blocks() * ctx.cfg.block_payload_bits() * ctx.cfg.users)
+            as u64,
         out: DriverOutput {
             report: ReportBuilder::default(),
             bad_packets: 0,
@@ -172,13 +185,27 @@ pub fn run_driver(
         while let Some(msg) = next {
             let now = now_ns();
             match msg {
-                DriverMsg::FrameArrived { frame, ru, at, slot, truth } => {
+                DriverMsg::FrameArrived {
+                    frame,
+                    ru,
+                    at,
+                    slot,
+                    truth,
+                } => {
                     d.out.first_arrival.get_or_insert(at);
                     while changes.first().is_some_and(|c| c.at_frame <= frame) {
                         let c = changes.remove(0);
                         d.change(&mut *policy, now, &c.action)?;
                     }
-                    d.frames.insert(frame, Live { ru, arrival: at, slot, truth });
+                    d.frames.insert(
+                        frame,
+                        Live {
+                            ru,
+                            arrival: at,
+                            slot,
+                            truth,
+                        },
+                    );
                     policy.frame_arrived(now, frame, at + cfg.deadline_ns);
                 }
                 DriverMsg::FrameRefused { frame, ru, reason } => d.record(FrameRecord {
@@ -195,11 +222,18 @@ pub fn run_driver(
                         policy.input_ready(now, frame, symbol);
                     }
                 }
-                DriverMsg::Completed { device, instr, started, finished, result } => {
+                DriverMsg::Completed {
+                    device,
+                    instr,
+                    started,
+                    finished,
+                    result,
+                } => {
                     let live = d.devices.get(device as usize).is_some_and(Option::is_some);
                     if live {
                         d.out.device_instrs[device as usize] += 1;
-                        d.report.stage(instr.opcode, finished.saturating_sub(started));
+                        d.report
+                            .stage(instr.opcode, finished.saturating_sub(started));
                         policy.completed(now, instr, device, started, result);
                     } else {
                         d.out.ignored_completions += 1;
@@ -210,7 +244,9 @@ pub fn run_driver(
                     d.out.bad_packets += bad_packets;
                 }
                 DriverMsg::AddDevice(spec) => d.add_device(&mut *policy, &spec)?,
-                DriverMsg::RemoveDevice(id) => d.change(&mut *policy, now, &DeviceAction::Remove(id))?,
+                DriverMsg::RemoveDevice(id) => {
+                    d.change(&mut *policy, now, &DeviceAction::Remove(id))?
+                }
             }
             next = rx.try_recv().ok();
         }
@@ -224,11 +260,18 @@ pub fn run_driver(
             }
             if now.saturating_sub(since) > cfg.drain_timeout_ns {
                 let open: Vec<FrameId> = d.frames.keys().copied().collect();
-                d.out
-                    .notes
-                    .push(format!("{} frames still open {} ms after the input ended: failed", open.len(), cfg.drain_timeout_ns / 1_000_000));
+                d.out.notes.push(format!(
+                    "{} frames still open {} ms after the input ended: failed",
+                    open.len(),
+                    cfg.drain_timeout_ns / 1_000_000
+                ));
                 for f in open {
-                    d.finish(f, FrameFate::Failed, now, Some("unfinished when the run ended".into()));
+                    d.finish(
+                        f,
+                        FrameFate::Failed,
+                        now,
+                        Some("unfinished when the run ended".into()),
+                    );
                 }
                 break;
             }
@@ -238,7 +281,9 @@ pub fn run_driver(
     for dev in d.devices.drain(..).flatten() {
         dev.shutdown();
     }
-    let checked = checker.join().map_err(|_| "the truth checker panicked".to_string())?;
+    let checked = checker
+        .join()
+        .map_err(|_| "the truth checker panicked".to_string())?;
     for r in checked {
         d.report.frame(r);
     }
@@ -262,15 +307,28 @@ struct Driver {
 impl Driver {
     fn add_device(&mut self, policy: &mut dyn Policy, spec: &DeviceSpec) -> Result<(), String> {
         let id = self.devices.len() as DeviceId;
-        let dev = CpuDevice::start(id, spec, self.queue_capacity, self.ctx.clone(), self.tx.clone())?;
-        self.out.notes.extend(dev.pin_problems.iter().take(1).cloned());
+        let dev = CpuDevice::start(
+            id,
+            spec,
+            self.queue_capacity,
+            self.ctx.clone(),
+            self.tx.clone(),
+        )?;
+        self.out
+            .notes
+            .extend(dev.pin_problems.iter().take(1).cloned());
         policy.add_device(now_ns(), id, DeviceKind::Cpu, dev.workers() as u32);
         self.devices.push(Some(dev));
         self.out.device_instrs.push(0);
         Ok(())
     }
 
-    fn change(&mut self, policy: &mut dyn Policy, now: Nanos, action: &DeviceAction) -> Result<(), String> {
+    fn change(
+        &mut self,
+        policy: &mut dyn Policy,
+        now: Nanos,
+        action: &DeviceAction,
+    ) -> Result<(), String> {
         match action {
             DeviceAction::Add(spec) => self.add_device(policy, spec),
             DeviceAction::Remove(id) => {
@@ -284,7 +342,10 @@ impl Driver {
                         // join happens off this thread so scheduling goes on.
                         std::thread::spawn(move || dev.shutdown());
                     }
-                    None => self.out.notes.push(format!("remove device {id}: no such device (ignored)")),
+                    None => self
+                        .out
+                        .notes
+                        .push(format!("remove device {id}: no such device (ignored)")),
                 }
                 Ok(())
             }
@@ -298,21 +359,36 @@ impl Driver {
             while let Some(disp) = policy.poll_dispatch(now_ns()) {
                 progressed = true;
                 let Some(live) = self.frames.get(&disp.instr.frame) else {
-                    policy.completed(now_ns(), disp.instr, disp.device, now_ns(), Err("frame no longer live".into()));
+                    policy.completed(
+                        now_ns(),
+                        disp.instr,
+                        disp.device,
+                        now_ns(),
+                        Err("frame no longer live".into()),
+                    );
                     continue;
                 };
                 let job = Job {
                     instr: disp.instr,
                     slot: live.slot.clone(),
                 };
-                let err = match self.devices.get(disp.device as usize).and_then(Option::as_ref) {
+                let err = match self
+                    .devices
+                    .get(disp.device as usize)
+                    .and_then(Option::as_ref)
+                {
                     Some(dev) => match dev.submit(job, disp.low_priority, disp.after) {
                         Ok(()) => {
                             self.out.dispatches += 1;
                             None
                         }
-                        Err((SubmitError::Full, _)) => Some(format!("device {} work queue full ({} jobs)", disp.device, self.queue_capacity)),
-                        Err((SubmitError::Removed, _)) => Some(format!("device {} was removed", disp.device)),
+                        Err((SubmitError::Full, _)) => Some(format!(
+                            "device {} work queue full ({} jobs)",
+                            disp.device, self.queue_capacity
+                        )),
+                        Err((SubmitError::Removed, _)) => {
+                            Some(format!("device {} was removed", disp.device))
+                        }
                     },
                     None => Some(format!("device {} does not exist", disp.device)),
                 };
@@ -327,8 +403,14 @@ impl Driver {
                     EngineEvent::FrameDone { frame, outcome, .. } => {
                         let (fate, reason) = match outcome {
                             FrameOutcome::Completed => (FrameFate::Completed, None),
-                            FrameOutcome::DeadlineMissed => (FrameFate::Missed, Some("deadline missed (NACK)".to_string())),
-                            FrameOutcome::Rejected => (FrameFate::Rejected, Some("frame window full (overload)".to_string())),
+                            FrameOutcome::DeadlineMissed => (
+                                FrameFate::Missed,
+                                Some("deadline missed (NACK)".to_string()),
+                            ),
+                            FrameOutcome::Rejected => (
+                                FrameFate::Rejected,
+                                Some("frame window full (overload)".to_string()),
+                            ),
                             FrameOutcome::Failed(why) => (FrameFate::Failed, Some(why)),
                         };
                         self.finish(frame, fate, now_ns(), reason);
@@ -358,7 +440,11 @@ impl Driver {
             fate,
             latency_ns: now.saturating_sub(live.arrival),
             decoded_ok: None,
-            uplink_bits: if fate == FrameFate::Completed { self.uplink_bits } else { 0 },
+            uplink_bits: if fate == FrameFate::Completed {
+                self.uplink_bits
+            } else {
+                0
+            },
             reason,
         };
         self.out.last_decision = self.out.last_decision.max(now);

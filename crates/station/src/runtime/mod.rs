@@ -100,7 +100,13 @@ pub fn driver_channel() -> (Sender<DriverMsg>, Receiver<DriverMsg>) {
 }
 
 /// Pool of frame slots for `ctx`.
-pub fn frame_pool(ctx: &Arc<KernelContext>, initial: usize, exhaustion: crate::pool::Exhaustion) -> BufferPool<FrameSlot> {
+pub fn frame_pool(
+    ctx: &Arc<KernelContext>,
+    initial: usize,
+    exhaustion: crate::pool::Exhaustion,
+) -> BufferPool<FrameSlot> {
     let c = ctx.clone();
-    BufferPool::new("frame slots", initial, exhaustion, move || FrameSlot::new(&c))
+    BufferPool::new("frame slots", initial, exhaustion, move || {
+        FrameSlot::new(&c)
+    })
 }

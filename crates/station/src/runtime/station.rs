@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use radiohost_phy::FrameConfig;
 
-use super::{driver_channel, frame_pool, now_ns, run_driver, DeviceChange, DeviceSpec, DriverConfig};
+use super::{
+    driver_channel, frame_pool, now_ns, run_driver, DeviceChange, DeviceSpec, DriverConfig,
+};
 use crate::engine::Policy;
 use crate::kernels::KernelContext;
 use crate::pool::Exhaustion;
@@ -42,7 +44,13 @@ impl StationSetup {
     ///
     /// # Errors
     /// A configuration the kernels cannot cut into `parts`, or a generator error.
-    pub fn new(cfg: &FrameConfig, config_name: &str, parts: usize, bank_frames: usize, devices: Vec<DeviceSpec>) -> Result<Self, String> {
+    pub fn new(
+        cfg: &FrameConfig,
+        config_name: &str,
+        parts: usize,
+        bank_frames: usize,
+        devices: Vec<DeviceSpec>,
+    ) -> Result<Self, String> {
         let ctx = Arc::new(KernelContext::new(cfg, parts).map_err(|e| e.to_string())?);
         let bank = Arc::new(FrameBank::generate(cfg, bank_frames).map_err(|e| e.to_string())?);
         Ok(Self {
@@ -71,7 +79,13 @@ impl StationSetup {
 pub fn run_station(setup: &StationSetup, policy: Box<dyn Policy>) -> Result<RunReport, String> {
     let ctx = setup.ctx.clone();
     let policy_name = policy.name().to_string();
-    let pool = frame_pool(&ctx, setup.pool_initial, Exhaustion::Grow { max: setup.pool_max });
+    let pool = frame_pool(
+        &ctx,
+        setup.pool_initial,
+        Exhaustion::Grow {
+            max: setup.pool_max,
+        },
+    );
     let (tx, rx) = driver_channel();
     let dcfg = DriverConfig {
         devices: setup.devices.clone(),
@@ -96,7 +110,8 @@ pub fn run_station(setup: &StationSetup, policy: Box<dyn Policy>) -> Result<RunR
     let mut rus = Vec::new();
     let mut ingests = Vec::new();
     for ru in 0..setup.rus as u16 {
-        let (ptx, prx) = link(setup.transport, ring_packets, max_packet).map_err(|e| format!("fronthaul for RU {ru}: {e}"))?;
+        let (ptx, prx) = link(setup.transport, ring_packets, max_packet)
+            .map_err(|e| format!("fronthaul for RU {ru}: {e}"))?;
         let finished = Arc::new(AtomicBool::new(false));
         ingests.push(spawn_ingest(
             ru,
@@ -113,7 +128,14 @@ pub fn run_station(setup: &StationSetup, policy: Box<dyn Policy>) -> Result<RunR
             frame_period_ns: setup.frame_period_ns,
             start_ns: start,
         };
-        rus.push(spawn_ru(ru, ctx.clone(), setup.bank.clone(), rc, ptx, finished));
+        rus.push(spawn_ru(
+            ru,
+            ctx.clone(),
+            setup.bank.clone(),
+            rc,
+            ptx,
+            finished,
+        ));
     }
     drop(tx);
     let mut notes = Vec::new();
@@ -135,21 +157,35 @@ pub fn run_station(setup: &StationSetup, policy: Box<dyn Policy>) -> Result<RunR
             evicted += s.evicted;
         }
     }
-    let out = driver.join().map_err(|_| "the scheduler thread panicked".to_string())??;
+    let out = driver
+        .join()
+        .map_err(|_| "the scheduler thread panicked".to_string())??;
     if ru_dropped > 0 {
-        notes.push(format!("{ru_dropped} of {} fronthaul packets dropped (transport full)", ru_packets + ru_dropped));
+        notes.push(format!(
+            "{ru_dropped} of {} fronthaul packets dropped (transport full)",
+            ru_packets + ru_dropped
+        ));
     }
     if late > 0 {
-        notes.push(format!("radio units sent {late} symbols late (sender behind its frame clock)"));
+        notes.push(format!(
+            "radio units sent {late} symbols late (sender behind its frame clock)"
+        ));
     }
     if evicted > 0 {
-        notes.push(format!("{evicted} frames evicted from reassembly incomplete"));
+        notes.push(format!(
+            "{evicted} frames evicted from reassembly incomplete"
+        ));
     }
     if out.ignored_completions > 0 {
-        notes.push(format!("{} completions from removed devices ignored", out.ignored_completions));
+        notes.push(format!(
+            "{} completions from removed devices ignored",
+            out.ignored_completions
+        ));
     }
     notes.extend(out.notes.iter().cloned());
-    let wall_ns = out.last_decision.saturating_sub(out.first_arrival.unwrap_or(start));
+    let wall_ns = out
+        .last_decision
+        .saturating_sub(out.first_arrival.unwrap_or(start));
     let meta = RunMeta {
         policy: policy_name,
         config: setup.config_name.clone(),
