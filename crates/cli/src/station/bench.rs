@@ -38,7 +38,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_pin: bool,
     /// Offered loads as fractions of the measured floor capacity, comma separated.
-    #[arg(long, default_value = "0.3,0.5,0.7,0.9,1.1,1.4")]
+    #[arg(long, default_value = "0.1,0.2,0.3,0.5,0.7,1.0")]
     pub loads: String,
     /// Frames per run (one run per configuration, load and policy).
     #[arg(long, default_value_t = 200)]
@@ -81,10 +81,11 @@ struct Ratio {
     config: String,
     offered_fps: f64,
     baseline: String,
-    /// LROC P99.99 / baseline P99.99 (below 1: LROC's tail is shorter).
-    p9999_ratio: f64,
-    /// LROC achieved / baseline achieved frames/s.
-    throughput_ratio: f64,
+    /// LROC P99.99 / baseline P99.99 (below 1: LROC's tail is shorter); `None` when
+    /// either completed no frame.
+    p9999_ratio: Option<f64>,
+    /// LROC achieved / baseline achieved frames/s; `None` when the baseline achieved 0.
+    throughput_ratio: Option<f64>,
 }
 
 #[derive(Clone, Debug, serde::Serialize)]
@@ -237,8 +238,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
                         config: name.clone(),
                         offered_fps: l.offered_fps,
                         baseline: b.policy.clone(),
-                        p9999_ratio: l.p9999_ms / b.p9999_ms.max(1e-9),
-                        throughput_ratio: l.achieved_fps / b.achieved_fps.max(1e-9),
+                        p9999_ratio: (l.p9999_ms > 0.0 && b.p9999_ms > 0.0)
+                            .then(|| l.p9999_ms / b.p9999_ms),
+                        throughput_ratio: (b.achieved_fps > 0.0)
+                            .then(|| l.achieved_fps / b.achieved_fps),
                     });
                 }
             }
@@ -317,9 +320,15 @@ pub fn run(a: BenchArgs) -> Result<()> {
     println!();
     println!("LROC / baseline (P99.99 ratio < 1 and throughput ratio >= 1 favour LROC):");
     for r in &ratios {
+        let x =
+            |v: Option<f64>| v.map_or("n/a (no frame done)".to_string(), |v| format!("x{v:.2}"));
         println!(
-            "{:<6} {:>9.1} frames/s vs {:<7} P99.99 x{:.2}  throughput x{:.2}",
-            r.config, r.offered_fps, r.baseline, r.p9999_ratio, r.throughput_ratio
+            "{:<6} {:>9.1} frames/s vs {:<7} P99.99 {}  throughput {}",
+            r.config,
+            r.offered_fps,
+            r.baseline,
+            x(r.p9999_ratio),
+            x(r.throughput_ratio)
         );
     }
     println!();

@@ -68,8 +68,10 @@ pub struct PolicyParams {
     /// Ready instructions whose latest start is within this of the most urgent one's
     /// are reordered by least resource use.
     pub reorder_band_ns: Nanos,
-    /// Ready instructions LROC examines per dispatch (bounds the planning cost).
-    pub lookahead: usize,
+    /// LROC queue order: pure per-instruction least slack (false, the default), or
+    /// frames by deadline then critical path first inside a frame (true), which stops
+    /// frames with equal deadlines (synchronised radio units) from interleaving.
+    pub frame_major_slack: bool,
 }
 
 impl Default for PolicyParams {
@@ -87,7 +89,7 @@ impl Default for PolicyParams {
             overcommit_slack_ns: 100_000,
             coalesce: true,
             reorder_band_ns: 20_000,
-            lookahead: 64,
+            frame_major_slack: false,
         }
     }
 }
@@ -117,13 +119,6 @@ impl PolicyParams {
                 "overcommit_ratio",
                 self.overcommit_ratio.to_string(),
                 "must be in [0, 4]",
-            );
-        }
-        if self.lookahead == 0 {
-            return bad(
-                "lookahead",
-                "0".into(),
-                "must examine at least one instruction",
             );
         }
         Ok(())
