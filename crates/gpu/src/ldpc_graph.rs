@@ -2,81 +2,11 @@
 //! tables (so the GPU and CPU codecs cannot drift apart), lifted for one `Zc`, plus the
 //! encoder's solve order.
 //!
-//! Why parse the source file: radiohost-ldpc keeps its tables private and exposes no
-//! accessor, and this crate may not edit it. `include_str!` embeds the very file the
-//! CPU codec is compiled from; the parser is strict (exact entry counts) and the tests
-//! check the parsed graph against radiohost-ldpc's encoder and parity check.
+//! radiohost-ldpc exports its table through `base_graph_entries`, so the GPU kernels
+//! and the CPU codec read the same entries; the tests check the lifted graph against
+//! radiohost-ldpc's encoder and parity check.
 
-use radiohost_ldpc::{lifting_set_index, BaseGraph, CodeParams};
-
-const TABLES_RS: &str = include_str!("../../ldpc/src/tables.rs");
-
-/// The tables could not be read (radiohost-ldpc changed its file format).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("radiohost-ldpc's tables.rs: {0} (update crates/gpu/src/ldpc_graph.rs to its new format)")]
-pub struct TableFormatError(String);
-
-/// One base-graph entry: row, column, shift value per lifting set iLS.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BaseEntry {
-    pub row: u16,
-    pub col: u16,
-    pub shift: [u16; 8],
-}
-
-/// Entries of one base graph, parsed from radiohost-ldpc's source.
-pub fn base_entries(bg: BaseGraph) -> Result<Vec<BaseEntry>, TableFormatError> {
-    let (marker, count) = match bg {
-        BaseGraph::Bg1 => ("const BG1: [Entry; ", 316),
-        BaseGraph::Bg2 => ("const BG2: [Entry; ", 197),
-    };
-    let start = TABLES_RS
-        .find(marker)
-        .ok_or_else(|| TableFormatError(format!("no `{marker}` declaration")))?;
-    let body = &TABLES_RS[start..];
-    let end = body
-        .find("];")
-        .ok_or_else(|| TableFormatError("table not terminated by `];`".into()))?;
-    let mut out = Vec::with_capacity(count);
-    for line in body[..end].lines().skip(1) {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with("//") {
-            continue;
-        }
-        out.push(parse_entry(line)?);
-    }
-    if out.len() != count {
-        return Err(TableFormatError(format!(
-            "{bg} has {} entries, TS 38.212 has {count}",
-            out.len()
-        )));
-    }
-    Ok(out)
-}
-
-/// `e(row, col, [s0, .., s7]),`
-fn parse_entry(line: &str) -> Result<BaseEntry, TableFormatError> {
-    let bad = || TableFormatError(format!("cannot parse entry `{line}`"));
-    let inner = line
-        .strip_prefix("e(")
-        .and_then(|s| s.strip_suffix("),"))
-        .ok_or_else(bad)?;
-    let nums: Vec<u16> = inner
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<u16>().map_err(|_| bad()))
-        .collect::<Result<_, _>>()?;
-    if nums.len() != 10 {
-        return Err(bad());
-    }
-    let mut shift = [0u16; 8];
-    shift.copy_from_slice(&nums[2..]);
-    Ok(BaseEntry {
-        row: nums[0],
-        col: nums[1],
-        shift,
-    })
-}
+use radiohost_ldpc::{base_graph_entries, lifting_set_index, BaseGraph, CodeParams};
 
 /// The lifted graph of the active rows of one code, as the kernels read it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,8 +39,6 @@ pub struct EncoderPlan {
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum GraphError {
     #[error(transparent)]
-    Table(#[from] TableFormatError),
-    #[error(transparent)]
     Ldpc(#[from] radiohost_ldpc::LdpcError),
     #[error(
         "{bg} Zc = {zc}: the core parity rows are not double-diagonal (cannot plan the encoder)"
@@ -122,8 +50,8 @@ pub enum GraphError {
 fn lifted_rows(bg: BaseGraph, zc: usize) -> Result<Vec<Vec<(usize, usize)>>, GraphError> {
     let ils = lifting_set_index(zc)?;
     let mut rows = vec![Vec::new(); bg.rows()];
-    for e in base_entries(bg)? {
-        rows[e.row as usize].push((e.col as usize, e.shift[ils] as usize % zc));
+    for (row, col, shift) in base_graph_entries(bg) {
+        rows[row].push((col, shift[ils] as usize % zc));
     }
     for r in &mut rows {
         r.sort_unstable();
@@ -385,15 +313,13 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     #[test]
-    fn tables_parse_with_the_standard_entry_counts() {
-        let bg1 = base_entries(BaseGraph::Bg1).unwrap();
-        let bg2 = base_entries(BaseGraph::Bg2).unwrap();
+    fn base_graph_tables_have_the_standard_entry_counts() {
+        let bg1: Vec<_> = base_graph_entries(BaseGraph::Bg1).collect();
+        let bg2: Vec<_> = base_graph_entries(BaseGraph::Bg2).collect();
         assert_eq!((bg1.len(), bg2.len()), (316, 197));
-        assert_eq!(bg1[0].shift, [250, 307, 73, 223, 211, 294, 0, 135]);
-        assert_eq!(bg2[0].shift, [9, 174, 0, 72, 3, 156, 143, 145]);
-        assert!(bg1.iter().all(|e| e.row < 46 && e.col < 68));
-        assert!(parse_entry("e(1, 2, [3]),").is_err());
-        assert!(parse_entry("x").is_err());
+        assert_eq!(bg1[0].2, [250, 307, 73, 223, 211, 294, 0, 135]);
+        assert_eq!(bg2[0].2, [9, 174, 0, 72, 3, 156, 143, 145]);
+        assert!(bg1.iter().all(|&(r, c, _)| r < 46 && c < 68));
     }
 
     /// The kernel's encoding (plan + rate matching) equals radiohost-ldpc's encoder, and

@@ -43,6 +43,15 @@ pub use encoder::Encoder;
 pub use graph::parity_check;
 pub use params::{lifting_set_index, CodeParams, LIFTING_SIZES};
 
+/// The non-zero positions of base graph `bg` as `(row, column, V(i,j) per lifting set
+/// iLS 0..7)`, row-major (TS 38.212 Tables 5.3.2-2/3). For other codecs of the same
+/// code (e.g. GPU kernels) so they read the very table this crate decodes with.
+pub fn base_graph_entries(bg: BaseGraph) -> impl Iterator<Item = (usize, usize, [u16; 8])> {
+    graph::table(bg)
+        .iter()
+        .map(|e| (e.row as usize, e.col as usize, e.shift))
+}
+
 /// Which of the two NR base graphs (TS 38.212 Tables 5.3.2-2 and 5.3.2-3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BaseGraph {
