@@ -24,8 +24,16 @@ const AFFINITY_SAMPLE: usize = 16;
 #[derive(Clone, Copy, Debug)]
 pub struct PlannerParams {
     pub alpha: f64,
+    /// Fixed cost of one copy between CPU devices / when a GPU is involved.
     pub copy_cost_ns: Nanos,
     pub gpu_copy_cost_ns: Nanos,
+    /// Copy bandwidth in bytes per ns, same split.
+    pub copy_bytes_per_ns: [f64; 2],
+    /// Bytes each opcode's instruction reads from its predecessors (by [`Opcode::index`]).
+    pub input_bytes: [u64; Opcode::ALL.len()],
+    /// Bytes its successors read from it: moving it away from its successors' device
+    /// means copying this back.
+    pub output_bytes: [u64; Opcode::ALL.len()],
 }
 
 /// Why an instruction was queued where it was.
@@ -70,12 +78,16 @@ pub fn predecessor_device(dag: &FrameDag, rec: &FrameRecord, idx: InstrIdx) -> O
     best.map(|b| b.0)
 }
 
-fn copy_cost(p: &PlannerParams, a: DeviceKind, b: DeviceKind) -> Nanos {
-    if a == DeviceKind::Gpu || b == DeviceKind::Gpu {
+fn copy_cost(p: &PlannerParams, a: DeviceKind, b: DeviceKind, op: Opcode) -> Nanos {
+    let gpu = a == DeviceKind::Gpu || b == DeviceKind::Gpu;
+    let fixed = if gpu {
         p.gpu_copy_cost_ns
     } else {
         p.copy_cost_ns
-    }
+    };
+    let bw = p.copy_bytes_per_ns[usize::from(gpu)].max(1e-3);
+    let bytes = p.input_bytes[op.index()] + p.output_bytes[op.index()];
+    2 * fixed + (bytes as f64 / bw) as Nanos
 }
 
 /// Fewest units an instruction needing `need` may start on (partial parallelism).
@@ -83,15 +95,16 @@ pub fn min_units(alpha: f64, need: u32) -> u32 {
     ((alpha * f64::from(need)).ceil() as u32).clamp(1, need.max(1))
 }
 
-/// Copy cost the planner assumes between two devices.
+/// Cost the planner assumes for moving `op`'s inputs between two devices.
 pub fn transfer_cost(
     p: &PlannerParams,
     devices: &DeviceTable,
     from: DeviceId,
     to: DeviceId,
+    op: Opcode,
 ) -> Nanos {
     match (devices.get(from), devices.get(to)) {
-        (Some(a), Some(b)) => copy_cost(p, a.kind, b.kind),
+        (Some(a), Some(b)) => copy_cost(p, a.kind, b.kind, op),
         _ => 0,
     }
 }
@@ -158,7 +171,8 @@ pub fn choose_device(
         let td = devices.get(d)?;
         let units = td.free().min(table.need(td.kind, op).min(td.capacity));
         let wait_home = hd.backlog_ns(min_units(params.alpha, need));
-        let there = table.latency_with(td.kind, op, units) + transfer_cost(params, devices, h, d);
+        let there =
+            table.latency_with(td.kind, op, units) + transfer_cost(params, devices, h, d, op);
         if wait_home + table.latency_with(hd.kind, op, need) > there {
             return Some((d, Reason::Fragmented));
         }

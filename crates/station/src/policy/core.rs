@@ -56,6 +56,11 @@ pub(crate) struct Core {
     pending: VecDeque<Dispatch>,
     /// Calibrated critical path to the end of the frame, per instruction.
     pub cp: Vec<Nanos>,
+    /// Bytes an instruction of each opcode reads from its predecessors (largest over
+    /// the DAG), for the planner's copy estimate.
+    pub input_bytes: [u64; Opcode::ALL.len()],
+    /// Bytes the successors of an instruction of each opcode read from it.
+    pub output_bytes: [u64; Opcode::ALL.len()],
     cp_observations: u64,
     spare: Vec<FrameRecord>,
     admitted: u64,
@@ -69,6 +74,26 @@ impl Core {
     pub fn new(shape: &FrameShape, params: PolicyParams) -> Self {
         let dag = Arc::new(FrameDag::build(shape));
         let table = OpcodeTable::new(params.calibration_window);
+        // The shape does not carry the FFT size; the next power of two above the data
+        // subcarriers is what every configuration uses, close enough for an estimate.
+        let fft = shape.data_num.next_power_of_two();
+        let mut input_bytes = [0u64; Opcode::ALL.len()];
+        let mut output_bytes = [0u64; Opcode::ALL.len()];
+        for i in dag.topo_order() {
+            let op = dag.opcode(i);
+            let bytes: u64 = dag
+                .preds(i)
+                .iter()
+                .map(|&p| crate::sim::model::input_bytes(dag.opcode(p), op, shape, fft))
+                .sum();
+            input_bytes[op.index()] = input_bytes[op.index()].max(bytes);
+            let out: u64 = dag
+                .succs(i)
+                .iter()
+                .map(|&s| crate::sim::model::input_bytes(op, dag.opcode(s), shape, fft))
+                .sum();
+            output_bytes[op.index()] = output_bytes[op.index()].max(out);
+        }
         let mut core = Self {
             params,
             dag,
@@ -81,6 +106,8 @@ impl Core {
             events: VecDeque::new(),
             pending: VecDeque::new(),
             cp: Vec::new(),
+            input_bytes,
+            output_bytes,
             cp_observations: u64::MAX,
             spare: Vec::new(),
             admitted: 0,

@@ -39,6 +39,12 @@ fn planner_params(core: &Core) -> PlannerParams {
         alpha: core.params.alpha,
         copy_cost_ns: core.params.copy_cost_ns,
         gpu_copy_cost_ns: core.params.gpu_copy_cost_ns,
+        copy_bytes_per_ns: [
+            core.params.copy_bytes_per_ns,
+            core.params.gpu_copy_bytes_per_ns,
+        ],
+        input_bytes: core.input_bytes,
+        output_bytes: core.output_bytes,
     }
 }
 
@@ -125,7 +131,8 @@ impl Lroc {
             if need == 0 || dev.free() < planner::min_units(core.params.alpha, need) {
                 continue;
             }
-            if v.backlog_ns(min_v) <= planner::transfer_cost(&params, &core.devices, victim, thief)
+            if v.backlog_ns(min_v)
+                <= planner::transfer_cost(&params, &core.devices, victim, thief, op)
             {
                 continue; // waiting there is cheaper than moving the data
             }
@@ -181,17 +188,32 @@ impl Strategy for Lroc {
     fn route(&mut self, core: &mut Core, frame: FrameId, idx: InstrIdx) -> Option<DeviceId> {
         let rec = core.frames.get(&frame)?;
         let avoid = rec.status[idx as usize].avoid;
-        let home = planner::predecessor_device(&core.dag, rec, idx);
+        // Inputs and encodes have no predecessor: they wait at the frame's home device,
+        // so a frame stays on one device while it can (moving an input away makes
+        // every later join copy the frame's large ZF output).
+        let bound = rec.bound.filter(|&d| core.devices.contains(d));
+        let from_preds = planner::predecessor_device(&core.dag, rec, idx);
+        if let (None, Some(b)) = (from_preds, bound) {
+            if avoid != Some(b) || core.devices.len() == 1 {
+                return Some(b);
+            }
+        }
+        let home = from_preds.or(bound);
         let op = core.dag.opcode(idx);
-        planner::choose_device(
+        let (device, _) = planner::choose_device(
             &planner_params(core),
             &core.table,
             &core.devices,
             op,
             home,
             avoid,
-        )
-        .map(|(d, _)| d)
+        )?;
+        if bound.is_none() {
+            if let Some(rec) = core.frames.get_mut(&frame) {
+                rec.bound = Some(device);
+            }
+        }
+        Some(device)
     }
 
     fn key(&mut self, core: &Core, frame: FrameId, idx: InstrIdx) -> u64 {

@@ -53,10 +53,16 @@ pub struct PolicyParams {
     /// Partial parallelism: a device with at least `alpha` x need free units takes the
     /// instruction on fewer units (0 < alpha <= 1).
     pub alpha: f64,
-    /// Cost of moving an instruction's inputs between two CPU devices of one host.
+    /// Fixed cost of moving an instruction's inputs between two CPU devices of one
+    /// host (small, not zero: the data leaves one core's caches for another's).
     pub copy_cost_ns: Nanos,
-    /// Cost of moving inputs when either device is a GPU (PCIe copy).
+    /// Fixed cost of a copy when either device is a GPU (launch + sync of a PCIe or
+    /// peer copy).
     pub gpu_copy_cost_ns: Nanos,
+    /// Copy bandwidth between CPU devices, bytes per ns (= GB/s).
+    pub copy_bytes_per_ns: f64,
+    /// Copy bandwidth when a GPU is involved, bytes per ns.
+    pub gpu_copy_bytes_per_ns: f64,
     /// LROC may over-commit a delayed instruction at low priority.
     pub overcommit: bool,
     /// Over-commit at most this fraction of a device's capacity.
@@ -82,8 +88,10 @@ impl Default for PolicyParams {
             calibration_window: 64,
             window_ns: 2_000_000,
             alpha: 0.5,
-            copy_cost_ns: 2_000,
-            gpu_copy_cost_ns: 20_000,
+            copy_cost_ns: 1_000,
+            gpu_copy_cost_ns: 10_000,
+            copy_bytes_per_ns: 50.0,
+            gpu_copy_bytes_per_ns: 25.0,
             overcommit: true,
             overcommit_ratio: 0.5,
             overcommit_slack_ns: 100_000,

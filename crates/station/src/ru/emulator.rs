@@ -42,6 +42,10 @@ impl FrameBank {
     }
 }
 
+/// Air time of one frame (14 symbols of an NR-like 1 ms subframe) when the frame
+/// period is longer.
+pub const FRAME_AIR_NS: u64 = 1_000_000;
+
 /// How a radio unit sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RuConfig {
@@ -81,12 +85,16 @@ pub fn spawn_ru(
                 let frame = bank.truth(ru, f).frame;
                 let t_frame = cfg.start_ns + f * cfg.frame_period_ns;
                 for &s in &symbols {
-                    // A symbol is on the air until its end; send it then.
-                    let due = t_frame + (s as u64 + 1) * cfg.frame_period_ns / nsym;
+                    // A symbol is on the air until its end; send it then. A frame
+                    // lasts at most FRAME_AIR_NS; a longer period (lower offered
+                    // load) leaves a gap before the next frame instead of
+                    // stretching the symbols.
+                    let air = cfg.frame_period_ns.min(FRAME_AIR_NS);
+                    let due = t_frame + (s as u64 + 1) * air / nsym;
                     let now = now_ns();
                     if due > now {
                         std::thread::sleep(Duration::from_nanos(due - now));
-                    } else if now - due > cfg.frame_period_ns / nsym {
+                    } else if now - due > air / nsym {
                         stats.late_symbols += 1;
                     }
                     for m in 0..c.antennas {
