@@ -453,6 +453,14 @@ fn print_rows(rows: &[Row], target: f64) {
             }
             lines.push(l);
         }
+        if r.report.air.in_flight_copies > 0 {
+            lines.push(format!(
+                "  {} delta {:.0}us: {} copies were still on their way when the run ended",
+                r.condition(),
+                r.delta_us,
+                r.report.air.in_flight_copies
+            ));
+        }
         if r.report.stopped_early {
             lines.push(format!(
                 "  {} delta {:.0}us: the run overran its time bound; open bursts were counted missing",

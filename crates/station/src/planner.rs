@@ -199,3 +199,115 @@ pub fn estimate_frame(dag: &FrameDag, table: &OpcodeTable, devices: &DeviceTable
         .sum();
     cp.max(work / capacity.max(1))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::isa::Instr;
+    use crate::scoreboard::RunEntry;
+
+    fn params(copy_ns: Nanos) -> PlannerParams {
+        PlannerParams {
+            alpha: 0.5,
+            copy_cost_ns: copy_ns,
+            gpu_copy_cost_ns: copy_ns,
+            copy_bytes_per_ns: [50.0, 25.0],
+            input_bytes: [0; Opcode::ALL.len()],
+            output_bytes: [0; Opcode::ALL.len()],
+        }
+    }
+
+    /// Two GPUs of 32 SMs; ZF needs 16 (the default table).
+    fn pool(used0: u32, queued0: u64) -> (OpcodeTable, DeviceTable) {
+        let mut table = OpcodeTable::new(1);
+        table.seed(DeviceKind::Gpu, Opcode::Zf, 10_000);
+        let mut devices = DeviceTable::default();
+        devices.add(0, DeviceKind::Gpu, 32);
+        devices.add(1, DeviceKind::Gpu, 32);
+        let d0 = devices.get_mut(0).unwrap();
+        d0.in_use = used0;
+        d0.queued_unit_ns = queued0;
+        d0.running_unit_ns = u64::from(used0) * 10_000;
+        d0.running.insert(
+            Instr::new(0, 0, Opcode::Zf, 9),
+            RunEntry {
+                idx: 0,
+                units: used0,
+                low_priority: false,
+                after: None,
+                follower: None,
+                est_start: 0,
+                est_end: 10_000,
+            },
+        );
+        (table, devices)
+    }
+
+    #[test]
+    fn home_full_partial_then_moved_or_delayed() {
+        let choose = |used, queued, copy, avoid| {
+            let (t, d) = pool(used, queued);
+            choose_device(&params(copy), &t, &d, Opcode::Zf, Some(0), avoid)
+        };
+        assert_eq!(choose(0, 0, 1_000, None), Some((0, Reason::Full)));
+        assert_eq!(choose(20, 0, 1_000, None), Some((0, Reason::Partial)));
+        // Home full with a long queue: the idle device is worth a cheap copy...
+        assert_eq!(
+            choose(32, 3_200_000, 1_000, None),
+            Some((1, Reason::Fragmented))
+        );
+        // ...but not an expensive one.
+        assert_eq!(
+            choose(32, 3_200_000, 10_000_000, None),
+            Some((0, Reason::Delayed))
+        );
+        // A retry avoids the device that failed it even when home has room.
+        assert_eq!(choose(0, 0, 1_000, Some(0)), Some((1, Reason::Free)));
+        // No home: the least loaded device.
+        let (t, d) = pool(8, 0);
+        assert_eq!(
+            choose_device(&params(0), &t, &d, Opcode::Load, None, None),
+            Some((1, Reason::Free))
+        );
+        assert_eq!(
+            choose_device(
+                &params(0),
+                &t,
+                &DeviceTable::default(),
+                Opcode::Load,
+                None,
+                None
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn frame_estimate_is_bounded_by_path_and_work() {
+        let shape = crate::shape::FrameShape {
+            antennas: 8,
+            users: 2,
+            data_num: 64,
+            pilot_symbols: vec![0],
+            uplink_symbols: vec![1, 2],
+            downlink_reference: None,
+            downlink_symbols: vec![],
+            parts: 2,
+        };
+        let dag = FrameDag::build(&shape);
+        let (t, d) = pool(0, 0);
+        let cp = dag
+            .critical_path_to_end(|op| t.latency(DeviceKind::Gpu, op))
+            .into_iter()
+            .max()
+            .unwrap();
+        let est = estimate_frame(&dag, &t, &d);
+        assert!(est >= cp);
+        let mut small = DeviceTable::default();
+        small.add(0, DeviceKind::Gpu, 1);
+        assert!(
+            estimate_frame(&dag, &t, &small) > est,
+            "one unit must take longer"
+        );
+    }
+}

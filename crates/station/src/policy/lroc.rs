@@ -188,32 +188,19 @@ impl Strategy for Lroc {
     fn route(&mut self, core: &mut Core, frame: FrameId, idx: InstrIdx) -> Option<DeviceId> {
         let rec = core.frames.get(&frame)?;
         let avoid = rec.status[idx as usize].avoid;
-        // Inputs and encodes have no predecessor: they wait at the frame's home device,
-        // so a frame stays on one device while it can (moving an input away makes
-        // every later join copy the frame's large ZF output).
-        let bound = rec.bound.filter(|&d| core.devices.contains(d));
-        let from_preds = planner::predecessor_device(&core.dag, rec, idx);
-        if let (None, Some(b)) = (from_preds, bound) {
-            if avoid != Some(b) || core.devices.len() == 1 {
-                return Some(b);
-            }
-        }
-        let home = from_preds.or(bound);
+        // Inputs and encodes (no predecessor) go to the least loaded device; the rest
+        // follow their data unless the planner finds the move worth its copies.
+        let home = planner::predecessor_device(&core.dag, rec, idx);
         let op = core.dag.opcode(idx);
-        let (device, _) = planner::choose_device(
+        planner::choose_device(
             &planner_params(core),
             &core.table,
             &core.devices,
             op,
             home,
             avoid,
-        )?;
-        if bound.is_none() {
-            if let Some(rec) = core.frames.get_mut(&frame) {
-                rec.bound = Some(device);
-            }
-        }
-        Some(device)
+        )
+        .map(|(d, _)| d)
     }
 
     fn key(&mut self, core: &Core, frame: FrameId, idx: InstrIdx) -> u64 {
