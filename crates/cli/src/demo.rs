@@ -29,6 +29,8 @@ pub fn run(a: DemoArgs) -> Result<()> {
     println!();
     crate::rt::demo_stage().context("stage 3 (real-time execution) failed")?;
     println!();
+    crate::relay::demo_stage().context("stage 3b (cooperative relay) failed")?;
+    println!();
     baseband_stage().context("stage 4 (massive-MIMO baseband) failed")?;
     println!();
     crate::pmt::demo_stage().context("stage 5 (point-to-multipoint delivery) failed")?;

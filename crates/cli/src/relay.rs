@@ -557,8 +557,6 @@ fn missing_causes(rep: &RunReport, i: usize) -> (u64, u64, Vec<(&'static str, u6
 }
 
 /// The demo's relay stage: about a second of relaying, idle, normal setup.
-// Until `radiohost demo` calls it (the demo's owner wires stages in).
-#[allow(dead_code)]
 pub fn demo_stage() -> Result<()> {
     println!("== cooperative relay: source -> 2 relays -> destination, timed TX ==");
     let rate = 10_000_000;
