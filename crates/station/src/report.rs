@@ -17,7 +17,8 @@ pub enum FrameFate {
     Missed,
     /// Refused at admission (frame window or buffer pool full).
     Rejected,
-    /// A kernel failed, or the frame was left unfinished when the run ended.
+    /// A kernel failed, the frame was lost in the fronthaul, or it was left
+    /// unfinished when the run ended.
     Failed,
 }
 

@@ -28,6 +28,9 @@ pub struct IngestStats {
     pub refused: u64,
     /// Frames evicted from the reassembly window before all symbols arrived.
     pub evicted: u64,
+    /// Frames of which no packet arrived (a gap in the RU's frame numbers, or frames
+    /// missing at the end): reported to the driver so they are counted.
+    pub lost: u64,
 }
 
 /// Frames reassembled at once; an older incomplete frame is evicted (its missing
@@ -49,12 +52,14 @@ pub fn frame_id(ru: u16, ru_frame: u64, rus: u16) -> u64 {
     ru_frame * u64::from(rus.max(1)) + u64::from(ru)
 }
 
-/// Start the receiver of radio unit `ru` (of `rus`); it ends when the transport
-/// closes, or `finished` is set and no packet came for 50 ms.
+/// Start the receiver of radio unit `ru` (of `rus`), which sends frames
+/// `0..frames`; it ends when the transport closes, or `finished` is set and no
+/// packet came for 50 ms.
 #[allow(clippy::too_many_arguments)]
 pub fn spawn_ingest(
     ru: u16,
     rus: u16,
+    frames: u64,
     ctx: Arc<KernelContext>,
     bank: Arc<FrameBank>,
     pool: BufferPool<FrameSlot>,
@@ -72,6 +77,8 @@ pub fn spawn_ingest(
         let mut closed: VecDeque<u64> = VecDeque::with_capacity(CLOSED_MEMORY);
         let mut st = IngestStats::default();
         let mut idle_since = None;
+        // Frames below this were seen (or declared lost); RUs number frames in order.
+        let mut next_new = 0u64;
         loop {
             let n = match rx.recv(&mut buf, Duration::from_millis(10)) {
                 Ok(Recv::Packet(n)) => n,
@@ -111,6 +118,15 @@ pub fn spawn_ingest(
             let pos = match window.iter().position(|a| a.ru_frame == h.frame) {
                 Some(p) => p,
                 None => {
+                    if h.frame < next_new || h.frame >= frames {
+                        st.bad += 1; // late for a frame already declared lost, or beyond the run
+                        continue;
+                    }
+                    for f in next_new..h.frame {
+                        st.lost += 1;
+                        let _ = events.send(DriverMsg::FrameLost { frame: frame_id(ru, f, rus), ru });
+                    }
+                    next_new = h.frame + 1;
                     if window.len() == WINDOW {
                         if let Some(old) = window.pop_front() {
                             st.evicted += 1;

@@ -217,6 +217,15 @@ pub fn run_driver(
                     uplink_bits: 0,
                     reason: Some(reason),
                 }),
+                DriverMsg::FrameLost { frame, ru } => d.record(FrameRecord {
+                    frame,
+                    ru,
+                    fate: FrameFate::Failed,
+                    latency_ns: 0,
+                    decoded_ok: None,
+                    uplink_bits: 0,
+                    reason: Some("lost in the fronthaul: no packet arrived".into()),
+                }),
                 DriverMsg::InputReady { frame, symbol } => {
                     if d.frames.contains_key(&frame) {
                         policy.input_ready(now, frame, symbol);

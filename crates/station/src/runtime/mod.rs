@@ -62,6 +62,8 @@ pub enum DriverMsg {
         ru: u16,
         reason: String,
     },
+    /// No packet of this frame reached the station (lost in the fronthaul).
+    FrameLost { frame: FrameId, ru: u16 },
     /// Every antenna of `symbol` of `frame` is in the frame's staging buffer.
     InputReady { frame: FrameId, symbol: usize },
     /// A worker finished `instr`.

@@ -116,6 +116,7 @@ pub fn run_station(setup: &StationSetup, policy: Box<dyn Policy>) -> Result<RunR
         ingests.push(spawn_ingest(
             ru,
             setup.rus as u16,
+            setup.frames,
             ctx.clone(),
             setup.bank.clone(),
             pool.clone(),
@@ -151,10 +152,11 @@ pub fn run_station(setup: &StationSetup, policy: Box<dyn Policy>) -> Result<RunR
             Err(_) => return Err(format!("radio unit {i} panicked")),
         }
     }
-    let mut evicted = 0;
+    let (mut evicted, mut lost) = (0, 0);
     for i in ingests {
         if let Ok(s) = i.join() {
             evicted += s.evicted;
+            lost += s.lost;
         }
     }
     let out = driver
@@ -170,6 +172,9 @@ pub fn run_station(setup: &StationSetup, policy: Box<dyn Policy>) -> Result<RunR
         notes.push(format!(
             "radio units sent {late} symbols late (sender behind its frame clock)"
         ));
+    }
+    if lost > 0 {
+        notes.push(format!("{lost} frames lost in the fronthaul (no packet arrived): counted as failed"));
     }
     if evicted > 0 {
         notes.push(format!(
