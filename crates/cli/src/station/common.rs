@@ -28,7 +28,7 @@ pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
         u => return Err(format!("unknown time unit `{u}`: use ns, us, ms or s")),
     };
     let ns = v * scale;
-    if !(ns >= 1.0 && ns < 1e12) {
+    if !(1.0..1e12).contains(&ns) {
         return Err(format!("`{s}` is out of range (1 ns .. 1000 s)"));
     }
     Ok(ns as u64)

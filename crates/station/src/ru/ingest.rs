@@ -16,7 +16,7 @@ use crate::pool::{BufferPool, Lease};
 use crate::runtime::{now_ns, DriverMsg};
 
 /// Counters of one ingest.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct IngestStats {
     pub packets: u64,
     /// Packets that did not parse, named another RU, a symbol the station does not
@@ -31,6 +31,8 @@ pub struct IngestStats {
     /// Frames of which no packet arrived (a gap in the RU's frame numbers, or frames
     /// missing at the end): reported to the driver so they are counted.
     pub lost: u64,
+    /// The transport error that ended the ingest early, if any.
+    pub error: Option<String>,
 }
 
 /// Frames reassembled at once; an older incomplete frame is evicted (its missing
@@ -82,7 +84,11 @@ pub fn spawn_ingest(
         loop {
             let n = match rx.recv(&mut buf, Duration::from_millis(10)) {
                 Ok(Recv::Packet(n)) => n,
-                Ok(Recv::Closed) | Err(_) => break,
+                Ok(Recv::Closed) => break,
+                Err(e) => {
+                    st.error = Some(e.to_string());
+                    break;
+                }
                 Ok(Recv::Timeout) => {
                     if finished.load(Ordering::Acquire) {
                         let since = *idle_since.get_or_insert_with(now_ns);
@@ -124,7 +130,10 @@ pub fn spawn_ingest(
                     }
                     for f in next_new..h.frame {
                         st.lost += 1;
-                        let _ = events.send(DriverMsg::FrameLost { frame: frame_id(ru, f, rus), ru });
+                        let _ = events.send(DriverMsg::FrameLost {
+                            frame: frame_id(ru, f, rus),
+                            ru,
+                        });
                     }
                     next_new = h.frame + 1;
                     if window.len() == WINDOW {
@@ -206,6 +215,14 @@ pub fn spawn_ingest(
                     }
                 }
             }
+        }
+        // Frames never seen at all still get a record.
+        for f in next_new..frames {
+            st.lost += 1;
+            let _ = events.send(DriverMsg::FrameLost {
+                frame: frame_id(ru, f, rus),
+                ru,
+            });
         }
         let _ = events.send(DriverMsg::IngestDone {
             ru,

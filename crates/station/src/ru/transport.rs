@@ -124,6 +124,9 @@ pub fn ring(packets: usize, max_packet: usize) -> (Box<dyn PacketTx>, Box<dyn Pa
     )
 }
 
+/// Receive buffer asked for on the station's fronthaul socket.
+const RECV_BUFFER: usize = 16 << 20;
+
 struct UdpTx(UdpSocket);
 struct UdpRx(UdpSocket);
 
@@ -170,6 +173,10 @@ impl PacketRx for UdpRx {
 /// If the sockets cannot be bound or connected.
 pub fn udp() -> io::Result<(Box<dyn PacketTx>, Box<dyn PacketRx>)> {
     let rx = UdpSocket::bind("127.0.0.1:0")?;
+    // A frame of a 16-antenna RU is ~0.4 MB: ask for a receive buffer that rides out
+    // a few ms of ingest stall (the kernel caps it at net.core.rmem_max; what is
+    // still dropped shows up as lost or incomplete frames, never silently).
+    let _ = socket2::SockRef::from(&rx).set_recv_buffer_size(RECV_BUFFER);
     let tx = UdpSocket::bind("127.0.0.1:0")?;
     tx.connect(rx.local_addr()?)?;
     Ok((Box::new(UdpTx(tx)), Box::new(UdpRx(rx))))

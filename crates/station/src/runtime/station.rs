@@ -106,7 +106,10 @@ pub fn run_station(setup: &StationSetup, policy: Box<dyn Policy>) -> Result<RunR
     // Give the devices a moment to start before the first frame is due.
     let start = now_ns() + 20_000_000;
     let max_packet = HEADER_LEN + ctx.cfg.symbol_len() * 4;
-    let ring_packets = ctx.cfg.antennas * ctx.cfg.schedule.len() * 8;
+    // Up to 64 frames of packets, within 64 MiB per RU: a ring this deep only drops
+    // when the ingest stalls for tens of frames.
+    let per_frame = ctx.cfg.antennas * ctx.cfg.schedule.len();
+    let ring_packets = (per_frame * 64).min((64 << 20) / max_packet).max(per_frame);
     let mut rus = Vec::new();
     let mut ingests = Vec::new();
     for ru in 0..setup.rus as u16 {
@@ -155,6 +158,11 @@ pub fn run_station(setup: &StationSetup, policy: Box<dyn Policy>) -> Result<RunR
     let (mut evicted, mut lost) = (0, 0);
     for i in ingests {
         if let Ok(s) = i.join() {
+            if let Some(e) = &s.error {
+                notes.push(format!(
+                    "fronthaul receive error ended an ingest early: {e}"
+                ));
+            }
             evicted += s.evicted;
             lost += s.lost;
         }
@@ -174,7 +182,9 @@ pub fn run_station(setup: &StationSetup, policy: Box<dyn Policy>) -> Result<RunR
         ));
     }
     if lost > 0 {
-        notes.push(format!("{lost} frames lost in the fronthaul (no packet arrived): counted as failed"));
+        notes.push(format!(
+            "{lost} frames lost in the fronthaul (no packet arrived): counted as failed"
+        ));
     }
     if evicted > 0 {
         notes.push(format!(
