@@ -60,7 +60,8 @@ pub struct RuConfig {
 pub struct RuStats {
     pub packets: u64,
     pub dropped: u64,
-    /// Symbols sent after their slot had passed (the sender fell behind).
+    /// Symbols sent more than a frame's air time after their due time (the sender
+    /// fell behind its clock, e.g. starved of CPU).
     pub late_symbols: u64,
 }
 
@@ -94,7 +95,7 @@ pub fn spawn_ru(
                     let now = now_ns();
                     if due > now {
                         std::thread::sleep(Duration::from_nanos(due - now));
-                    } else if now - due > air / nsym {
+                    } else if now - due > air {
                         stats.late_symbols += 1;
                     }
                     for m in 0..c.antennas {

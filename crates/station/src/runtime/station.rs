@@ -178,7 +178,7 @@ pub fn run_station(setup: &StationSetup, policy: Box<dyn Policy>) -> Result<RunR
     }
     if late > 0 {
         notes.push(format!(
-            "radio units sent {late} symbols late (sender behind its frame clock)"
+            "radio units sent {late} symbols more than a frame late (sender starved of CPU)"
         ));
     }
     if lost > 0 {
