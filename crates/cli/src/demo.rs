@@ -31,7 +31,7 @@ pub fn run(a: DemoArgs) -> Result<()> {
     println!();
     crate::relay::demo_stage().context("stage 3b (cooperative relay) failed")?;
     println!();
-    baseband_stage().context("stage 4 (massive-MIMO baseband) failed")?;
+    crate::station::demo_stage().context("stage 4 (massive-MIMO baseband) failed")?;
     println!();
     crate::pmt::demo_stage().context("stage 5 (point-to-multipoint delivery) failed")?;
     println!(
@@ -120,54 +120,6 @@ fn transport_stage(a: &DemoArgs) -> Result<()> {
     ensure!(
         bad == 0,
         "{bad} node(s) returned samples that differ from what was written"
-    );
-    Ok(())
-}
-
-/// Stage 4: one uplink frame of an 8x2 MIMO cell through the reference pipeline:
-/// generated users' bits -> LDPC -> QAM -> OFDM -> Rayleigh channel -> ci16 samples at
-/// 8 antennas -> FFT, CSI, zero-forcing, soft demodulation, LDPC decode -> CRC.
-fn baseband_stage() -> Result<()> {
-    use radiohost_phy::generator::Generator;
-    use radiohost_phy::uplink::{ErrorCount, UplinkOutput, UplinkPipeline};
-    use radiohost_phy::FrameConfig;
-    println!("== stage 4: massive-MIMO baseband (reference uplink, one thread) ==");
-    let cfg = FrameConfig::from_json(include_str!("../../phy/configs/8x2.json"))?;
-    let mut generator = Generator::new(&cfg);
-    let mut pipeline = UplinkPipeline::new(&cfg)?;
-    let mut out = UplinkOutput::for_config(&cfg);
-    let frames = 4;
-    let mut total = ErrorCount::default();
-    let mut decoding = Duration::ZERO;
-    for f in 0..frames {
-        let frame = generator.frame(f)?;
-        let t = Instant::now();
-        pipeline.process_frame(&frame.samples, &mut out)?;
-        decoding += t.elapsed();
-        total.add(&ErrorCount::compare(
-            &frame.uplink_payload,
-            &out.payload,
-            &out.blocks,
-            cfg.block_payload_bits(),
-        ));
-    }
-    let per_frame = decoding / frames as u32;
-    println!(
-        "{} antennas x {} users, FFT {}, {} data subcarriers, {:?}, SNR {} dB: {} frames",
-        cfg.antennas, cfg.users, cfg.fft_size, cfg.data_num, cfg.modulation, cfg.snr_db, frames
-    );
-    println!(
-        "decoded {} blocks ({} bits): {} bit errors, {} block errors, {} CRC failures; {:.2} ms per frame to decode",
-        total.blocks,
-        total.bits,
-        total.bit_errors,
-        total.block_errors,
-        total.crc_failures,
-        per_frame.as_secs_f64() * 1e3
-    );
-    ensure!(
-        total.bit_errors == 0 && total.crc_failures == 0,
-        "the uplink did not decode every user's bits"
     );
     Ok(())
 }

@@ -34,7 +34,6 @@ pub fn run(cmd: StationCmd) -> Result<()> {
 
 /// The baseband stage of `radiohost demo`: one RU over the in-process ring, the 8x2
 /// configuration, ~50 frames, LROC on 2 CPU devices.
-#[allow(dead_code)] // called by `radiohost demo` once the lead wires the stage in
 pub fn demo_stage() -> Result<()> {
     run::demo_stage()
 }

@@ -184,7 +184,7 @@ pub fn demo_stage() -> Result<()> {
     let s = setup(&a)?;
     let r = run_policies(&s, &["lroc".to_string()])?.remove(0);
     println!(
-        "baseband: 8x2 massive MIMO, 1 RU over the in-process ring, {} frames every 2 ms, LROC on 2 CPU devices",
+        "== massive-MIMO baseband: 8x2, 1 RU over the in-process ring, {} frames every 2 ms, LROC on 2 CPU devices ==",
         r.frames
     );
     println!(
