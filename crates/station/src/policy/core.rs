@@ -271,7 +271,7 @@ impl Core {
 
     /// End a frame: one `FrameDone`, its queued instructions dropped. Instructions
     /// still running finish on their devices and only release units then.
-    fn finish(&mut self, now: Nanos, frame: FrameId, outcome: FrameOutcome) {
+    pub(crate) fn finish(&mut self, now: Nanos, frame: FrameId, outcome: FrameOutcome) {
         let Some(rec) = self.frames.get(&frame) else {
             return;
         };

@@ -19,10 +19,14 @@
 
 use super::core::{Core, Strategy};
 use crate::dag::InstrIdx;
-use crate::engine::Dispatch;
+use crate::engine::{Dispatch, FrameOutcome};
 use crate::isa::{DeviceId, FrameId, Nanos};
 use crate::planner::{self, PlannerParams};
 use crate::scoreboard::Stage;
+
+/// A frame is hopeless when `now + SHED_CP_FRACTION x critical path > deadline` for one
+/// of its ready instructions (the calibrated path is an average, hence the margin).
+const SHED_CP_FRACTION: f64 = 0.8;
 
 /// Queued instructions a device examines for reordering.
 const REORDER_SCAN: usize = 8;
@@ -61,6 +65,24 @@ fn window_end(core: &Core) -> Nanos {
 }
 
 impl Lroc {
+    /// Discard frames whose most urgent queued instruction can no longer finish in
+    /// time (see `PolicyParams::shed_hopeless`). Queues are ordered by latest start, so
+    /// only heads need checking.
+    fn shed_hopeless(&mut self, core: &mut Core, now: Nanos) {
+        loop {
+            let hopeless = self.ids.iter().find_map(|d| {
+                let &(_, frame, idx) = core.device_queues.get(d)?.first()?;
+                let deadline = core.frames.get(&frame)?.deadline;
+                let cp = core.cp[idx as usize] as f64 * SHED_CP_FRACTION;
+                (now as f64 + cp > deadline as f64).then_some(frame)
+            });
+            match hopeless {
+                Some(frame) => core.finish(now, frame, FrameOutcome::DeadlineMissed),
+                None => return,
+            }
+        }
+    }
+
     /// A device with free units takes from its own queue, reordering by resource use.
     fn own_queue(&self, core: &Core, d: DeviceId) -> Option<Dispatch> {
         let dev = core.devices.get(d)?;
@@ -223,6 +245,9 @@ impl Strategy for Lroc {
         let n = self.ids.len();
         if n == 0 {
             return None;
+        }
+        if core.params.shed_hopeless && !core.params.frame_major_slack {
+            self.shed_hopeless(core, now);
         }
         let start = self.rr % n;
         let order = |k: usize| self.ids[(start + k) % n];

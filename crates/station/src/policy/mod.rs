@@ -78,6 +78,11 @@ pub struct PolicyParams {
     /// frames by deadline then critical path first inside a frame (true), which stops
     /// frames with equal deadlines (synchronised radio units) from interleaving.
     pub frame_major_slack: bool,
+    /// LROC discards a frame as soon as a ready instruction of it can no longer finish
+    /// in time (now + 0.8 x its calibrated critical path to the end > deadline)
+    /// instead of running it late: under overload this saves the capacity for frames
+    /// that can still make it (no domino effect). Counted as a deadline miss (NACK).
+    pub shed_hopeless: bool,
 }
 
 impl Default for PolicyParams {
@@ -98,6 +103,7 @@ impl Default for PolicyParams {
             coalesce: true,
             reorder_band_ns: 20_000,
             frame_major_slack: false,
+            shed_hopeless: true,
         }
     }
 }

@@ -475,3 +475,43 @@ proptest! {
         drive(&sc);
     }
 }
+
+/// LROC sheds a frame whose ready work can no longer finish in time: the NACK comes
+/// before the deadline and none of its instructions is dispatched; with shedding off
+/// the same frame is worked on until the deadline discards it.
+#[test]
+fn lroc_sheds_a_hopeless_frame_before_its_deadline() {
+    let shape = shape(3, 0, 2, 2);
+    for shed in [true, false] {
+        let params = PolicyParams {
+            shed_hopeless: shed,
+            ..PolicyParams::default()
+        };
+        let mut p = make_policy("lroc", &shape, &params).unwrap();
+        p.add_device(0, 0, DeviceKind::Cpu, 1);
+        for op in Opcode::ALL {
+            p.calibrate(DeviceKind::Cpu, op, 100_000);
+        }
+        // Critical path from a Load is >= 5 instructions x 100 us; deadline 50 us.
+        p.frame_arrived(0, 7, 50_000);
+        for s in shape.received_symbols() {
+            p.input_ready(0, 7, s);
+        }
+        let first = p.poll_dispatch(1_000);
+        let event = p.poll_event();
+        if shed {
+            assert_eq!(first, None, "a hopeless frame must not be worked on");
+            match event {
+                Some(EngineEvent::FrameDone {
+                    frame: 7,
+                    outcome: FrameOutcome::DeadlineMissed,
+                    latency_ns,
+                }) => assert!(latency_ns < 50_000),
+                other => panic!("expected an early NACK, got {other:?}"),
+            }
+        } else {
+            assert!(first.is_some(), "without shedding the frame is worked on");
+            assert_eq!(event, None);
+        }
+    }
+}
