@@ -16,6 +16,8 @@
 //!   runs there at low priority, up to `overcommit_ratio` of its capacity.
 //! - Coalescing: when an instruction is issued, its most urgent successor whose only
 //!   missing input is that instruction is issued behind it on the same reservation.
+//! - Shedding: a frame whose most urgent queued instruction can no longer finish by
+//!   the deadline is NACKed at once rather than run late (`shed_hopeless`).
 
 use super::core::{Core, Strategy};
 use crate::dag::InstrIdx;
