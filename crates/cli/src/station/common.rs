@@ -9,26 +9,17 @@ use radiohost_phy::FrameConfig;
 use radiohost_station::policy::POLICY_NAMES;
 use radiohost_station::report::RunReport;
 use radiohost_station::runtime::DeviceSpec;
+use radiohost_testbed::units::parse_duration;
 
-/// Parse `1ms`, `250us`, `2.5ms`, `1s` or `800ns` into nanoseconds.
+/// Parse `1ms`, `250us`, `2.5ms`, `1s` or `800ns` into nanoseconds (the testbed's unit
+/// parser, but a unit is required and the range is 1 ns .. 1000 s).
 pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
     let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("`{s}` has no unit: write e.g. 1ms, 250us, 1s"))?;
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{num}` is not a number"))?;
-    let scale = match unit {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        u => return Err(format!("unknown time unit `{u}`: use ns, us, ms or s")),
-    };
-    let ns = v * scale;
-    if !(1.0..1e12).contains(&ns) {
+    if !s.ends_with(char::is_alphabetic) {
+        return Err(format!("`{s}` has no unit: write e.g. 1ms, 250us, 1s"));
+    }
+    let ns = parse_duration(s).map_err(|e| e.to_string())?.as_nanos();
+    if !(1..1_000_000_000_000).contains(&ns) {
         return Err(format!("`{s}` is out of range (1 ns .. 1000 s)"));
     }
     Ok(ns as u64)
