@@ -13,9 +13,12 @@
 //! assert!((y[1].re - 0.5).abs() < 1e-6);
 //! ```
 
+pub mod bench;
 pub mod channel;
 pub mod direct;
 pub mod fft;
+pub mod offline;
+pub mod spec;
 pub mod split;
 pub mod taps;
 pub mod upols;

@@ -32,6 +32,7 @@
 
 mod decoder;
 mod encoder;
+pub mod files;
 mod graph;
 mod params;
 mod tables;

@@ -42,6 +42,21 @@ pub struct GeneratedFrame {
     pub noise_var: f64,
 }
 
+/// What K users transmit in one uplink frame, before any channel: the input of an
+/// emulated air (`testbed::air`), with its ground truth.
+#[derive(Clone, Debug)]
+pub struct UserUplink {
+    /// Time-domain waveform per user, user-major: user `k` is
+    /// `waveforms[k * frame_len..(k + 1) * frame_len]`. Pilot and uplink symbols carry
+    /// unit-power subcarriers (orthonormal IFFT, so `data_num / fft_size` average power
+    /// per sample); downlink and guard symbols are silent.
+    pub waveforms: Vec<Cf32>,
+    /// Uplink payload per user (`uplink_blocks * block_payload_bits` bits).
+    pub uplink_payload: Vec<Vec<u8>>,
+    /// Downlink payload per user, for the base station to send.
+    pub downlink_payload: Vec<Vec<u8>>,
+}
+
 /// Seeded frame generator (plans FFTs and code chains once).
 pub struct Generator {
     cfg: FrameConfig,
@@ -74,6 +89,64 @@ impl Generator {
 
     pub fn config(&self) -> &FrameConfig {
         &self.cfg
+    }
+
+    /// The users' transmit waveforms of frame number `frame`, without channel or
+    /// noise (the emulated air adds both). Payloads are drawn from
+    /// `frame_rng(seed, frame, 2)`, so any frame can be regenerated on its own.
+    ///
+    /// # Errors
+    /// LDPC errors (none are expected for a validated configuration).
+    pub fn uplink_users(&mut self, frame: u64) -> Result<UserUplink, PhyError> {
+        let cfg = &self.cfg;
+        let (k_n, d) = (cfg.users, cfg.data_num);
+        let mut rng = frame_rng(cfg.seed, frame, 2);
+        let pb = cfg.block_payload_bits();
+        let uplink_payload: Vec<Vec<u8>> = (0..k_n)
+            .map(|_| random_bits(&mut rng, cfg.uplink_blocks() * pb))
+            .collect();
+        let downlink_payload: Vec<Vec<u8>> = (0..k_n)
+            .map(|_| random_bits(&mut rng, cfg.downlink_blocks() * pb))
+            .collect();
+        let (sym_len, frame_len) = (cfg.symbol_len(), cfg.frame_len());
+        let mut waveforms = vec![Cf32::default(); k_n * frame_len];
+        let mut user_sym = vec![Cf32::default(); d];
+        let blocks = cfg.blocks_per_symbol;
+        let (mut pilot_idx, mut ul_idx) = (0usize, 0usize);
+        for (s, kind) in cfg.schedule.iter().enumerate() {
+            for k in 0..k_n {
+                match kind {
+                    SymbolKind::Pilot => {
+                        for (i, v) in user_sym.iter_mut().enumerate() {
+                            let owner = pilot_owner(cfg.pilot_layout, k_n, pilot_idx, i);
+                            *v = if owner == k {
+                                self.pilots[i]
+                            } else {
+                                Cf32::default()
+                            };
+                        }
+                    }
+                    SymbolKind::Uplink => {
+                        let payload = &uplink_payload[k][ul_idx * blocks * pb..][..blocks * pb];
+                        self.tx
+                            .symbol(payload, user_c_init(cfg, k), ul_idx, &mut user_sym)?;
+                    }
+                    SymbolKind::Downlink | SymbolKind::Guard => continue,
+                }
+                let out = &mut waveforms[k * frame_len + s * sym_len..][..sym_len];
+                self.synth.symbol(&user_sym, 1.0, out);
+            }
+            match kind {
+                SymbolKind::Pilot => pilot_idx += 1,
+                SymbolKind::Uplink => ul_idx += 1,
+                SymbolKind::Downlink | SymbolKind::Guard => {}
+            }
+        }
+        Ok(UserUplink {
+            waveforms,
+            uplink_payload,
+            downlink_payload,
+        })
     }
 
     /// Generate frame number `frame`.

@@ -11,12 +11,14 @@
 //! running a whole frame on one thread; the downlink is checked by emulated users),
 //! and [`recording`] (SigMF export of generated frames).
 
+pub mod bench;
 pub mod channel;
 pub mod coding;
 pub mod config;
 pub mod crc;
 pub mod csi;
 pub mod downlink;
+pub mod evaluate;
 pub mod frontend;
 pub mod generator;
 pub mod ofdm;

@@ -102,6 +102,11 @@ pub fn clock_read_cost_ns(clock: ClockId, reads: usize) -> u64 {
 pub trait Clock: Send + Sync {
     /// Current time in ns on this clock's timescale.
     fn now_ns(&self) -> u64;
+
+    /// Current time as the one time type.
+    fn now(&self) -> crate::Time {
+        crate::Time::from_ns(self.now_ns())
+    }
 }
 
 /// The real monotonic clock.

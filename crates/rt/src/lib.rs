@@ -7,6 +7,7 @@
 //!   configures itself first.
 //! - [`audit`]: what on this machine silently hurts latency (RT throttling,
 //!   missing CPU isolation, deep C-states, governors, limits, capabilities).
+//! - [`time`]: [`Time`], the one time type (host and sample clock, in ns).
 //! - [`clock`]: monotonic/TAI ns clocks, absolute-deadline sleep, a [`Clock`]
 //!   trait with a manual clock for simulations.
 //! - [`stats`]: HDR latency histogram with min/median/P99/P99.9/max/jitter.
@@ -48,8 +49,10 @@ pub mod probe;
 pub mod spawn;
 pub mod stats;
 pub mod sys;
+pub mod time;
 
 pub use clock::{monotonic_ns, tai_ns, Clock, ClockId, ManualClock, MonotonicClock, TaiClock};
 pub use config::{ApplyReport, ConfigError, Observed, Outcome, Policy, Step, ThreadConfig};
 pub use spawn::{spawn_configured, JoinError, RtThread, RtThreadBuilder, SpawnError};
 pub use stats::{LatencyHistogram, Summary};
+pub use time::Time;

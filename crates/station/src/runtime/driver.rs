@@ -33,6 +33,19 @@ pub struct DriverConfig {
     pub drain_timeout_ns: Nanos,
     /// Verify each completed frame's downlink with emulated users (costly).
     pub verify_downlink: bool,
+    /// Hand back every completed frame's decoded uplink payload
+    /// ([`DriverOutput::payloads`]); kept for the whole run, so for bounded runs.
+    pub keep_payloads: bool,
+}
+
+/// The decoded uplink of one completed frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecodedPayload {
+    pub frame: FrameId,
+    /// Per user, the payload bits (one bit per byte, 0 or 1).
+    pub bits: Vec<Vec<u8>>,
+    /// Every code block's CRC passed.
+    pub crc_ok: bool,
 }
 
 /// What the driver hands back.
@@ -50,6 +63,8 @@ pub struct DriverOutput {
     pub notes: Vec<String>,
     pub first_arrival: Option<Nanos>,
     pub last_decision: Nanos,
+    /// Completed frames' decoded payloads, when [`DriverConfig::keep_payloads`].
+    pub payloads: Vec<DecodedPayload>,
 }
 
 struct Live {
@@ -62,15 +77,19 @@ struct Live {
 struct CheckJob {
     record: FrameRecord,
     slot: Lease<FrameSlot>,
-    truth: Truth,
+    truth: Option<Truth>,
 }
 
 /// Compare a completed frame with its truth (uplink bits and CRCs; downlink through
-/// the emulated users when asked) off the scheduler thread.
+/// the emulated users when asked) off the scheduler thread, and keep its decoded
+/// payload when asked.
+type Checked = (Vec<FrameRecord>, Vec<DecodedPayload>);
+
 fn spawn_checker(
     ctx: Arc<KernelContext>,
     verify_downlink: bool,
-) -> (Sender<CheckJob>, std::thread::JoinHandle<Vec<FrameRecord>>) {
+    keep_payloads: bool,
+) -> (Sender<CheckJob>, std::thread::JoinHandle<Checked>) {
     let (tx, rx) = mpsc::channel::<CheckJob>();
     let h = std::thread::spawn(move || {
         let cfg = &ctx.cfg;
@@ -82,13 +101,24 @@ fn spawn_checker(
         let mut dl_out = DownlinkUserOutput::for_config(cfg);
         let mut tx_frame = vec![Ci16::default(); cfg.antennas * cfg.frame_len()];
         let mut done = Vec::new();
+        let mut payloads = Vec::new();
         for mut job in rx {
-            let up_ok = {
-                let payload = read(&job.slot.uplink_payload);
-                let blocks = read(&job.slot.uplink_blocks);
-                *payload == job.truth.frame.uplink_payload
-                    && blocks.iter().flatten().all(|b| b.crc_ok)
+            let crc_ok = read(&job.slot.uplink_blocks)
+                .iter()
+                .flatten()
+                .all(|b| b.crc_ok);
+            if keep_payloads {
+                payloads.push(DecodedPayload {
+                    frame: job.record.frame,
+                    bits: read(&job.slot.uplink_payload).clone(),
+                    crc_ok,
+                });
+            }
+            let Some(truth) = job.truth else {
+                done.push(job.record);
+                continue;
             };
+            let up_ok = *read(&job.slot.uplink_payload) == truth.frame.uplink_payload && crc_ok;
             let dl_ok = match ues.as_mut() {
                 Some(ues) => {
                     job.slot.assemble_downlink(&ctx, &mut tx_frame);
@@ -96,16 +126,16 @@ fn spawn_checker(
                         tx_gain: ctx.tx_gain,
                         beta: 1.0,
                     };
-                    let mut rng = frame_rng(cfg.seed, job.truth.index, 1);
+                    let mut rng = frame_rng(cfg.seed, truth.index, 1);
                     ues.receive(
                         &tx_frame,
                         &info,
-                        &job.truth.frame.channel,
+                        &truth.frame.channel,
                         &mut rng,
                         &mut dl_out,
                     )
                     .is_ok()
-                        && dl_out.payload == job.truth.frame.downlink_payload
+                        && dl_out.payload == truth.frame.downlink_payload
                         && dl_out.blocks.iter().flatten().all(|b| b.crc_ok)
                 }
                 None => true,
@@ -118,7 +148,7 @@ fn spawn_checker(
             }
             done.push(job.record);
         }
-        done
+        (done, payloads)
     });
     (tx, h)
 }
@@ -153,13 +183,15 @@ pub fn run_driver(
             notes: Vec::new(),
             first_arrival: None,
             last_decision: 0,
+            payloads: Vec::new(),
         },
         checker: None,
         ctx: ctx.clone(),
         tx: tx.clone(),
         queue_capacity: cfg.queue_capacity,
+        keep_payloads: cfg.keep_payloads,
     };
-    let (check_tx, checker) = spawn_checker(ctx.clone(), cfg.verify_downlink);
+    let (check_tx, checker) = spawn_checker(ctx.clone(), cfg.verify_downlink, cfg.keep_payloads);
     d.checker = Some(check_tx);
     for spec in &cfg.devices {
         d.add_device(&mut *policy, spec)?;
@@ -290,7 +322,7 @@ pub fn run_driver(
     for dev in d.devices.drain(..).flatten() {
         dev.shutdown();
     }
-    let checked = checker
+    let (checked, payloads) = checker
         .join()
         .map_err(|_| "the truth checker panicked".to_string())?;
     for r in checked {
@@ -298,6 +330,7 @@ pub fn run_driver(
     }
     let mut out = d.out;
     out.report = d.report;
+    out.payloads = payloads;
     Ok(out)
 }
 
@@ -311,6 +344,7 @@ struct Driver {
     ctx: Arc<KernelContext>,
     tx: Sender<DriverMsg>,
     queue_capacity: usize,
+    keep_payloads: bool,
 }
 
 impl Driver {
@@ -457,8 +491,9 @@ impl Driver {
             reason,
         };
         self.out.last_decision = self.out.last_decision.max(now);
+        let check_it = live.truth.is_some() || self.keep_payloads;
         match (fate, live.truth, &self.checker) {
-            (FrameFate::Completed, Some(truth), Some(check)) => {
+            (FrameFate::Completed, truth, Some(check)) if check_it => {
                 let job = CheckJob {
                     record,
                     slot: live.slot,

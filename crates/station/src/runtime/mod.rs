@@ -29,7 +29,7 @@ use crate::kernels::{FrameSlot, KernelContext};
 use crate::pool::{BufferPool, Lease};
 
 pub use device::DeviceSpec;
-pub use driver::{run_driver, DriverConfig, DriverOutput};
+pub use driver::{run_driver, DecodedPayload, DriverConfig, DriverOutput};
 pub use station::{run_station, StationSetup};
 
 /// Monotonic nanoseconds since the first call in this process (the driver's `now`).

@@ -95,6 +95,7 @@ pub fn run_station(setup: &StationSetup, policy: Box<dyn Policy>) -> Result<RunR
         rus: setup.rus,
         drain_timeout_ns: (setup.deadline_ns * 4).max(200_000_000),
         verify_downlink: setup.verify_downlink,
+        keep_payloads: false,
     };
     let driver = {
         let (ctx, tx) = (ctx.clone(), tx.clone());

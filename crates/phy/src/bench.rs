@@ -1,6 +1,6 @@
-//! `radiohost phy bench`: throughput of each baseband kernel and of a whole 64x16
-//! uplink frame on one core, with the physical floor (the best the core could do)
-//! and a baseline measured in the same run.
+//! Throughput of each baseband kernel and of a whole 64x16 uplink frame on one core,
+//! with the physical floor (the best the core could do) and a baseline measured in
+//! the same run: what `radiohost phy bench` runs.
 //!
 //! Floors are estimates written down before optimising:
 //! * compute-bound kernels: their arithmetic over the core's peak rate (`cpu MHz`
@@ -12,45 +12,46 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
-use clap::Args;
 use num_complex::Complex64;
 use radiohost_iq::Cf32;
 use radiohost_ldpc::{BaseGraph, CodeParams, Decoder, DecoderConfig, Encoder, MinSum, SimdLevel};
-use radiohost_phy::generator::Generator;
-use radiohost_phy::ofdm::OfdmFft;
-use radiohost_phy::qam::{Demodulator, Modulation, Modulator};
-use radiohost_phy::uplink::{UplinkOutput, UplinkPipeline};
-use radiohost_phy::zf::{zf_detector, ZfScratch};
-use radiohost_phy::FrameConfig;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-const CONFIG_64X16: &str = include_str!("../../../phy/configs/64x16.json");
+use crate::generator::Generator;
+use crate::ofdm::OfdmFft;
+use crate::qam::{Demodulator, Modulation, Modulator};
+use crate::uplink::{UplinkOutput, UplinkPipeline};
+use crate::zf::{zf_detector, ZfScratch};
+use crate::{FrameConfig, PhyError};
+
+const CONFIG_64X16: &str = include_str!("../configs/64x16.json");
 /// Non-zero entries (edges) of base graph 1: every one is active at rate 1/3.
 const BG1_EDGES: f64 = 316.0;
 
-#[derive(Args)]
-pub struct BenchArgs {
-    /// Print a JSON array of {name, value, unit, floor}.
-    #[arg(long)]
-    json: bool,
-    /// Seconds to measure each kernel (more is steadier).
-    #[arg(long, default_value_t = 0.5)]
-    seconds: f64,
+/// One kernel's measurement: its throughput beside the floor.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchRow {
+    pub name: String,
+    pub value: f64,
+    pub unit: &'static str,
+    pub floor: f64,
+    /// A reference implementation measured in the same run: (what, value in `unit`).
+    #[serde(skip)]
+    pub baseline: Option<(&'static str, f64)>,
+    #[serde(skip)]
+    pub note: String,
 }
 
-#[derive(Serialize)]
-struct Row {
-    name: String,
-    value: f64,
-    unit: &'static str,
-    floor: f64,
-    #[serde(skip)]
-    baseline: Option<(&'static str, f64)>,
-    #[serde(skip)]
-    note: String,
+/// The whole benchmark: the assumed peak, the measured copy bandwidth and the rows.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    /// The core's assumed peak, in words.
+    pub peak: String,
+    /// Measured copy bandwidth, bytes per second.
+    pub copy_bandwidth: f64,
+    pub rows: Vec<BenchRow>,
 }
 
 /// Seconds per call of `f`, measured over about `budget` seconds after one warm-up.
@@ -110,12 +111,10 @@ fn peak() -> Peak {
     }
 }
 
-pub fn run(a: BenchArgs) -> Result<()> {
-    anyhow::ensure!(
-        a.seconds > 0.0 && a.seconds <= 60.0,
-        "--seconds must be in (0, 60]"
-    );
-    let t = a.seconds;
+/// Measure every kernel for about `seconds` each (clamped to 0.01..=60) on this
+/// thread.
+pub fn run(seconds: f64) -> Result<BenchReport, PhyError> {
+    let t = seconds.clamp(0.01, 60.0);
     let pk = peak();
     let mut rows = Vec::new();
     let bw = copy_bandwidth(t);
@@ -126,37 +125,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
         rows.push(demod_row(t, m, bw));
     }
     rows.push(uplink_row(t, &pk)?);
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-        return Ok(());
-    }
-    println!(
-        "phy bench, one core; peak assumed {}; copy bandwidth {:.1} GB/s",
-        pk.what,
-        bw / 1e9
-    );
-    println!(
-        "{:<36} {:>10} {:<12} {:>10} {:>7}  baseline (same run)",
-        "kernel", "value", "unit", "floor", "% floor"
-    );
-    for r in &rows {
-        let base = match r.baseline {
-            Some((name, v)) => format!("{:.1}x {name}", r.value / v),
-            None => String::new(),
-        };
-        println!(
-            "{:<36} {:>10.2} {:<12} {:>10.2} {:>6.1}%  {base}",
-            r.name,
-            r.value,
-            r.unit,
-            r.floor,
-            100.0 * r.value / r.floor
-        );
-        if !r.note.is_empty() {
-            println!("{:<36} {}", "", r.note);
-        }
-    }
-    Ok(())
+    Ok(BenchReport {
+        peak: pk.what,
+        copy_bandwidth: bw,
+        rows,
+    })
 }
 
 /// Copy bandwidth (bytes moved, read + write, per second) of a 64 MiB buffer.
@@ -171,7 +144,7 @@ fn copy_bandwidth(t: f64) -> f64 {
     (2 * n * 8) as f64 / s
 }
 
-fn ldpc_rows(t: f64, pk: &Peak) -> Result<Vec<Row>> {
+fn ldpc_rows(t: f64, pk: &Peak) -> Result<Vec<BenchRow>, PhyError> {
     let p = CodeParams::for_rate(BaseGraph::Bg1, 384, 1.0 / 3.0)?;
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     let payload: Vec<u8> = (0..p.payload_bits)
@@ -215,7 +188,7 @@ fn ldpc_rows(t: f64, pk: &Peak) -> Result<Vec<Row>> {
     // Encoder floor: one XOR-accumulate per edge-lane, 2 vector ops per cycle.
     let enc_floor_s = BG1_EDGES * 384.0 / (pk.i8_lanes * 2.0) / pk.hz;
     Ok(vec![
-        Row {
+        BenchRow {
             name: "ldpc_decode_bg1_z384_r1/3_5it".into(),
             value: info / dec_s / 1e6,
             unit: "Mbit/s/core",
@@ -226,7 +199,7 @@ fn ldpc_rows(t: f64, pk: &Peak) -> Result<Vec<Row>> {
                 dec_s * 1e6
             ),
         },
-        Row {
+        BenchRow {
             name: "ldpc_encode_bg1_z384_r1/3".into(),
             value: info / enc_s / 1e6,
             unit: "Mbit/s/core",
@@ -249,7 +222,7 @@ fn naive_dft(x: &[Cf32], out: &mut [Cf32]) {
     }
 }
 
-fn fft_row(t: f64, pk: &Peak) -> Row {
+fn fft_row(t: f64, pk: &Peak) -> BenchRow {
     let n = 2048;
     let batch = 64 * 14; // every antenna and symbol of a 64-antenna frame
     let mut fft = OfdmFft::new(n);
@@ -267,7 +240,7 @@ fn fft_row(t: f64, pk: &Peak) -> Row {
         naive_dft(black_box(&data[..n]), &mut out);
         black_box(&out);
     });
-    Row {
+    BenchRow {
         name: "fft_2048_batch896".into(),
         value: samples / s / 1e6,
         unit: "Msample/s",
@@ -320,7 +293,7 @@ fn naive_zf(h: &[Cf32], m: usize, k: usize, w: &mut [Complex64]) {
     }
 }
 
-fn zf_row(t: f64, pk: &Peak) -> Row {
+fn zf_row(t: f64, pk: &Peak) -> BenchRow {
     let (m, k, sc) = (64, 16, 1200);
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let h: Vec<Cf32> = (0..sc)
@@ -352,7 +325,7 @@ fn zf_row(t: f64, pk: &Peak) -> Row {
     // 8 flops per complex multiply-add.
     let (mf, kf) = (m as f64, k as f64);
     let flops = 8.0 * (kf * (kf + 1.0) / 2.0 * mf + kf * kf * mf);
-    Row {
+    BenchRow {
         name: "zf_64x16_per_subcarrier".into(),
         value: 1.0 / s / 1e3,
         unit: "ksubcarrier/s",
@@ -380,7 +353,7 @@ fn naive_demod(m: Modulation, table: &[(Cf32, usize)], y: &[Cf32], nv: f32, llrs
     }
 }
 
-fn demod_row(t: f64, m: Modulation, bw: f64) -> Row {
+fn demod_row(t: f64, m: Modulation, bw: f64) -> BenchRow {
     let qm = m.bits_per_symbol();
     let n = 1200 * 16; // one symbol of a 64x16 frame, every user
     let mut rng = ChaCha8Rng::seed_from_u64(11);
@@ -420,7 +393,7 @@ fn demod_row(t: f64, m: Modulation, bw: f64) -> Row {
     }) / naive_n as f64;
     // Memory floor: symbol (8 B) + noise variance (4 B) in, Qm LLRs (4 B each) out.
     let bytes = (8 + 4 + 4 * qm) as f64;
-    Row {
+    BenchRow {
         name: format!("demod_{}_maxlog", m.name().to_lowercase()),
         value: n as f64 / s / 1e6,
         unit: "Msymbol/s",
@@ -430,7 +403,7 @@ fn demod_row(t: f64, m: Modulation, bw: f64) -> Row {
     }
 }
 
-fn uplink_row(t: f64, pk: &Peak) -> Result<Row> {
+fn uplink_row(t: f64, pk: &Peak) -> Result<BenchRow, PhyError> {
     let cfg = FrameConfig::from_json(CONFIG_64X16)?;
     let frame = Generator::new(&cfg).frame(0)?;
     let mut ul = UplinkPipeline::new(&cfg)?;
@@ -446,9 +419,7 @@ fn uplink_row(t: f64, pk: &Peak) -> Result<Row> {
         cfg.fft_size as f64,
     );
     let syms = cfg.schedule.len() as f64;
-    let ul_syms = cfg
-        .symbols_of(radiohost_phy::config::SymbolKind::Uplink)
-        .len() as f64;
+    let ul_syms = cfg.symbols_of(crate::config::SymbolKind::Uplink).len() as f64;
     // Floor: FFTs + ZF + equalisation (8 flops per complex MAC) at peak, plus LDPC
     // at its own floor (edges x Zc x iterations x 6 ops over i8 lanes).
     let flops = m * syms * 5.0 * n * n.log2()
@@ -457,7 +428,7 @@ fn uplink_row(t: f64, pk: &Peak) -> Result<Row> {
     let blocks = (cfg.uplink_blocks() * cfg.users) as f64;
     let ldpc_ops = blocks * BG1_EDGES * cfg.code.zc as f64 * cfg.decoder_iter as f64 * 6.0;
     let floor_s = flops / pk.flops + ldpc_ops / (pk.i8_lanes * 2.0) / pk.hz;
-    Ok(Row {
+    Ok(BenchRow {
         name: "uplink_frame_64x16_2048fft_14sym".into(),
         value: payload / s / 1e6,
         unit: "Mbit/s/core",
