@@ -5,15 +5,19 @@
 //!
 //! Module map: `wire` (formats), `seq`, `flow`, `rx`, `tx` (sans-IO cores),
 //! `process` (what runs between RX and TX), `net` (batched UDP syscalls, kernel
-//! timestamps, pinning), `streamer`, `radio` (drivers), `stats` (HDR histograms).
+//! timestamps, pinning), `streamer`, `radio` (drivers). Latency statistics are `radiohost_rt::stats`.
 
+pub mod bench;
 pub mod flow;
+pub mod live;
+pub mod live_channel;
 pub mod net;
 pub mod process;
 pub mod radio;
 pub mod rx;
 pub mod seq;
-pub mod stats;
+pub mod session;
 pub mod streamer;
 pub mod tx;
+pub mod verify;
 pub mod wire;

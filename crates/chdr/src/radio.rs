@@ -11,7 +11,7 @@ use radiohost_iq::Ci16;
 
 use crate::net::{self, realtime_ns, RecvBatch, SendBatch};
 use crate::rx::{RxConfig, RxSource};
-use crate::stats::{LatencyHistogram, LatencySummary};
+use radiohost_rt::stats::{LatencyHistogram, Summary};
 use crate::tx::{TxAction, TxConfig, TxCore, TxCounters, TxEvent, TxPolicy};
 use crate::wire::{ChdrHeader, MAX_PACKET_BYTES};
 
@@ -79,7 +79,7 @@ pub struct RadioReport {
     pub event_letters: String,
     pub events: Vec<(usize, TxEvent)>,
     /// RX timestamp (first sample captured) -> TX packet arrival at the radio.
-    pub end_to_end: LatencySummary,
+    pub end_to_end: Summary,
     /// Packet duration: the part of `end_to_end` spent capturing samples.
     pub packet_duration_ns: u64,
     pub malformed: u64,
@@ -248,7 +248,7 @@ pub fn run_radio_on(
                 Ok(Some(arrival)) => {
                     if let Some(rx_ts) = arrival.rx_timestamp {
                         let captured = epoch_real + (rx_ts as f64 * ns_per_tick) as i64;
-                        e2e.record(arrival_real - captured);
+                        e2e.record_signed(arrival_real - captured);
                     }
                 }
                 Ok(None) => {}

@@ -21,7 +21,7 @@ use crate::flow::{CreditCounters, CreditSender, StatusAction};
 use crate::net::{self, realtime_ns, RecvBatch, SendBatch};
 use crate::process::{Block, PacketProcessor};
 use crate::seq::{Delivery, Reorder, ReorderCounters};
-use crate::stats::{LatencyHistogram, LatencySummary};
+use radiohost_rt::stats::{LatencyHistogram, Summary};
 use crate::wire::{
     data_packet_len, write_data_packet, DataPacket, DataPacketSpec, Packet, StreamCommand,
     StreamStatusCode, WireError, MAX_PACKET_BYTES,
@@ -179,9 +179,9 @@ pub struct StreamerReport {
     pub reorder: Vec<ReorderCounters>,
     pub credit: Vec<CreditCounters>,
     /// Kernel receive timestamp -> return of the sendmmsg carrying the TX packet.
-    pub rx_to_tx: LatencySummary,
+    pub rx_to_tx: Summary,
     /// Return of recvmmsg -> return of sendmmsg (excludes wake-up latency).
-    pub user_rx_to_tx: LatencySummary,
+    pub user_rx_to_tx: Summary,
     pub events: Vec<StreamEvent>,
     pub pinned_cpu: Option<usize>,
     pub pin_error: Option<String>,
@@ -692,8 +692,8 @@ impl<P: PacketProcessor> Core<P> {
         for s in self.send_stamps[..n].iter_mut() {
             if let Some((kernel_ns, user_ns)) = s.take() {
                 if kernel_ns != 0 {
-                    self.hist.record(done - kernel_ns);
-                    self.user_hist.record(done - user_ns);
+                    self.hist.record_signed(done - kernel_ns);
+                    self.user_hist.record_signed(done - user_ns);
                 }
             }
         }

@@ -217,8 +217,8 @@ fn clean_passthrough_is_sample_exact() {
     assert_eq!(s.counters.frames, PACKETS);
     assert!(r.event_letters.is_empty(), "events: {}", r.event_letters);
     check_output(&r, RATE, offset, &[]);
-    assert_eq!(s.rx_to_tx.count, PACKETS);
-    assert_eq!(r.end_to_end.count, PACKETS);
+    assert_eq!(s.rx_to_tx.samples, PACKETS);
+    assert_eq!(r.end_to_end.samples, PACKETS);
 }
 
 #[test]

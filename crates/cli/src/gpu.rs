@@ -2,21 +2,18 @@
 //! executor descriptions (SMs per opcode by occupancy), the GPU-vs-CPU self-test and
 //! the per-opcode kernel benchmark (these two need a GPU).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use hdrhistogram::Histogram;
-use radiohost_gpu::describe::{ExecutorTable, KernelResources};
-use radiohost_gpu::kernels::MODULES;
-use radiohost_gpu::nvrtc::{compile, load_nvrtc, CompiledModule};
+use radiohost_gpu::bench::{compile_modules, compiled_resources, load_config};
+use radiohost_gpu::describe::ExecutorTable;
+use radiohost_gpu::nvrtc::load_nvrtc;
 use radiohost_gpu::occupancy::GpuSpec;
-use radiohost_gpu::{probe_driver, selftest, GpuDevice, GpuExecutor};
+use radiohost_gpu::{probe_driver, selftest, GpuDevice};
 use radiohost_phy::FrameConfig;
-use radiohost_station::isa::{Instr, Opcode};
+use radiohost_station::isa::Opcode;
 use radiohost_station::shape::FrameShape;
 
 /// `radiohost gpu ...`
@@ -180,13 +177,6 @@ fn info(json: bool) -> Result<()> {
     Ok(())
 }
 
-fn compile_modules(arch: &str) -> Result<Vec<CompiledModule>> {
-    MODULES
-        .iter()
-        .map(|m| compile(m, arch).with_context(|| format!("compiling {} for {arch}", m.name)))
-        .collect()
-}
-
 fn compile_all(a: &CompileArgs) -> Result<()> {
     let mods = compile_modules(&a.arch)?;
     if a.json {
@@ -223,41 +213,18 @@ fn compile_all(a: &CompileArgs) -> Result<()> {
     Ok(())
 }
 
-/// The issue's frame for `ANTENNASxUSERS`.
-fn issue_config(mimo: &str, downlink: bool) -> Result<FrameConfig> {
-    let (m, k) = mimo
-        .split_once('x')
-        .and_then(|(m, k)| Some((m.parse::<usize>().ok()?, k.parse::<usize>().ok()?)))
-        .with_context(|| format!("--mimo {mimo}: expected ANTENNASxUSERS, e.g. 64x32"))?;
-    let schedule = if downlink {
-        "PDDDDDDDDDDDDD"
-    } else {
-        "PUUUUUUUUUUUUU"
-    };
-    // 1200 subcarriers x 6 bits = 7200 bits per user and symbol: one BG1 block with
-    // Zc = 104 at rate 1/3 (66 * 104 = 6864 bits).
-    let json = serde_json::json!({
-        "bs_ant_num": m, "ue_ant_num": k, "fft_size": 2048, "ofdm_data_num": 1200,
-        "ofdm_data_start": 424, "cp_len": 144, "frame_schedule": schedule,
-        "modulation": "64QAM", "base_graph": 1, "zc": 104, "code_rate": 1.0 / 3.0,
-        "decoder_iter": 5, "pilot_layout": "frequency_orthogonal", "snr_db": 25.0,
-        "channel": {"model": "flat"}, "seed": 8
-    });
-    FrameConfig::from_json(&json.to_string()).map_err(|e| anyhow::anyhow!("{mimo}: {e}"))
-}
-
-fn load_config(c: &ConfigArgs) -> Result<(FrameConfig, String)> {
-    match &c.config {
-        Some(p) => Ok((
-            FrameConfig::load(p).with_context(|| format!("loading {}", p.display()))?,
-            p.display().to_string(),
-        )),
-        None => Ok((issue_config(&c.mimo, c.downlink)?, c.mimo.clone())),
+impl ConfigArgs {
+    fn load(&self) -> Result<(FrameConfig, String)> {
+        Ok(load_config(
+            self.config.as_deref(),
+            &self.mimo,
+            self.downlink,
+        )?)
     }
 }
 
 fn describe(a: &DescribeArgs) -> Result<()> {
-    let (cfg, name) = load_config(&a.cfg)?;
+    let (cfg, name) = a.cfg.load()?;
     let shape = FrameShape::new(&cfg, a.cfg.parts)?;
     let (gpu, resources, source) = if a.device {
         let dev = GpuDevice::open(0, None)?;
@@ -267,23 +234,7 @@ fn describe(a: &DescribeArgs) -> Result<()> {
             GpuModel::H100 => GpuSpec::h100(),
             GpuModel::A100 => GpuSpec::a100(),
         };
-        let arch = format!("sm_{}{}", spec.cc.0, spec.cc.1);
-        let mut res: HashMap<&'static str, KernelResources> = HashMap::new();
-        for m in compile_modules(&arch)? {
-            for k in &m.kernels {
-                let name = radiohost_gpu::kernels::all_kernels()
-                    .find(|n| *n == k.kernel)
-                    .context("ptxas reported an unknown kernel")?;
-                res.insert(
-                    name,
-                    KernelResources {
-                        registers: k.registers,
-                        static_smem: k.static_smem,
-                        max_threads: 1024,
-                    },
-                );
-            }
-        }
+        let res = compiled_resources(&spec)?;
         (spec, res, "NVRTC ptxas report")
     };
     let table = ExecutorTable::new(&gpu, &cfg, &shape, &resources)?;
@@ -338,7 +289,7 @@ fn open_device(ordinal: usize) -> Result<Arc<GpuDevice>> {
 }
 
 fn selftest_cmd(a: &SelftestArgs) -> Result<()> {
-    let (cfg, name) = load_config(&a.cfg)?;
+    let (cfg, name) = a.cfg.load()?;
     let dev = open_device(a.ordinal)?;
     let report = selftest::run(dev, &cfg, &name, a.cfg.parts)?;
     if a.json {
@@ -361,206 +312,27 @@ fn selftest_cmd(a: &SelftestArgs) -> Result<()> {
     Ok(())
 }
 
-/// Instructions that must run before `op` can be timed on the frame (its inputs).
-fn prerequisites(shape: &FrameShape, op: Opcode) -> Vec<Instr> {
-    let mut v = Vec::new();
-    for &s in &shape.received_symbols() {
-        v.push(Instr::new(0, s, Opcode::Load, 0));
-    }
-    for &s in &shape.pilot_symbols {
-        v.push(Instr::new(0, s, Opcode::PilotFft, 0));
-    }
-    for &s in &shape.uplink_symbols {
-        v.push(Instr::new(0, s, Opcode::UpFft, 0));
-    }
-    for p in 0..shape.parts {
-        v.push(Instr::new(0, 0, Opcode::Zf, p));
-    }
-    if let Some(&s) = shape.uplink_symbols.first() {
-        for p in 0..shape.parts {
-            v.push(Instr::new(0, s, Opcode::EqDemod, p));
-        }
-    }
-    if let Some(&s) = shape.downlink_symbols.first() {
-        for u in 0..shape.users {
-            v.push(Instr::new(0, s, Opcode::Encode, u));
-            v.push(Instr::new(0, s, Opcode::Modul, u));
-        }
-        for p in 0..shape.parts {
-            v.push(Instr::new(0, s, Opcode::Precode, p));
-        }
-    }
-    let _ = op;
-    v
-}
-
-/// The instruction timed for `op` (first symbol, part and user of its kind).
-fn sample_instr(shape: &FrameShape, op: Opcode) -> Option<Instr> {
-    let up = shape.uplink_symbols.first().copied();
-    let dl = shape.downlink_symbols.first().copied();
-    let s = match op {
-        Opcode::Load | Opcode::Store => return None,
-        Opcode::PilotFft => shape.pilot_symbols.first().copied(),
-        Opcode::UpFft | Opcode::EqDemod | Opcode::Decode => up,
-        Opcode::Zf => Some(0),
-        Opcode::Encode | Opcode::Modul | Opcode::Precode | Opcode::Ifft => dl,
-    }?;
-    Some(Instr::new(0, s, op, 0))
-}
-
 fn bench(a: &BenchArgs) -> Result<()> {
-    let (cfg, name) = load_config(&a.cfg)?;
-    let shape = FrameShape::new(&cfg, a.cfg.parts)?;
+    let (cfg, name) = a.cfg.load()?;
     let dev = open_device(a.ordinal)?;
-    let table = ExecutorTable::new(dev.spec(), &cfg, &shape, &dev.resources())?;
-    let mut ex = GpuExecutor::new(dev.clone(), &cfg, &shape, 1)?;
-    let frame = radiohost_phy::generator::Generator::new(&cfg).frame(0)?;
-    ex.set_input(0, &frame.samples)?;
-    let pb = cfg.block_payload_bits() * cfg.blocks_per_symbol;
-    for j in 0..shape.downlink_symbols.len() {
-        for u in 0..cfg.users {
-            ex.set_downlink_payload(0, j, u, &frame.downlink_payload[u][j * pb..(j + 1) * pb])?;
-        }
-    }
-    for i in prerequisites(&shape, Opcode::Zf) {
-        ex.launch(0, &i, false, &[])?;
-    }
-    dev.synchronize()?;
-    let mut rows = Vec::new();
-    for op in Opcode::ALL {
-        let Some(instr) = sample_instr(&shape, op) else {
-            continue;
-        };
-        let mut hist = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3)?;
-        for _ in 0..a.runs.max(1) {
-            let start = dev.timing_event(false)?;
-            ex.launch(0, &instr, false, &[])?;
-            let end = dev.timing_event(false)?;
-            let ms = dev.elapsed_ms(&start, &end)?;
-            hist.record(((ms as f64) * 1e6).max(1.0) as u64)?;
-        }
-        let cpu_ns = cpu_baseline_ns(&cfg, &shape, op)?;
-        rows.push(serde_json::json!({
-            "opcode": op.name(), "sms": table.sm_need(op),
-            "gpu_mean_us": hist.mean() / 1e3, "gpu_p99_us": hist.value_at_quantile(0.99) as f64 / 1e3,
-            "cpu_us": cpu_ns / 1e3, "cpu_over_gpu": cpu_ns / hist.mean(),
-        }));
-    }
+    let rep = radiohost_gpu::bench::bench(dev, &cfg, &name, a.cfg.parts, a.runs)?;
     if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(
-                &serde_json::json!({"config": name, "gpu": dev.spec().name, "rows": rows})
-            )?
-        );
+        println!("{}", serde_json::to_string_pretty(&rep)?);
         return Ok(());
     }
     println!(
-        "{name} on {} ({} runs per opcode; CPU = one thread of this host, same run)",
-        dev.spec().name,
-        a.runs
+        "{} on {} ({} runs per opcode; CPU = one thread of this host, same run)",
+        rep.config, rep.gpu, rep.runs
     );
     println!(
         "{:<9} {:>5} {:>12} {:>12} {:>12} {:>9}",
         "opcode", "SMs", "GPU mean us", "GPU P99 us", "CPU us", "CPU/GPU"
     );
-    for r in &rows {
+    for r in &rep.rows {
         println!(
             "{:<9} {:>5} {:>12.1} {:>12.1} {:>12.1} {:>9.1}",
-            r["opcode"].as_str().unwrap_or_default(),
-            r["sms"],
-            r["gpu_mean_us"].as_f64().unwrap_or(0.0),
-            r["gpu_p99_us"].as_f64().unwrap_or(0.0),
-            r["cpu_us"].as_f64().unwrap_or(0.0),
-            r["cpu_over_gpu"].as_f64().unwrap_or(0.0)
+            r.opcode, r.sms, r.gpu_mean_us, r.gpu_p99_us, r.cpu_us, r.cpu_over_gpu
         );
     }
     Ok(())
-}
-
-/// Nanoseconds of the CPU phy kernels doing the work of one instruction of `op` on
-/// one thread of this host, measured now (the baseline printed beside the GPU).
-fn cpu_baseline_ns(cfg: &FrameConfig, shape: &FrameShape, op: Opcode) -> Result<f64> {
-    use radiohost_iq::Cf32;
-    use radiohost_phy::zf::{equalize, precode, zf_detector, ZfScratch};
-    let (m, k, d) = (cfg.antennas, cfg.users, cfg.data_num);
-    let part = shape.part_range(0).len();
-    let h: Vec<Cf32> = (0..m * k)
-        .map(|i| Cf32::new(((i * 7) % 13) as f32 - 6.0, ((i * 5) % 11) as f32 - 5.0))
-        .collect();
-    let mut w = vec![Cf32::default(); m * k];
-    let mut ng = vec![0f32; k];
-    let mut scratch = ZfScratch::with_antennas(m, k);
-    let mut fft = radiohost_phy::ofdm::OfdmFft::new(cfg.fft_size);
-    let mut buf = vec![Cf32::new(0.1, -0.2); m * cfg.fft_size];
-    let mut tx = radiohost_phy::coding::TxChain::new(cfg);
-    let mut rx = radiohost_phy::coding::RxChain::new(cfg)?;
-    let payload = vec![0u8; cfg.block_payload_bits() * cfg.blocks_per_symbol];
-    let mut syms = vec![Cf32::new(0.7, -0.7); d];
-    let t0 = Instant::now();
-    match op {
-        // One antenna-batch of transforms (what one FFT instruction does).
-        Opcode::PilotFft | Opcode::UpFft => fft.forward_batch(&mut buf),
-        Opcode::Ifft => fft.inverse_batch(&mut buf),
-        Opcode::Zf => {
-            for _ in 0..part {
-                zf_detector(&h, m, k, &mut scratch, &mut w, &mut ng)
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
-            }
-        }
-        Opcode::EqDemod => {
-            let y = vec![Cf32::new(0.3, 0.1); m];
-            let mut x = vec![Cf32::default(); k];
-            let nv = vec![0.1f32; k];
-            let demod = radiohost_phy::qam::Demodulator::new(cfg.modulation);
-            let mut llr = vec![0f32; k * cfg.modulation.bits_per_symbol()];
-            for _ in 0..part {
-                equalize(&w, &y, &mut x);
-                demod.demodulate(&x, &nv, &mut llr);
-            }
-        }
-        Opcode::Precode => {
-            let s = vec![Cf32::new(0.3, 0.1); k];
-            let mut out = vec![Cf32::default(); m];
-            for _ in 0..part {
-                precode(&w, &s, 1.0, &mut out);
-            }
-        }
-        // CRC + LDPC encode + scrambling + modulation of one user's symbol (the CPU
-        // chain does Encode and Modul together).
-        Opcode::Encode | Opcode::Modul => tx.symbol(&payload, 1, 0, &mut syms)?,
-        // Demodulation + descrambling + LDPC decode + CRC of one user's symbol.
-        Opcode::Decode => {
-            let nv = vec![0.1f32; d];
-            let mut out = payload.clone();
-            let mut results =
-                vec![radiohost_phy::coding::BlockResult::default(); cfg.blocks_per_symbol];
-            rx.symbol(&syms, &nv, 1, 0, &mut out, &mut results)?;
-        }
-        Opcode::Load | Opcode::Store => {}
-    }
-    Ok(t0.elapsed().as_nanos() as f64)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn issue_shapes_are_valid_frames() {
-        for mimo in ["64x32", "128x32", "128x64"] {
-            for downlink in [false, true] {
-                let cfg = issue_config(mimo, downlink).unwrap();
-                assert_eq!(
-                    (cfg.fft_size, cfg.data_num, cfg.schedule.len()),
-                    (2048, 1200, 14)
-                );
-                assert_eq!(cfg.blocks_per_symbol, 1);
-                let shape = FrameShape::new(&cfg, 8).unwrap();
-                assert_eq!(shape.has_downlink(), downlink);
-            }
-        }
-        assert!(issue_config("64", false).is_err());
-        assert!(issue_config("8x16", false).is_err());
-    }
 }

@@ -12,13 +12,12 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
-use radiohost_relay::air::{duration_to_ticks, LatePolicy};
-use radiohost_relay::run::{run as run_relay, RunConfig, RunReport};
-use radiohost_relay::AirConfig;
-use radiohost_rt::{cpulist, ThreadConfig};
-use radiohost_testbed::LinkConfig;
-
-use crate::rt::parse_duration;
+use radiohost_relay::air::LatePolicy;
+use radiohost_relay::sweep::{
+    measure, missing_causes, recommended_delta, Condition, SweepConfig, SweepRow,
+};
+use radiohost_rt::cpulist;
+use radiohost_testbed::{units, LinkConfig};
 
 mod plot;
 
@@ -42,29 +41,30 @@ pub enum LatePolicyArg {
 
 #[derive(Args)]
 pub struct RunArgs {
-    /// Retransmission delay after the burst's RX timestamp (e.g. 200us).
-    #[arg(long, value_parser = parse_duration, conflicts_with = "deltas")]
+    /// Retransmission delay after the burst's RX timestamp (ns, us, ms, s; e.g. 200us).
+    #[arg(long, value_parser = units::parse_duration, conflicts_with = "deltas")]
     delta: Option<Duration>,
     /// Sweep several deltas, comma-separated (e.g. 50us,100us,200us,400us,800us).
-    #[arg(long, value_delimiter = ',', value_parser = parse_duration)]
+    #[arg(long, value_delimiter = ',', value_parser = units::parse_duration)]
     deltas: Vec<Duration>,
     /// Bursts per run (per delta and condition).
     #[arg(long, default_value_t = 10_000)]
     bursts: u64,
-    /// Time between the source's bursts.
-    #[arg(long, default_value = "500us", value_parser = parse_duration)]
+    /// Time between the source's bursts (ns, us, ms, s).
+    #[arg(long, default_value = "500us", value_parser = units::parse_positive_duration)]
     period: Duration,
-    /// Sample rate of the emulated radios, samples/s (k and M suffixes).
-    #[arg(long, default_value = "10M", value_parser = parse_rate)]
-    rate: u64,
+    /// Sample rate of the emulated radios (S/s, kS/s, MS/s; e.g. 10MS/s).
+    #[arg(long, default_value = "10MS/s", value_parser = units::parse_sample_rate)]
+    rate: f64,
     /// Samples per burst (one CHDR packet; 200 at 10 Msps = 20 us).
     #[arg(long, default_value_t = 200)]
     burst_samples: usize,
-    /// A copy is on time if it arrives within this of its intended time.
-    #[arg(long, default_value = "1us", value_parser = parse_tolerance)]
+    /// A copy is on time if it arrives within this of its intended time
+    /// (ns, us, ms, s; 0us = exact).
+    #[arg(long, default_value = "1us", value_parser = units::parse_duration)]
     tolerance: Duration,
-    /// A copy not seen this long after its intended time is missing.
-    #[arg(long, default_value = "2ms", value_parser = parse_duration)]
+    /// A copy not seen this long after its intended time is missing (ns, us, ms, s).
+    #[arg(long, default_value = "2ms", value_parser = units::parse_positive_duration)]
     deadline: Duration,
     /// What a relay radio does with a copy that reaches it after its TX time.
     #[arg(long, value_enum, default_value = "send")]
@@ -113,186 +113,61 @@ pub fn run(cmd: RelayCmd) -> Result<()> {
     }
 }
 
-/// Parses `10M`, `250k`, `1e6` or a bare number of samples per second.
-fn parse_rate(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let (num, scale) = match t.chars().last() {
-        Some('M') | Some('m') => (&t[..t.len() - 1], 1e6),
-        Some('k') | Some('K') => (&t[..t.len() - 1], 1e3),
-        _ => (t, 1.0),
-    };
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a sample rate (e.g. 10M, 250k)"))?;
-    let r = v * scale;
-    if !(1.0..=1e9).contains(&r) {
-        return Err(format!(
-            "sample rate `{s}` must be within 1 .. 1G samples/s"
-        ));
-    }
-    Ok(r.round() as u64)
-}
-
-/// Like a duration, but zero is allowed (exact timing).
-fn parse_tolerance(s: &str) -> Result<Duration, String> {
-    if s.trim().trim_end_matches(|c: char| c.is_ascii_alphabetic()) == "0" {
-        return Ok(Duration::ZERO);
-    }
-    parse_duration(s)
-}
-
-/// One measured point: a delta under one condition.
-#[derive(serde::Serialize)]
-struct Row {
-    delta_us: f64,
-    load: bool,
-    rt: bool,
-    relay_setup: String,
-    air_setup: String,
-    bursts: u64,
-    on_time: u64,
-    late: u64,
-    missing: u64,
-    on_time_fraction: f64,
-    any_on_time: u64,
-    report: RunReport,
-}
-
-impl Row {
-    fn condition(&self) -> String {
-        condition_label(self.load, self.rt)
-    }
-}
-
 fn condition_label(load: bool, rt: bool) -> String {
-    format!(
-        "{} {}",
-        if load { "loaded" } else { "idle" },
-        if rt { "rt" } else { "normal" }
-    )
+    Condition { load, rt }.label()
 }
 
-/// Everything but delta and the thread setup, from the arguments.
-struct Plan {
-    base: AirConfig,
-    deltas: Vec<Duration>,
-    conditions: Vec<(bool, bool)>,
-    relay_cpus: Option<Vec<usize>>,
-}
-
-fn plan(a: &RunArgs) -> Result<Plan> {
+/// The sweep's settings and its conditions, from the arguments.
+fn plan(a: &RunArgs) -> Result<(SweepConfig, Vec<Condition>)> {
+    if !(1.0..=1e9).contains(&a.rate) {
+        bail!("--rate must be within 1S/s .. 1GS/s");
+    }
     let link = LinkConfig::parse(&a.link).with_context(|| format!("--link {:?}", a.link))?;
-    if a.relays == 0 || a.relays > radiohost_relay::MAX_RELAYS {
-        bail!(
-            "--relays {} is out of range (1..={})",
-            a.relays,
-            radiohost_relay::MAX_RELAYS
-        );
-    }
-    if a.bursts == 0 {
-        bail!("--bursts must be at least 1");
-    }
-    let with_seed = |k: u64| LinkConfig {
-        seed: link.seed.wrapping_mul(1_000).wrapping_add(k),
-        ..link.clone()
-    };
-    let ticks = |d: Duration| duration_to_ticks(d, a.rate);
-    let base = AirConfig {
-        rate_sps: a.rate,
+    let mut deltas = a.deltas.clone();
+    deltas.extend(a.delta);
+    let cfg = SweepConfig {
+        rate_sps: a.rate.round() as u64,
         burst_samples: a.burst_samples,
-        period_ticks: ticks(a.period),
+        period: a.period,
         bursts: a.bursts,
-        start_tick: 0,
-        delta_ticks: 0,
-        tolerance_ticks: ticks(a.tolerance),
-        deadline_ticks: ticks(a.deadline),
+        tolerance: a.tolerance,
+        deadline: a.deadline,
         late_policy: match a.late_policy {
             LatePolicyArg::Send => LatePolicy::Send,
             LatePolicyArg::Drop => LatePolicy::Drop,
         },
-        source_links: (0..a.relays as u64).map(with_seed).collect(),
-        dest_links: (0..a.relays as u64).map(|k| with_seed(100 + k)).collect(),
-        tx_capacity_pkts: 256,
-    };
-    let mut deltas = a.deltas.clone();
-    if let Some(d) = a.delta {
-        deltas.push(d);
-    }
-    if deltas.is_empty() {
-        deltas.push(Duration::from_micros(200));
-    }
-    // Normal runs first: mlockall from an RT run stays in force for the process.
-    let conditions = if a.compare {
-        vec![(false, false), (true, false), (false, true), (true, true)]
-    } else {
-        vec![(a.load, a.rt)]
-    };
-    let relay_cpus = match &a.cpu {
-        Some(s) => Some(cpulist::parse(s).map_err(|e| anyhow!("--cpu {s:?}: {e}"))?),
-        None => None,
-    };
-    Ok(Plan {
-        base,
+        link,
+        relays: a.relays,
         deltas,
-        conditions,
-        relay_cpus,
-    })
-}
-
-fn relay_thread_config(rt: bool, priority: i32, cpus: Option<Vec<usize>>) -> ThreadConfig {
-    let mut c = if rt {
-        ThreadConfig::realtime(priority)
-    } else {
-        ThreadConfig::default()
+        priority: a.priority,
+        relay_cpus: match &a.cpu {
+            Some(s) => Some(cpulist::parse(s).map_err(|e| anyhow!("--cpu {s:?}: {e}"))?),
+            None => None,
+        },
+        busy_poll: a.busy_poll,
     };
-    c.cpus = cpus;
-    c
-}
-
-/// The emulated radios stand for hardware, which host load does not slow:
-/// they run SCHED_FIFO when the kernel allows it, in every condition, without
-/// mlockall (process-wide: it would change the normal runs).
-fn air_thread_config() -> ThreadConfig {
-    ThreadConfig {
-        lock_memory: false,
-        ..ThreadConfig::realtime(90)
-    }
+    let conditions = if a.compare {
+        Condition::ALL.to_vec()
+    } else {
+        vec![Condition {
+            load: a.load,
+            rt: a.rt,
+        }]
+    };
+    Ok((cfg, conditions))
 }
 
 fn run_cmd(a: RunArgs) -> Result<()> {
-    let p = plan(&a)?;
-    // Refuse impossible settings before any load or thread starts.
-    for &delta in &p.deltas {
-        radiohost_relay::Air::new(AirConfig {
-            delta_ticks: duration_to_ticks(delta, a.rate),
-            ..p.base.clone()
-        })
-        .with_context(|| format!("delta {} us", delta.as_micros()))?;
-    }
+    let (cfg, conditions) = plan(&a)?;
+    cfg.validate()?;
     let mut rows = Vec::new();
-    for &(loaded, rt) in &p.conditions {
-        let per_run = Duration::from_secs_f64(a.period.as_secs_f64() * a.bursts as f64);
-        let bound = (per_run + Duration::from_secs(1)) * p.deltas.len() as u32;
+    for c in conditions {
         let (results, load_stats) =
-            crate::rt::under_load(loaded, bound, || -> Result<Vec<Row>> {
+            crate::rt::under_load(c.load, cfg.condition_bound(), || -> Result<Vec<SweepRow>> {
                 let mut out = Vec::new();
-                for &delta in &p.deltas {
-                    let cfg = RunConfig {
-                        air: AirConfig {
-                            delta_ticks: duration_to_ticks(delta, a.rate),
-                            ..p.base.clone()
-                        },
-                        relay_thread: relay_thread_config(rt, a.priority, p.relay_cpus.clone()),
-                        air_thread: air_thread_config(),
-                        lead: Duration::from_millis(50),
-                        busy_poll: a.busy_poll,
-                    };
-                    let label = format!(
-                        "{} delta {}us",
-                        condition_label(loaded, rt),
-                        delta.as_micros()
-                    );
-                    out.push(measure(cfg, delta, loaded, rt, &label, !a.json)?);
+                for delta in cfg.deltas() {
+                    let label = format!("{} delta {}us", c.label(), delta.as_micros());
+                    out.push(with_progress(&cfg, delta, c, &label, !a.json)?);
                 }
                 Ok(out)
             })?;
@@ -319,18 +194,17 @@ fn run_cmd(a: RunArgs) -> Result<()> {
     Ok(())
 }
 
-fn measure(
-    cfg: RunConfig,
+/// One sweep point with a progress bar fed by the run's burst counter.
+fn with_progress(
+    cfg: &SweepConfig,
     delta: Duration,
-    load: bool,
-    rt: bool,
+    c: Condition,
     label: &str,
     show_progress: bool,
-) -> Result<Row> {
-    let bursts = cfg.air.bursts;
+) -> Result<SweepRow> {
     let progress = Arc::new(AtomicU64::new(0));
     let bar = if show_progress {
-        ProgressBar::new(bursts)
+        ProgressBar::new(cfg.bursts)
     } else {
         ProgressBar::hidden()
     };
@@ -341,8 +215,8 @@ fn measure(
     );
     bar.set_message(label.to_string());
     let p = progress.clone();
-    let report = std::thread::scope(|s| {
-        let h = s.spawn(move || run_relay(cfg, p));
+    let row = std::thread::scope(|s| {
+        let h = s.spawn(move || measure(cfg, delta, c, p));
         while !h.is_finished() {
             bar.set_position(progress.load(Ordering::Relaxed));
             std::thread::sleep(Duration::from_millis(100));
@@ -350,36 +224,14 @@ fn measure(
         h.join()
     });
     bar.finish_and_clear();
-    let report = report
-        .map_err(|_| anyhow!("the relay run panicked"))?
-        .context("relay run failed")?;
-    let t = &report.air.tally;
-    let relay_setup = report
-        .hosts
-        .first()
-        .map(|h| h.setup.summary())
-        .unwrap_or_default();
-    Ok(Row {
-        delta_us: delta.as_secs_f64() * 1e6,
-        load,
-        rt,
-        relay_setup,
-        air_setup: report.air_setup.summary(),
-        bursts: t.bursts,
-        on_time: t.on_time,
-        late: t.late,
-        missing: t.missing,
-        on_time_fraction: t.on_time_fraction(),
-        any_on_time: t.any_on_time,
-        report,
-    })
+    Ok(row.map_err(|_| anyhow!("the relay run panicked"))??)
 }
 
 fn us(ns: u64) -> f64 {
     ns as f64 / 1000.0
 }
 
-fn print_rows(rows: &[Row], target: f64) {
+fn print_rows(rows: &[SweepRow], target: f64) {
     println!(
         "{:<14} {:>7} {:>8} {:>9} {:>6} {:>7} {:>9} {:>24} {:>10} {:>10}",
         "condition",
@@ -399,19 +251,11 @@ fn print_rows(rows: &[Row], target: f64) {
     );
     for r in rows {
         let rep = &r.report;
-        let mut host = rep.hosts.iter().map(|h| h.rx_to_tx);
-        let h = host.next();
-        // The slowest host's figures: the burst needs every copy on time.
-        let (p50, p999, max) = std::iter::once(h)
-            .flatten()
-            .chain(host)
-            .fold((0, 0, 0), |(a, b, c), s| {
-                (a.max(s.median_ns), b.max(s.p999_ns), c.max(s.max_ns))
-            });
+        let (p50, p999, max) = r.slowest_host();
         let pct = |n: u64| 100.0 * n as f64 / r.bursts.max(1) as f64;
         println!(
             "{:<14} {:>7.0} {:>8} {:>9.3} {:>6} {:>7} {:>9.3} {:>24} {:>10.1} {:>10}",
-            r.condition(),
+            r.condition().label(),
             r.delta_us,
             r.bursts,
             pct(r.on_time),
@@ -437,7 +281,7 @@ fn print_rows(rows: &[Row], target: f64) {
             }
             let mut l = format!(
                 "  {} delta {:.0}us relay {i}: late {late}, missing {missing}",
-                r.condition(),
+                r.condition().label(),
                 r.delta_us
             );
             let named: Vec<String> = causes
@@ -456,7 +300,7 @@ fn print_rows(rows: &[Row], target: f64) {
         if r.report.air.in_flight_copies > 0 {
             lines.push(format!(
                 "  {} delta {:.0}us: {} copies were still on their way when the run ended",
-                r.condition(),
+                r.condition().label(),
                 r.delta_us,
                 r.report.air.in_flight_copies
             ));
@@ -464,7 +308,7 @@ fn print_rows(rows: &[Row], target: f64) {
         if r.report.stopped_early {
             lines.push(format!(
                 "  {} delta {:.0}us: the run overran its time bound; open bursts were counted missing",
-                r.condition(),
+                r.condition().label(),
                 r.delta_us
             ));
         }
@@ -497,92 +341,46 @@ fn print_rows(rows: &[Row], target: f64) {
         }
     }
     println!();
-    let mut conditions: Vec<(bool, bool)> = rows.iter().map(|r| (r.load, r.rt)).collect();
+    let mut conditions: Vec<Condition> = rows.iter().map(SweepRow::condition).collect();
     conditions.dedup();
-    for (load, rt) in conditions {
-        let best = rows
-            .iter()
-            .filter(|r| r.load == load && r.rt == rt && 100.0 * r.on_time_fraction >= target)
-            .map(|r| r.delta_us)
-            .fold(f64::INFINITY, f64::min);
-        if best.is_finite() {
-            println!(
+    for c in conditions {
+        match recommended_delta(rows, c, target) {
+            Some(best) => println!(
                 "{}: smallest delta with >= {target}% of bursts on time: {best:.0} us",
-                condition_label(load, rt)
-            );
-        } else {
-            println!(
+                c.label()
+            ),
+            None => println!(
                 "{}: no delta tried reached {target}% on time; try larger ones",
-                condition_label(load, rt)
-            );
+                c.label()
+            ),
         }
     }
-}
-
-/// Relay `i`'s copies: how many its radio sent late, how many were missing,
-/// the counted cause of each missing one, and how many had none (should be 0;
-/// link duplicates can make it negative).
-fn missing_causes(rep: &RunReport, i: usize) -> (u64, u64, Vec<(&'static str, u64)>, i64) {
-    let x = &rep.air.relays[i];
-    let pr = &rep.air.tally.per_relay[i];
-    let h = &rep.hosts[i].counters;
-    let offered = rep.air.bursts_sent - x.stage1_lost + x.stage1_duplicated;
-    let causes = vec![
-        ("stage-1 lost on link", x.stage1_lost),
-        (
-            "stage-1 not received by host",
-            offered.saturating_sub(h.received),
-        ),
-        ("refused by host", h.malformed + h.too_old),
-        (
-            "host->radio datagram lost",
-            h.scheduled.saturating_sub(x.tx.packets + x.malformed),
-        ),
-        ("radio dropped late", x.tx.late_packets),
-        (
-            "radio overlap (late copy hit the next burst)",
-            x.tx.overlaps + x.tx.overflows + x.tx.dropped_awaiting_resync + x.tx.malformed,
-        ),
-        ("copy lost on link", x.copy_lost),
-        ("after deadline", pr.after_deadline + pr.stale),
-        ("corrupt", x.corrupt),
-    ];
-    let named: u64 = causes.iter().map(|c| c.1).sum();
-    (
-        pr.late,
-        pr.missing,
-        causes,
-        pr.missing as i64 - named as i64,
-    )
 }
 
 /// The demo's relay stage: about a second of relaying, idle, normal setup.
 pub fn demo_stage() -> Result<()> {
     println!("== cooperative relay: source -> 2 relays -> destination, timed TX ==");
-    let rate = 10_000_000;
     let delta = Duration::from_micros(400);
-    let link = LinkConfig::parse("delay=5us").context("demo link spec")?;
-    let cfg = RunConfig {
-        air: AirConfig {
-            rate_sps: rate,
-            burst_samples: 200,
-            period_ticks: duration_to_ticks(Duration::from_micros(500), rate),
-            bursts: 2000,
-            start_tick: 0,
-            delta_ticks: duration_to_ticks(delta, rate),
-            tolerance_ticks: duration_to_ticks(Duration::from_micros(1), rate),
-            deadline_ticks: duration_to_ticks(Duration::from_millis(2), rate),
-            late_policy: LatePolicy::Send,
-            source_links: vec![link.clone(), link.clone()],
-            dest_links: vec![link.clone(), link],
-            tx_capacity_pkts: 256,
-        },
-        relay_thread: ThreadConfig::default(),
-        air_thread: air_thread_config(),
-        lead: Duration::from_millis(50),
+    let cfg = SweepConfig {
+        rate_sps: 10_000_000,
+        burst_samples: 200,
+        period: Duration::from_micros(500),
+        bursts: 2000,
+        tolerance: Duration::from_micros(1),
+        deadline: Duration::from_millis(2),
+        late_policy: LatePolicy::Send,
+        link: LinkConfig::parse("delay=5us").context("demo link spec")?,
+        relays: 2,
+        deltas: vec![delta],
+        priority: 80,
+        relay_cpus: None,
         busy_poll: false,
     };
-    let row = measure(cfg, delta, false, false, "relay demo", false)?;
+    let idle = Condition {
+        load: false,
+        rt: false,
+    };
+    let row = measure(&cfg, delta, idle, Arc::new(AtomicU64::new(0)))?;
     let rep = &row.report;
     anyhow::ensure!(
         row.on_time + row.late + row.missing == row.bursts && row.bursts == 2000,
@@ -642,44 +440,35 @@ mod tests {
     }
 
     #[test]
-    fn units_parse_and_bad_values_say_why() {
-        assert_eq!(parse_rate("10M"), Ok(10_000_000));
-        assert_eq!(parse_rate("250k"), Ok(250_000));
-        assert_eq!(parse_rate("1e6"), Ok(1_000_000));
-        assert!(parse_rate("0").unwrap_err().contains("within"));
-        assert!(parse_rate("fast")
-            .unwrap_err()
-            .contains("not a sample rate"));
-        assert_eq!(parse_tolerance("0"), Ok(Duration::ZERO));
-        assert_eq!(parse_tolerance("0us"), Ok(Duration::ZERO));
-        assert_eq!(parse_tolerance("2us"), Ok(Duration::from_micros(2)));
-    }
-
-    #[test]
     fn sweep_and_conditions_follow_the_flags() {
         let a = args("run --deltas 50us,100us --bursts 10 --compare").unwrap();
-        let p = plan(&a).unwrap();
+        let (p, conditions) = plan(&a).unwrap();
         assert_eq!(
-            p.deltas,
+            p.deltas(),
             vec![Duration::from_micros(50), Duration::from_micros(100)]
         );
-        // Normal first: an RT run's mlockall would outlive it.
+        assert_eq!(conditions, Condition::ALL.to_vec());
+        let air = p.air(Duration::from_micros(50));
+        assert_eq!(air.tolerance_ticks, 10);
+        assert_eq!(air.period_ticks, 5_000);
+        let (p, conditions) = plan(&args("run --delta 300us --load").unwrap()).unwrap();
+        assert_eq!(p.deltas(), vec![Duration::from_micros(300)]);
         assert_eq!(
-            p.conditions,
-            vec![(false, false), (true, false), (false, true), (true, true)]
+            conditions,
+            vec![Condition {
+                load: true,
+                rt: false
+            }]
         );
-        assert_eq!(p.base.tolerance_ticks, 10);
-        assert_eq!(p.base.period_ticks, 5_000);
-        assert_ne!(p.base.source_links[0].seed, p.base.dest_links[0].seed);
-        let p = plan(&args("run --delta 300us --load").unwrap()).unwrap();
-        assert_eq!(p.deltas, vec![Duration::from_micros(300)]);
-        assert_eq!(p.conditions, vec![(true, false)]);
         assert!(args("run --delta 1ms --deltas 2ms").is_err());
         assert!(args("run --compare --rt").is_err());
+        assert!(args("run --rate 10M").is_ok());
+        assert!(args("run --period 500").is_err(), "a bare number has no unit");
         let Err(e) = plan(&args("run --link nonsense=1").unwrap()) else {
             panic!("a bad link spec was accepted");
         };
         assert!(format!("{e:#}").contains("unknown item"), "{e:#}");
-        assert!(plan(&args("run --relays 9").unwrap()).is_err());
+        let (p, _) = plan(&args("run --relays 9").unwrap()).unwrap();
+        assert!(p.validate().is_err());
     }
 }

@@ -1,7 +1,6 @@
 //! `radiohost rt`: machine audit, latency probes and the cyclictest comparison.
 
 mod bench;
-mod pipeline;
 mod plot;
 
 use std::io::{BufRead, BufReader};
@@ -20,6 +19,7 @@ use radiohost_rt::probe::timer::TimerProbe;
 use radiohost_rt::probe::udp::{self, UdpPeer, UdpProbe};
 use radiohost_rt::probe::{effective_policy_label, LatencyRow, ProbeControl, ProbeRun};
 use radiohost_rt::{cpulist, Policy, RtThreadBuilder, ThreadConfig};
+use radiohost_testbed::units;
 
 /// `radiohost rt ...`
 #[derive(Subcommand)]
@@ -120,33 +120,6 @@ fn parse_cpus(s: &str) -> Result<Cpus, String> {
     Ok(Cpus(v))
 }
 
-/// Parses `10s`, `500ms`, `250us`, `2m` or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (e.g. 10s, 500ms, 2m)"))?;
-    let secs = match unit {
-        "" | "s" => v,
-        "ms" => v / 1e3,
-        "us" => v / 1e6,
-        "m" | "min" => v * 60.0,
-        other => {
-            return Err(format!(
-                "unknown duration unit `{other}` (use us, ms, s, m)"
-            ))
-        }
-    };
-    if !(secs.is_finite() && secs > 0.0 && secs <= 86_400.0) {
-        return Err(format!("duration `{s}` must be > 0 and at most a day"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
 #[derive(Args)]
 pub struct CheckArgs {
     /// CPUs the time-critical threads will use.
@@ -182,11 +155,11 @@ pub struct ProbeArgs {
     mode: Mode,
     #[command(flatten)]
     thread: ThreadArgs,
-    /// Period between wake-ups / pings, µs.
-    #[arg(long, default_value_t = 1000)]
-    interval_us: u64,
-    /// Length of each run (10s, 500ms, 1m).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    /// Period between wake-ups / pings (ns, us, ms, s; e.g. 1ms).
+    #[arg(long, default_value = "1ms", value_parser = units::parse_positive_duration)]
+    interval: Duration,
+    /// Length of each run (ns, us, ms, s, min; e.g. 10s).
+    #[arg(long, default_value = "10s", value_parser = units::parse_positive_duration)]
     duration: Duration,
     /// Run under the built-in background load (CPU hogs, memory and syscall
     /// churn, short-lived processes).
@@ -221,15 +194,15 @@ pub struct EchoArgs {
     bind: SocketAddr,
     #[command(flatten)]
     thread: ThreadArgs,
-    /// Exit after this long at the latest.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    /// Exit after this long at the latest (ns, us, ms, s, min).
+    #[arg(long, default_value = "60s", value_parser = units::parse_positive_duration)]
     max_duration: Duration,
 }
 
 #[derive(Args)]
 pub struct LoadArgs {
-    /// Stop after this long at the latest.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    /// Stop after this long at the latest (ns, us, ms, s, min).
+    #[arg(long, default_value = "10s", value_parser = units::parse_positive_duration)]
     duration: Duration,
     /// Ignore stdin (otherwise end-of-file on stdin stops the load).
     #[arg(long)]
@@ -413,7 +386,7 @@ fn spawn_echo_process(cfg: &ThreadArgs, bound: Duration) -> Result<(EchoProcess,
 
 /// One probe run: mode, thread setup, optional load.
 fn measure(a: &ProbeArgs, cfg: &ThreadConfig, loaded: bool) -> Result<Measured> {
-    let interval = Duration::from_micros(a.interval_us);
+    let interval = a.interval;
     let control = ProbeControl::default();
     let samples = (a.duration.as_nanos() / interval.as_nanos().max(1)).max(1) as u64;
     let load_label = if loaded { "loaded" } else { "idle" };
@@ -452,7 +425,8 @@ fn measure(a: &ProbeArgs, cfg: &ThreadConfig, loaded: bool) -> Result<Measured> 
         }
         // The streamer keeps its own counters; no progress bar.
         Mode::Pipeline => under_load(loaded, a.duration, || {
-            pipeline::measure(cfg, interval, a.duration)
+            radiohost_chdr::session::probe_pipeline(cfg, interval, a.duration)
+                .map_err(anyhow::Error::from)
         })?,
     };
     let run = run?;
@@ -472,9 +446,6 @@ fn measure(a: &ProbeArgs, cfg: &ThreadConfig, loaded: bool) -> Result<Measured> 
 }
 
 fn probe(a: ProbeArgs) -> Result<()> {
-    if a.interval_us == 0 {
-        bail!("--interval-us must be at least 1");
-    }
     a.thread.config().validate()?;
     let _pm = match a.pm_qos_us {
         Some(us) => Some(CpuDmaLatency::request(us).context("--pm-qos-us")?),
@@ -682,18 +653,6 @@ mod tests {
     #[test]
     fn demo_stage_runs() {
         demo_stage().unwrap();
-    }
-
-    #[test]
-    fn durations_parse_with_units_and_reject_nonsense() {
-        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("1.5m"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("500us"), Ok(Duration::from_micros(500)));
-        for bad in ["", "0s", "-1s", "5x", "s", "2d", "1e9"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
     }
 
     #[test]

@@ -31,9 +31,9 @@ pub struct RelayArgs {
     /// Link spec for replies (default: the same as --link with another seed).
     #[arg(long)]
     back: Option<String>,
-    /// Stop after this many seconds (default: until Ctrl-C).
-    #[arg(long)]
-    duration: Option<f64>,
+    /// Stop after this long (ns, us, ms, s, min; default: until Ctrl-C).
+    #[arg(long, value_parser = radiohost_testbed::units::parse_positive_duration)]
+    duration: Option<Duration>,
 }
 
 pub fn run(cmd: TestbedCmd) -> Result<()> {
@@ -63,9 +63,7 @@ fn relay(a: RelayArgs) -> Result<()> {
         .context("installing the Ctrl-C handler")?;
     let started = Instant::now();
     while !stop.load(Ordering::Relaxed)
-        && !a
-            .duration
-            .is_some_and(|d| started.elapsed().as_secs_f64() >= d)
+        && !a.duration.is_some_and(|d| started.elapsed() >= d)
     {
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -21,6 +21,7 @@
 //! (`wait_for`), and poll or wait on the returned event to report `completed`. A
 //! [`GpuError::is_device_lost`] error means `remove_device` (the policy reschedules).
 
+pub mod bench;
 pub mod describe;
 pub mod device;
 pub mod error;

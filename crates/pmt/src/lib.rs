@@ -18,6 +18,7 @@
 //! * [`tun`] / [`tcp`]: the kernel TCP Reno baseline through the same link model
 //!   (network namespaces joined by TUN devices).
 
+pub mod app;
 pub mod groups;
 pub mod multicast;
 pub mod receiver;

@@ -134,6 +134,18 @@ impl PmtSim {
         cfg: SenderConfig,
         rcfg: ReceiverConfig,
     ) -> Result<Self, crate::sender::SenderError> {
+        Self::with_object(object_for(size, seed), links, seed, cfg, rcfg)
+    }
+
+    /// A run that delivers `object` (any bytes) to one receiver per link.
+    pub fn with_object(
+        object: Arc<[u8]>,
+        links: &[LinkConfig],
+        seed: u64,
+        cfg: SenderConfig,
+        rcfg: ReceiverConfig,
+    ) -> Result<Self, crate::sender::SenderError> {
+        let size = object.len();
         let mut net = SimNet::with_overhead(IP_UDP_OVERHEAD);
         let addrs: Vec<SocketAddr> = (0..links.len()).map(receiver_addr).collect();
         for (i, l) in links.iter().enumerate() {
@@ -141,7 +153,6 @@ impl PmtSim {
             let rev = reverse_of(&fwd);
             net.connect(SENDER_ADDR, addrs[i], fwd, rev);
         }
-        let object = object_for(size, seed);
         let sender = Sender::new(cfg, object.clone(), &addrs, Duration::ZERO)?;
         let receivers = addrs
             .iter()

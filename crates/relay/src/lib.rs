@@ -18,6 +18,7 @@ pub mod air;
 pub mod classify;
 pub mod run;
 pub mod schedule;
+pub mod sweep;
 pub mod sim;
 pub mod tag;
 

@@ -10,6 +10,9 @@
 //!   so the shortest interval starts near the minimum; this is the "width of
 //!   the interval holding 99.9% of samples" of the study radiohost follows.
 //!
+//! The same definitions give P90. Negative samples (early wake-ups, skew between
+//! two clocks) are recorded as 0 and counted.
+//!
 //! Values below 2048 ns are exact; above, a value may read up to 0.1 % high
 //! (HDR bucket resolution), identically for every statistic.
 
@@ -24,6 +27,7 @@ pub const MAX_TRACKED_NS: u64 = 60_000_000_000;
 pub struct LatencyHistogram {
     hist: Histogram<u64>,
     clamped: u64,
+    negative: u64,
 }
 
 impl Default for LatencyHistogram {
@@ -41,6 +45,8 @@ pub struct Summary {
     pub min_ns: u64,
     /// 50th percentile.
     pub median_ns: u64,
+    /// 90th percentile.
+    pub p90_ns: u64,
     /// 99th percentile.
     pub p99_ns: u64,
     /// 99.9th percentile.
@@ -55,6 +61,9 @@ pub struct Summary {
     pub jitter_hi_ns: u64,
     /// Samples above [`MAX_TRACKED_NS`], recorded as that value.
     pub clamped: u64,
+    /// Negative samples given to [`LatencyHistogram::record_signed`] (early
+    /// wake-ups, clock skew between two clocks), recorded as 0.
+    pub negative: u64,
 }
 
 impl Summary {
@@ -69,7 +78,11 @@ impl LatencyHistogram {
     pub fn new() -> Self {
         let hist = Histogram::new_with_bounds(1, MAX_TRACKED_NS, 3)
             .expect("constant bounds 1..60e9 with 3 digits are valid");
-        LatencyHistogram { hist, clamped: 0 }
+        LatencyHistogram {
+            hist,
+            clamped: 0,
+            negative: 0,
+        }
     }
 
     /// Records one latency.
@@ -96,8 +109,12 @@ impl LatencyHistogram {
         let _ = self.hist.record_n(v, count);
     }
 
-    /// Records a signed latency, clamping negatives (early wake-ups) to 0.
+    /// Records a signed latency; a negative one (an early wake-up, or skew
+    /// between the clocks that stamped both ends) is recorded as 0 and counted.
     pub fn record_signed(&mut self, ns: i64) {
+        if ns < 0 {
+            self.negative += 1;
+        }
         self.record(ns.max(0) as u64);
     }
 
@@ -105,6 +122,7 @@ impl LatencyHistogram {
     pub fn merge(&mut self, other: &LatencyHistogram) {
         let _ = self.hist.add(&other.hist);
         self.clamped += other.clamped;
+        self.negative += other.negative;
     }
 
     /// Number of samples.
@@ -123,6 +141,43 @@ impl LatencyHistogram {
         self.hist
             .iter_recorded()
             .map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect()
+    }
+
+    /// Arithmetic mean of the samples (at bucket resolution), ns; 0 when empty.
+    pub fn mean_ns(&self) -> f64 {
+        if self.hist.is_empty() {
+            0.0
+        } else {
+            self.hist.mean()
+        }
+    }
+
+    /// Cumulative distribution `(value ns, fraction of samples <= value)` at
+    /// log-spaced points ([`Self::log_buckets`] with `ratio`), for plots; the
+    /// last point's fraction is 1.
+    pub fn cdf(&self, ratio: f64) -> Vec<(u64, f64)> {
+        let n = self.hist.len().max(1) as f64;
+        let mut seen = 0u64;
+        self.log_buckets(ratio)
+            .into_iter()
+            .map(|(v, c)| {
+                seen += c;
+                (v, seen as f64 / n)
+            })
+            .collect()
+    }
+
+    /// Counts per log-spaced bucket, `(bucket upper bound ns, count)`, each
+    /// bound `ratio` times the previous, from the smallest sample up: the
+    /// histogram for plotting on a log axis. Empty when nothing was recorded.
+    pub fn log_buckets(&self, ratio: f64) -> Vec<(u64, u64)> {
+        if self.hist.is_empty() || ratio.is_nan() || ratio <= 1.0 {
+            return Vec::new();
+        }
+        self.hist
+            .iter_log(self.hist.min().max(1), ratio)
+            .map(|v| (v.value_iterated_to(), v.count_since_last_iteration()))
             .collect()
     }
 
@@ -181,6 +236,7 @@ impl LatencyHistogram {
             samples: self.hist.len(),
             min_ns: if empty { 0 } else { self.quantile(0, 1) },
             median_ns: self.quantile(1, 2),
+            p90_ns: self.quantile(9, 10),
             p99_ns: self.quantile(99, 100),
             p999_ns: self.quantile(999, 1000),
             max_ns: if empty { 0 } else { self.quantile(1, 1) },
@@ -188,6 +244,7 @@ impl LatencyHistogram {
             jitter_lo_ns,
             jitter_hi_ns,
             clamped: self.clamped,
+            negative: self.negative,
         }
     }
 }
@@ -240,7 +297,7 @@ mod tests {
         h.record(MAX_TRACKED_NS + 1);
         h.record_signed(-5);
         let s = h.summary();
-        assert_eq!((s.clamped, s.min_ns), (1, 0));
+        assert_eq!((s.clamped, s.min_ns, s.negative), (1, 0, 1));
         h.record_n(7, 3);
         h.record_n(MAX_TRACKED_NS * 2, 2);
         let s = h.summary();
@@ -256,11 +313,19 @@ mod tests {
         let s = h.summary();
         let close = |got: u64, want: u64| got >= want && got <= want + want / 1000 + 1;
         assert!(close(s.median_ns, 500_000), "{}", s.median_ns);
+        assert!(close(s.p90_ns, 900_000), "{}", s.p90_ns);
         assert!(close(s.p99_ns, 990_000), "{}", s.p99_ns);
+        assert!((h.mean_ns() - 500_500.0).abs() < 600.0, "{}", h.mean_ns());
+        let cdf = h.cdf(1.1);
+        assert_eq!(cdf.last().map(|p| p.1), Some(1.0));
+        assert!(cdf.windows(2).all(|w| w[0].1 <= w[1].1));
+        let log = h.log_buckets(1.25);
+        assert_eq!(log.iter().map(|b| b.1).sum::<u64>(), 1000);
+        assert!(log.windows(2).all(|w| w[0].0 < w[1].0));
         assert!(close(s.max_ns, 1_000_000), "{}", s.max_ns);
     }
 
-    fn brute(mut v: Vec<u64>) -> (u64, u64, u64, u64) {
+    fn brute(mut v: Vec<u64>) -> (u64, u64, u64, u64, u64) {
         v.sort_unstable();
         let n = v.len() as u64;
         let at = |num: u64, den: u64| v[((n * num).div_ceil(den).max(1) - 1) as usize];
@@ -269,7 +334,7 @@ mod tests {
             .map(|i| v[i + need - 1] - v[i])
             .min()
             .unwrap_or(0);
-        (at(1, 2), at(99, 100), at(999, 1000), jitter)
+        (at(1, 2), at(9, 10), at(99, 100), at(999, 1000), jitter)
     }
 
     proptest! {
@@ -278,8 +343,9 @@ mod tests {
             let mut h = LatencyHistogram::new();
             for &x in &v { h.record(x); }
             let s = h.summary();
-            let (med, p99, p999, jitter) = brute(v.clone());
+            let (med, p90, p99, p999, jitter) = brute(v.clone());
             prop_assert_eq!(s.median_ns, med);
+            prop_assert_eq!(s.p90_ns, p90);
             prop_assert_eq!(s.p99_ns, p99);
             prop_assert_eq!(s.p999_ns, p999);
             prop_assert_eq!(s.jitter_ns, jitter);

@@ -11,7 +11,29 @@
 //! and drain `poll_event()`; sleep until the earliest of `next_timeout()` and the next
 //! external event.
 
+use std::sync::Arc;
+
 use crate::isa::{DeviceId, DeviceKind, FrameId, Instr, Nanos, Opcode};
+use crate::kernels::KernelError;
+
+/// Why a dispatched instruction did not complete. The policy retries it elsewhere
+/// or, past its retry budget, fails the frame with this text as the reason.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum InstrError {
+    #[error("kernel error: {0}")]
+    Kernel(#[source] Arc<KernelError>),
+    #[error("its frame is no longer live")]
+    FrameGone,
+    #[error("device {device} work queue is full ({capacity} jobs); raise the queue capacity or add devices")]
+    QueueFull { device: DeviceId, capacity: usize },
+    #[error("device {0} was removed")]
+    DeviceRemoved(DeviceId),
+    #[error("device {0} does not exist")]
+    NoDevice(DeviceId),
+    /// A fault injected by a test or the simulator.
+    #[error("injected fault")]
+    Injected,
+}
 
 /// An instruction placed on a device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,14 +98,14 @@ pub trait Policy: Send {
     fn input_ready(&mut self, now: Nanos, frame: FrameId, symbol: usize);
 
     /// `instr` finished on `device`, having started at `started` (the policy's
-    /// calibration uses `now - started`). `Err` carries the kernel's error text.
+    /// calibration uses `now - started`). `Err` says why it did not run.
     fn completed(
         &mut self,
         now: Nanos,
         instr: Instr,
         device: DeviceId,
         started: Nanos,
-        result: Result<(), String>,
+        result: Result<(), InstrError>,
     );
 
     /// The next instruction to start now, if any.

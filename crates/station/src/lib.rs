@@ -6,6 +6,7 @@
 //! and answers with [`engine::Dispatch`]es. The same policy objects are driven by the
 //! real CPU executors and by the discrete-event scheduling simulator.
 
+pub mod bench;
 pub mod dag;
 pub mod engine;
 pub mod isa;
@@ -17,5 +18,7 @@ pub mod report;
 pub mod ru;
 pub mod runtime;
 pub mod scoreboard;
+pub mod setup;
 pub mod shape;
 pub mod sim;
+pub mod sweep;

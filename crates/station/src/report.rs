@@ -1,8 +1,8 @@
-//! Run reports: per-frame latency in HDR histograms (mean, P99, P99.99), throughput
-//! (frames/s and decoded Mbit/s), misses and the per-opcode (stage) breakdown, with
-//! serde for `--json`.
+//! Run reports: per-frame latency (mean, P99, P99.99 as `radiohost_rt::stats`
+//! defines them), throughput (frames/s and decoded Mbit/s), misses and the
+//! per-opcode (stage) breakdown, with serde for `--json`.
 
-use hdrhistogram::Histogram;
+use radiohost_rt::stats::LatencyHistogram;
 
 use crate::isa::{FrameId, Nanos, Opcode};
 use crate::pool::PoolStats;
@@ -91,16 +91,10 @@ pub struct RunReport {
     pub notes: Vec<String>,
 }
 
-/// Histogram of nanoseconds, 1 ns to 100 s, 3 significant digits.
-fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 100_000_000_000, 3)
-        .unwrap_or_else(|_| unreachable!("valid histogram bounds"))
-}
-
 /// Collects records and stage timings while a run goes.
 pub struct ReportBuilder {
-    frame_latency: Histogram<u64>,
-    stages: Vec<Histogram<u64>>,
+    frame_latency: LatencyHistogram,
+    stages: Vec<LatencyHistogram>,
     stage_total_ns: [u128; Opcode::ALL.len()],
     pub records: Vec<FrameRecord>,
 }
@@ -108,8 +102,8 @@ pub struct ReportBuilder {
 impl Default for ReportBuilder {
     fn default() -> Self {
         Self {
-            frame_latency: histogram(),
-            stages: Opcode::ALL.iter().map(|_| histogram()).collect(),
+            frame_latency: LatencyHistogram::new(),
+            stages: Opcode::ALL.iter().map(|_| LatencyHistogram::new()).collect(),
             stage_total_ns: [0; Opcode::ALL.len()],
             records: Vec::new(),
         }
@@ -139,13 +133,13 @@ pub struct RunMeta {
 impl ReportBuilder {
     /// One execution of `opcode` took `ns`.
     pub fn stage(&mut self, opcode: Opcode, ns: Nanos) {
-        let _ = self.stages[opcode.index()].record(ns.max(1));
+        self.stages[opcode.index()].record(ns);
         self.stage_total_ns[opcode.index()] += u128::from(ns);
     }
 
     pub fn frame(&mut self, r: FrameRecord) {
         if r.fate == FrameFate::Completed {
-            let _ = self.frame_latency.record(r.latency_ns.max(1));
+            self.frame_latency.record(r.latency_ns);
         }
         self.records.push(r);
     }
@@ -172,21 +166,9 @@ impl ReportBuilder {
             .sum();
         let h = &self.frame_latency;
         let ms = |ns: u64| ns as f64 / 1e6;
-        let empty = h.is_empty();
-        let q = |p: f64| {
-            if empty {
-                0.0
-            } else {
-                ms(h.value_at_quantile(p))
-            }
-        };
+        let summary = h.summary();
         let wall = meta.wall_s.max(1e-9);
-        let mut cdf = Vec::new();
-        if !empty {
-            for v in h.iter_quantiles(1) {
-                cdf.push((ms(v.value_iterated_to()), v.quantile_iterated_to()));
-            }
-        }
+        let cdf = h.cdf(1.02).into_iter().map(|(v, f)| (ms(v), f)).collect();
         let stages = Opcode::ALL
             .iter()
             .filter(|o| !self.stages[o.index()].is_empty())
@@ -195,8 +177,8 @@ impl ReportBuilder {
                 StageStat {
                     opcode: o.name(),
                     count: s.len(),
-                    mean_us: s.mean() / 1e3,
-                    p99_us: s.value_at_quantile(0.99) as f64 / 1e3,
+                    mean_us: s.mean_ns() / 1e3,
+                    p99_us: s.quantile(99, 100) as f64 / 1e3,
                     per_frame_us: self.stage_total_ns[o.index()] as f64
                         / 1e3
                         / self.records.len().max(1) as f64,
@@ -219,11 +201,11 @@ impl ReportBuilder {
             offered_fps: meta.offered_fps,
             achieved_fps: completed as f64 / wall,
             decoded_mbps: good_bits as f64 / wall / 1e6,
-            mean_ms: if empty { 0.0 } else { h.mean() / 1e6 },
-            p50_ms: q(0.5),
-            p99_ms: q(0.99),
-            p9999_ms: q(0.9999),
-            max_ms: if empty { 0.0 } else { ms(h.max()) },
+            mean_ms: h.mean_ns() / 1e6,
+            p50_ms: ms(summary.median_ns),
+            p99_ms: ms(summary.p99_ns),
+            p9999_ms: ms(h.quantile(9999, 10_000)),
+            max_ms: ms(summary.max_ns),
             wall_s: meta.wall_s,
             stages,
             cdf,

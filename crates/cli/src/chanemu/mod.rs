@@ -90,9 +90,9 @@ pub struct ChannelArgs {
     /// Power decay per model tap, dB.
     #[arg(long, default_value_t = 1.0)]
     pub decay_db: f32,
-    /// Maximum Doppler shift for ar1/jakes, Hz.
-    #[arg(long, default_value_t = 10.0)]
-    pub doppler_hz: f64,
+    /// Maximum Doppler shift for ar1/jakes (Hz, kHz; e.g. 10Hz).
+    #[arg(long, default_value = "10Hz", value_parser = radiohost_testbed::units::parse_frequency)]
+    pub doppler: f64,
     /// Blocks between response updates for ar1/jakes.
     #[arg(long, default_value_t = 64)]
     pub update_blocks: usize,
@@ -115,7 +115,7 @@ impl ChannelArgs {
             spacing: self.spacing,
             decay_db_per_tap: self.decay_db,
             seed: self.seed,
-            doppler_hz: self.doppler_hz,
+            doppler_hz: self.doppler,
             update_blocks: self.update_blocks,
             sinusoids: self.sinusoids,
         }
@@ -147,9 +147,9 @@ pub struct FileArgs {
     /// Also write the filter tails (output longer by the response length - 1).
     #[arg(long)]
     pub flush: bool,
-    /// Sample rate when the recording has none (needed by jakes/ar1), e.g. 1M
-    /// or 250k (samples/s).
-    #[arg(long, value_parser = radiohost_testbed::units::parse_rate)]
+    /// Sample rate when the recording has none (needed by jakes/ar1), e.g. 1MS/s
+    /// or 250kS/s.
+    #[arg(long, value_parser = radiohost_testbed::units::parse_sample_rate)]
     pub sample_rate: Option<f64>,
     /// Also write the (initial) responses: .json = tap file, else SigMF cf32.
     #[arg(long)]

@@ -63,8 +63,9 @@ pub struct BenchArgs {
     #[arg(long)]
     json: bool,
     /// Time to measure each kernel, with a unit (e.g. 500ms, 2s; more is steadier).
-    #[arg(long, default_value = "500ms", value_parser = radiohost_testbed::units::parse_duration)]
-    seconds: std::time::Duration,
+    #[arg(long = "per-kernel", alias = "seconds", default_value = "500ms",
+          value_parser = radiohost_testbed::units::parse_duration)]
+    per_kernel: std::time::Duration,
 }
 
 pub fn run(cmd: PhyCmd) -> Result<()> {
@@ -161,8 +162,8 @@ fn progress(n: u64, hidden: bool) -> indicatif::ProgressBar {
 }
 
 fn bench(a: BenchArgs) -> Result<()> {
-    let secs = a.seconds.as_secs_f64();
-    anyhow::ensure!(secs > 0.0 && secs <= 60.0, "--seconds must be in (0, 60s]");
+    let secs = a.per_kernel.as_secs_f64();
+    anyhow::ensure!(secs > 0.0 && secs <= 60.0, "--per-kernel must be in (0, 60s]");
     let rep = radiohost_phy::bench::run(secs)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep.rows)?);

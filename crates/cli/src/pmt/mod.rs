@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 use clap::{Args, Subcommand};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use radiohost_pmt::app::{parse_destination, read_psk, recv_to_file};
 use radiohost_pmt::sender::SenderEvent;
 use radiohost_pmt::sim::{object_for, PmtSim};
 use radiohost_pmt::udp::{self, Destination, Progress};
@@ -38,8 +39,8 @@ pub struct SendArgs {
     file: PathBuf,
     /// Receivers, comma-separated: ADDR or ADDR@LOCAL, where LOCAL is the local
     /// address to send from (for receivers behind different interfaces).
-    #[arg(long, value_delimiter = ',', required = true)]
-    to: Vec<String>,
+    #[arg(long, value_delimiter = ',', required = true, value_parser = parse_destination)]
+    to: Vec<Destination>,
     /// Session number (receivers lock onto the first session they hear).
     #[arg(long, default_value_t = 1)]
     session: u32,
@@ -55,9 +56,10 @@ pub struct SendArgs {
     /// Payload bytes per segment.
     #[arg(long, default_value_t = 1400)]
     segment: u16,
-    /// A receiver silent this long is declared failed (the others carry on).
-    #[arg(long, default_value = "15s")]
-    fail_timeout: String,
+    /// A receiver silent this long is declared failed (the others carry on); a
+    /// duration with its unit (e.g. 15s).
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    fail_timeout: Duration,
     /// Print the final report as JSON.
     #[arg(long)]
     json: bool,
@@ -84,12 +86,13 @@ pub struct RecvArgs {
     /// Reassembly buffer in segments (the flow-control window).
     #[arg(long, default_value_t = 1024)]
     buffer: u32,
-    /// Keep answering this long after completion so a lost final ACK is repaired.
-    #[arg(long, default_value = "2s")]
-    linger: String,
-    /// Give up after this long without any packet.
-    #[arg(long, default_value = "30s")]
-    idle: String,
+    /// Keep answering this long after completion so a lost final ACK is repaired
+    /// (a duration with its unit, e.g. 2s).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    linger: Duration,
+    /// Give up after this long without any packet (a duration with its unit, e.g. 30s).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    idle: Duration,
     /// Print the final report as JSON.
     #[arg(long)]
     json: bool,
@@ -114,40 +117,8 @@ fn stop_flag() -> Arc<AtomicBool> {
     stop
 }
 
-fn read_psk(path: &Option<PathBuf>) -> Result<Option<Vec<u8>>> {
-    let Some(p) = path else { return Ok(None) };
-    let key =
-        std::fs::read(p).with_context(|| format!("reading pre-shared key {}", p.display()))?;
-    ensure!(
-        key.len() >= 16,
-        "pre-shared key {} is {} bytes; use at least 16 random bytes",
-        p.display(),
-        key.len()
-    );
-    Ok(Some(key))
-}
-
-fn parse_destination(s: &str) -> Result<Destination> {
-    let (to, local) = match s.split_once('@') {
-        Some((t, l)) => (t, Some(l)),
-        None => (s, None),
-    };
-    let to: SocketAddr = to
-        .trim()
-        .parse()
-        .with_context(|| format!("receiver {to:?} is not an IP:PORT address"))?;
-    let local = local
-        .map(|l| {
-            let l = l.trim();
-            l.parse::<SocketAddr>()
-                .or_else(|_| {
-                    l.parse::<std::net::IpAddr>()
-                        .map(|ip| SocketAddr::new(ip, 0))
-                })
-                .with_context(|| format!("local address {l:?} is not an IP or IP:PORT"))
-        })
-        .transpose()?;
-    Ok(Destination { to, local })
+fn psk(path: &Option<PathBuf>) -> Result<Option<Vec<u8>>> {
+    Ok(path.as_deref().map(read_psk).transpose()?)
 }
 
 fn bar_style() -> ProgressStyle {
@@ -158,17 +129,14 @@ fn bar_style() -> ProgressStyle {
 
 fn send(a: SendArgs) -> Result<()> {
     let data = std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
-    let dests =
-        a.to.iter()
-            .map(|s| parse_destination(s))
-            .collect::<Result<Vec<_>>>()?;
+    let dests = a.to;
     let cfg = SenderConfig {
         session: a.session,
         segment_size: a.segment,
         window: a.window,
         groups: a.groups,
-        fail_timeout: parse_duration(&a.fail_timeout)?,
-        psk: read_psk(&a.psk_file)?,
+        fail_timeout: a.fail_timeout,
+        psk: psk(&a.psk_file)?,
         ..Default::default()
     };
     let total = data.len() as u64;
@@ -263,24 +231,20 @@ fn recv(a: RecvArgs) -> Result<()> {
         sender: a.from,
         session: a.session,
         buffer_segments: a.buffer,
-        psk: read_psk(&a.psk_file)?,
+        psk: psk(&a.psk_file)?,
         ..Default::default()
     };
-    let part = a.out.with_extension("part");
-    let file =
-        std::fs::File::create(&part).with_context(|| format!("creating {}", part.display()))?;
-    let mut sink = std::io::BufWriter::new(file);
     let bar = ProgressBar::new(0);
     bar.set_style(bar_style());
     bar.set_prefix(a.listen.to_string());
     bar.set_message("waiting for a sender");
     let stop = stop_flag();
-    let report = udp::recv_object(
+    let report = recv_to_file(
         cfg,
         a.listen,
-        &mut sink,
-        parse_duration(&a.linger)?,
-        parse_duration(&a.idle)?,
+        &a.out,
+        a.linger,
+        a.idle,
         &stop,
         |p| match p {
             Progress::Received { got, total } => {
@@ -298,20 +262,7 @@ fn recv(a: RecvArgs) -> Result<()> {
             _ => {}
         },
     );
-    let report = match report {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = std::fs::remove_file(&part);
-            return Err(e.into());
-        }
-    };
-    drop(sink);
-    if report.intact {
-        std::fs::rename(&part, &a.out)
-            .with_context(|| format!("renaming to {}", a.out.display()))?;
-    } else {
-        let _ = std::fs::remove_file(&part);
-    }
+    let report = report?;
     if a.json {
         println!(
             "{}",
@@ -404,19 +355,8 @@ pub fn demo_stage() -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
     #[test]
     fn demo_stage_delivers_byte_exact() {
-        demo_stage().unwrap();
-    }
-
-    #[test]
-    fn destinations_parse_with_optional_local_address() {
-        let d = parse_destination("10.0.0.2:7001@10.0.0.1").unwrap();
-        assert_eq!(d.to, "10.0.0.2:7001".parse::<SocketAddr>().unwrap());
-        assert_eq!(d.local, Some("10.0.0.1:0".parse().unwrap()));
-        assert!(parse_destination("nonsense").is_err());
-        assert!(parse_destination("10.0.0.2:1@bad").is_err());
+        super::demo_stage().unwrap();
     }
 }

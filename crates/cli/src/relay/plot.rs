@@ -5,7 +5,11 @@ use std::path::Path;
 use anyhow::{anyhow, bail, Result};
 use plotters::prelude::*;
 
-use super::{condition_label, Row};
+use radiohost_relay::sweep::{Condition, SweepRow as Row};
+
+fn condition_label(load: bool, rt: bool) -> String {
+    Condition { load, rt }.label()
+}
 
 /// Bursts not on time (%) against delta, both log scales: the tail that
 /// decides a deployment (99.9% on time = 0.1% not) stays readable.

@@ -12,17 +12,20 @@ use radiohost_rt::probe::{effective_policy_label, LatencyRow, ProbeControl};
 use radiohost_rt::{ApplyReport, LatencyHistogram};
 use serde::Serialize;
 
-use super::{parse_duration, print_rows, under_load, with_progress, ThreadArgs};
+use radiohost_testbed::units;
+
+use super::{print_rows, under_load, with_progress, ThreadArgs};
 
 #[derive(Args)]
 pub struct BenchArgs {
     #[command(flatten)]
     thread: ThreadArgs,
-    /// Wake-up period, µs.
-    #[arg(long, default_value_t = 1000)]
-    interval_us: u64,
-    /// Length of each run (four runs: probe and cyclictest, idle and loaded).
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    /// Wake-up period (ns, us, ms, s; e.g. 1ms).
+    #[arg(long, default_value = "1ms", value_parser = units::parse_positive_duration)]
+    interval: Duration,
+    /// Length of each run (four runs: probe and cyclictest, idle and loaded;
+    /// ns, us, ms, s, min).
+    #[arg(long, default_value = "10s", value_parser = units::parse_positive_duration)]
     duration: Duration,
     /// Alternate the tools this many times (each run lasts duration/rounds).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -65,9 +68,6 @@ pub fn run(a: BenchArgs) -> Result<()> {
     if !cyclictest::available() {
         bail!("cyclictest not found: install it with `apt-get install -y rt-tests`");
     }
-    if a.interval_us == 0 {
-        bail!("--interval-us must be at least 1");
-    }
     let mut thread = a.thread.clone();
     // Same CPU for both tools: default to the last allowed one (CPU 0 takes
     // most housekeeping).
@@ -87,7 +87,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         Some(us) => Some(CpuDmaLatency::request(us)?),
         None => None,
     };
-    let interval = Duration::from_micros(a.interval_us);
+    let interval = a.interval;
     let probe = TimerProbe::for_duration(cfg.clone(), interval, a.duration / a.rounds);
     let ct = CyclictestRun {
         policy: cfg.policy,
@@ -159,8 +159,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "cpu {cpu}, interval {} us, {:?} per tool and load, in {} alternating rounds",
-        a.interval_us, a.duration, a.rounds
+        "cpu {cpu}, interval {:?}, {:?} per tool and load, in {} alternating rounds",
+        a.interval, a.duration, a.rounds
     );
     println!("cyclictest: {}", out.cyclictest_cmdline);
     println!("\nradiohost timer probe:");

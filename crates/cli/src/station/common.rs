@@ -1,88 +1,10 @@
-//! Helpers shared by `station run` and `station bench`: durations, policy lists,
-//! configurations, devices, tables and plots.
+//! Tables and plots shared by `station run` and `station bench`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Result};
 use plotters::prelude::*;
-use radiohost_phy::FrameConfig;
-use radiohost_station::policy::POLICY_NAMES;
 use radiohost_station::report::RunReport;
-use radiohost_station::runtime::DeviceSpec;
-use radiohost_testbed::units::parse_duration;
-
-/// Parse `1ms`, `250us`, `2.5ms`, `1s` or `800ns` into nanoseconds (the testbed's unit
-/// parser, but a unit is required and the range is 1 ns .. 1000 s).
-pub fn parse_duration_ns(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    if !s.ends_with(char::is_alphabetic) {
-        return Err(format!("`{s}` has no unit: write e.g. 1ms, 250us, 1s"));
-    }
-    let ns = parse_duration(s).map_err(|e| e.to_string())?.as_nanos();
-    if !(1..1_000_000_000_000).contains(&ns) {
-        return Err(format!("`{s}` is out of range (1 ns .. 1000 s)"));
-    }
-    Ok(ns as u64)
-}
-
-/// `all` or a comma list of policy names.
-pub fn parse_policies(s: &str) -> Result<Vec<String>, String> {
-    if s == "all" {
-        return Ok(POLICY_NAMES.iter().map(|p| p.to_string()).collect());
-    }
-    let v: Vec<String> = s.split(',').map(|p| p.trim().to_string()).collect();
-    for p in &v {
-        if !POLICY_NAMES.contains(&p.as_str()) {
-            return Err(format!(
-                "unknown policy `{p}`: use lroc, frame, symbol, task, a comma list or all"
-            ));
-        }
-    }
-    Ok(v)
-}
-
-/// Load a configuration file, or a built-in one by name (`8x2`, `16x4`, `32x8`,
-/// `64x16`) from the repository's config folders.
-pub fn load_config(spec: &Path) -> Result<(FrameConfig, String)> {
-    let name = spec
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("config")
-        .to_string();
-    if spec.exists() {
-        let cfg = FrameConfig::load(spec).with_context(|| format!("loading {}", spec.display()))?;
-        return Ok((cfg, name));
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    for dir in ["phy/configs", "station/configs"] {
-        let p: PathBuf = root.join(dir).join(format!("{}.json", spec.display()));
-        if p.exists() {
-            let cfg = FrameConfig::load(&p).with_context(|| format!("loading {}", p.display()))?;
-            return Ok((cfg, name));
-        }
-    }
-    bail!(
-        "configuration `{}` not found: give a path to a JSON frame configuration or one of 8x2, 16x4, 32x8, 64x16",
-        spec.display()
-    )
-}
-
-/// Cores to pin to: all online ones, unless pinning is off.
-pub fn cores(pin: bool) -> Vec<usize> {
-    if !pin {
-        return Vec::new();
-    }
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    (0..n).collect()
-}
-
-/// `devices` devices of `workers` each over the cores.
-pub fn devices(devices: usize, workers: usize, pin: bool) -> Result<Vec<DeviceSpec>> {
-    if devices == 0 || workers == 0 {
-        bail!("--devices and --workers must be at least 1");
-    }
-    Ok(DeviceSpec::split(devices, workers, &cores(pin)))
-}
 
 /// The human table of runs.
 pub fn print_table(reports: &[RunReport]) {
@@ -251,28 +173,4 @@ pub fn breakdown_svg(path: &Path, title: &str, reports: &[RunReport]) -> Result<
         .map_err(|e| anyhow!("{e}"))?;
     root.present().map_err(|e| anyhow!("{e}"))?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_parse_with_units_and_reject_nonsense() {
-        assert_eq!(parse_duration_ns("1ms"), Ok(1_000_000));
-        assert_eq!(parse_duration_ns("2.5ms"), Ok(2_500_000));
-        assert_eq!(parse_duration_ns("250us"), Ok(250_000));
-        assert_eq!(parse_duration_ns("1s"), Ok(1_000_000_000));
-        assert!(parse_duration_ns("1").is_err());
-        assert!(parse_duration_ns("1h").is_err());
-        assert!(parse_duration_ns("0ms").is_err());
-        assert!(parse_duration_ns("x").is_err());
-    }
-
-    #[test]
-    fn policy_lists() {
-        assert_eq!(parse_policies("all").unwrap().len(), 4);
-        assert_eq!(parse_policies("lroc,frame").unwrap(), vec!["lroc", "frame"]);
-        assert!(parse_policies("fifo").is_err());
-    }
 }

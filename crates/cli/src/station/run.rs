@@ -1,18 +1,15 @@
-//! `radiohost station run` and the demo's baseband stage.
+//! `radiohost station run` and the demo's baseband stage (`radiohost_station::setup`).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use radiohost_station::policy::{make_policy, PolicyParams};
-use radiohost_station::report::RunReport;
 use radiohost_station::ru::TransportKind;
-use radiohost_station::runtime::{run_station, DeviceAction, DeviceChange, StationSetup};
+use radiohost_station::setup::{load_config, parse_policies, run_policies, RunConfig};
+use radiohost_testbed::units::parse_duration;
 
-use super::common::{
-    breakdown_svg, cdf_svg, devices, load_config, parse_duration_ns, parse_policies,
-    print_breakdown, print_table,
-};
+use super::common::{breakdown_svg, cdf_svg, print_breakdown, print_table};
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -41,12 +38,12 @@ pub struct RunArgs {
     /// Fronthaul transport: udp (loopback) or ring (in-process).
     #[arg(long, default_value = "ring")]
     pub transport: TransportKind,
-    /// Frame period, e.g. 1ms.
-    #[arg(long, default_value = "1ms", value_parser = parse_duration_ns)]
-    pub frame_period: u64,
-    /// Deadline after a frame's first packet, e.g. 4ms.
-    #[arg(long, default_value = "4ms", value_parser = parse_duration_ns)]
-    pub deadline: u64,
+    /// Frame period, a duration with its unit (e.g. 1ms, 500us).
+    #[arg(long, default_value = "1ms", value_parser = parse_duration)]
+    pub frame_period: Duration,
+    /// Deadline after a frame's first packet, a duration with its unit (e.g. 4ms).
+    #[arg(long, default_value = "4ms", value_parser = parse_duration)]
+    pub deadline: Duration,
     /// Subcarrier parts ZF, EqDemod and Precode are split into.
     #[arg(long, default_value_t = 4)]
     pub parts: usize,
@@ -67,63 +64,35 @@ pub struct RunArgs {
     pub svg_dir: Option<PathBuf>,
 }
 
-/// Build the setup of `a`.
-fn setup(a: &RunArgs) -> Result<StationSetup> {
-    if a.rus == 0 || a.frames == 0 {
-        bail!("--rus and --frames must be at least 1");
-    }
-    let (cfg, name) = load_config(&a.config)?;
-    let devs = devices(a.devices, a.workers, !a.no_pin)?;
-    let mut s =
-        StationSetup::new(&cfg, &name, a.parts, a.bank_frames, devs).map_err(anyhow::Error::msg)?;
-    s.rus = a.rus;
-    s.frames = a.frames;
-    s.transport = a.transport;
-    s.frame_period_ns = a.frame_period;
-    s.deadline_ns = a.deadline;
-    s.verify_downlink = a.verify_downlink;
-    if let Some(f) = a.remove_device_at {
-        if a.devices < 2 {
-            bail!("--remove-device-at needs at least 2 devices (one must remain)");
-        }
-        s.changes.push(DeviceChange {
-            at_frame: f,
-            action: DeviceAction::Remove((a.devices - 1) as u32),
-        });
-    }
-    Ok(s)
-}
-
-/// Run each policy of `policies` on `s`.
-pub fn run_policies(s: &StationSetup, policies: &[String]) -> Result<Vec<RunReport>> {
-    policies
-        .iter()
-        .map(|p| {
-            let policy = make_policy(p, &s.ctx.shape, &PolicyParams::default())?;
-            run_station(s, policy)
-                .map_err(anyhow::Error::msg)
-                .with_context(|| format!("policy {p}"))
-        })
-        .collect()
+fn run_config(a: &RunArgs) -> Result<RunConfig> {
+    let (config, config_name) = load_config(&a.config)?;
+    Ok(RunConfig {
+        config,
+        config_name,
+        devices: a.devices,
+        workers: a.workers,
+        pin: !a.no_pin,
+        rus: a.rus,
+        frames: a.frames,
+        transport: a.transport,
+        frame_period_ns: a.frame_period.as_nanos() as u64,
+        deadline_ns: a.deadline.as_nanos() as u64,
+        parts: a.parts,
+        remove_device_at: a.remove_device_at,
+        bank_frames: a.bank_frames,
+        verify_downlink: a.verify_downlink,
+    })
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
-    let s = setup(&a)?;
-    let policies = parse_policies(&a.policy).map_err(anyhow::Error::msg)?;
-    let reports = run_policies(&s, &policies)?;
+    let s = run_config(&a)?.setup()?;
+    let reports = run_policies(&s, &parse_policies(&a.policy)?)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&reports)?);
     } else {
         println!(
-            "station run: {} on {} CPU devices x {} workers, {} RU(s) x {} frames every {:.3} ms over {:?}, deadline {:.3} ms",
-            s.config_name,
-            a.devices,
-            a.workers,
-            a.rus,
-            a.frames,
-            a.frame_period as f64 / 1e6,
-            a.transport,
-            a.deadline as f64 / 1e6
+            "station run: {} on {} CPU devices x {} workers, {} RU(s) x {} frames every {:?} over {:?}, deadline {:?}",
+            s.config_name, a.devices, a.workers, a.rus, a.frames, a.frame_period, a.transport, a.deadline
         );
         print_table(&reports);
         println!();
@@ -135,8 +104,6 @@ pub fn run(a: RunArgs) -> Result<()> {
                 100.0 * r.scheduler_busy,
                 r.scheduler_us_per_dispatch
             );
-        }
-        for r in &reports {
             for n in &r.notes {
                 println!("note ({}): {n}", r.policy);
             }
@@ -146,11 +113,8 @@ pub fn run(a: RunArgs) -> Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let title = format!("{}: frame latency, {} devices", s.config_name, a.devices);
         cdf_svg(&dir.join("station_latency_cdf.svg"), &title, &reports)?;
-        breakdown_svg(
-            &dir.join("station_breakdown.svg"),
-            &format!("{}: stage breakdown", s.config_name),
-            &reports,
-        )?;
+        let title = format!("{}: stage breakdown", s.config_name);
+        breakdown_svg(&dir.join("station_breakdown.svg"), &title, &reports)?;
         if !a.json {
             println!("plots written to {}", dir.display());
         }
@@ -163,26 +127,24 @@ pub fn run(a: RunArgs) -> Result<()> {
 
 /// The baseband stage of `radiohost demo`.
 pub fn demo_stage() -> Result<()> {
-    let a = RunArgs {
-        config: PathBuf::from("8x2"),
-        policy: "lroc".into(),
+    let (config, config_name) = load_config(std::path::Path::new("8x2"))?;
+    let rc = RunConfig {
+        config,
+        config_name,
         devices: 2,
         workers: 1,
-        no_pin: false,
+        pin: true,
         rus: 1,
         frames: 50,
         transport: TransportKind::Ring,
-        frame_period: 2_000_000,
-        deadline: 20_000_000,
+        frame_period_ns: 2_000_000,
+        deadline_ns: 20_000_000,
         parts: 4,
         remove_device_at: None,
         bank_frames: 4,
         verify_downlink: true,
-        json: false,
-        svg_dir: None,
     };
-    let s = setup(&a)?;
-    let r = run_policies(&s, &["lroc".to_string()])?.remove(0);
+    let r = run_policies(&rc.setup()?, &["lroc".to_string()])?.remove(0);
     println!(
         "== massive-MIMO baseband: 8x2, 1 RU over the in-process ring, {} frames every 2 ms, LROC on 2 CPU devices ==",
         r.frames

@@ -1,15 +1,20 @@
 //! `radiohost station simulate`: the scheduling policies against the discrete-event
-//! model of a device pool, swept over radio units (and device counts), with a table,
-//! JSON rows and an SVG of P99.99 latency against RUs per policy.
+//! model of a device pool, swept over radio units and device counts
+//! (`radiohost_station::sweep`); a table, JSON rows and an SVG of P99.99 latency
+//! against RUs per policy.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use plotters::prelude::*;
 use radiohost_station::isa::DeviceKind;
-use radiohost_station::policy::{PolicyParams, POLICY_NAMES};
-use radiohost_station::sim::{self, ChurnEvent, CostModel, SimConfig, SimResult};
+use radiohost_station::policy::PolicyParams;
+use radiohost_station::setup::parse_policies;
+use radiohost_station::sim::{ChurnEvent, CostModel, SimConfig, SimResult};
+use radiohost_station::sweep::{p9999_over_lroc, sweep, SweepConfig};
+use radiohost_testbed::units::parse_duration;
 
 #[derive(clap::Args, Debug)]
 pub struct SimulateArgs {
@@ -17,8 +22,8 @@ pub struct SimulateArgs {
     #[arg(long, default_value = "lroc,frame,symbol,task")]
     pub policies: String,
     /// Devices in the pool; a comma list sweeps it (e.g. 8,16,32).
-    #[arg(long, default_value = "4")]
-    pub devices: String,
+    #[arg(long, default_value = "4", value_delimiter = ',')]
+    pub devices: Vec<u32>,
     /// Kind of every device: `gpu` (units are SMs) or `cpu` (units are cores).
     #[arg(long, default_value = "gpu")]
     pub device_kind: String,
@@ -26,8 +31,8 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 132)]
     pub units: u32,
     /// Radio units, each sending one frame per period; a comma list sweeps it.
-    #[arg(long, default_value = "1,2,4,8")]
-    pub rus: String,
+    #[arg(long, default_value = "1,2,4,8", value_delimiter = ',')]
+    pub rus: Vec<u32>,
     /// Base-station antennas.
     #[arg(long, default_value_t = 64)]
     pub antennas: usize,
@@ -49,12 +54,12 @@ pub struct SimulateArgs {
     /// Frames per radio unit.
     #[arg(long, default_value_t = 2000)]
     pub frames: u64,
-    /// Frame period (e.g. 1ms, 500us).
-    #[arg(long, default_value = "1ms")]
-    pub frame_period: String,
-    /// Deadline after a frame's first symbol arrives.
-    #[arg(long, default_value = "3ms")]
-    pub deadline: String,
+    /// Frame period, a duration with its unit (e.g. 1ms, 500us).
+    #[arg(long, default_value = "1ms", value_parser = parse_duration)]
+    pub frame_period: Duration,
+    /// Deadline after a frame's first symbol arrives, with its unit (e.g. 3ms).
+    #[arg(long, default_value = "3ms", value_parser = parse_duration)]
+    pub deadline: Duration,
     /// Devices leaving or joining: comma list of remove:DEV@TIME / add:DEV@TIME, e.g.
     /// remove:1@200ms,add:1@400ms.
     #[arg(long)]
@@ -81,20 +86,6 @@ pub struct SimulateArgs {
     /// Write an SVG of P99.99 frame latency against RUs per policy.
     #[arg(long)]
     pub svg: Option<PathBuf>,
-}
-
-fn parse_list<T: std::str::FromStr>(s: &str, what: &str) -> Result<Vec<T>> {
-    let v: Option<Vec<T>> = s.split(',').map(|x| x.trim().parse().ok()).collect();
-    match v {
-        Some(v) if !v.is_empty() => Ok(v),
-        _ => bail!("--{what} must be a number or a comma list of numbers, got `{s}`"),
-    }
-}
-
-fn duration(s: &str, what: &str) -> Result<u64> {
-    sim::parse_duration_ns(s.trim())
-        .filter(|&ns| ns > 0)
-        .ok_or_else(|| anyhow!("--{what} `{s}`: write a positive duration like 1ms, 500us, 2.5ms"))
 }
 
 fn base_config(a: &SimulateArgs) -> Result<SimConfig> {
@@ -140,8 +131,8 @@ fn base_config(a: &SimulateArgs) -> Result<SimConfig> {
         parts: a.parts,
         schedule: a.schedule.clone(),
         frames_per_ru: a.frames,
-        frame_period_ns: duration(&a.frame_period, "frame-period")?,
-        deadline_ns: duration(&a.deadline, "deadline")?,
+        frame_period_ns: a.frame_period.as_nanos() as u64,
+        deadline_ns: a.deadline.as_nanos() as u64,
         churn,
         jitter: a.jitter,
         seed: a.seed,
@@ -152,51 +143,25 @@ fn base_config(a: &SimulateArgs) -> Result<SimConfig> {
 }
 
 pub fn run(a: SimulateArgs) -> Result<()> {
-    let policies: Vec<String> = if a.policies.trim() == "all" {
-        POLICY_NAMES.iter().map(|s| s.to_string()).collect()
-    } else {
-        a.policies
-            .split(',')
-            .map(|s| s.trim().to_string())
-            .collect()
+    let c = SweepConfig {
+        policies: parse_policies(&a.policies)?,
+        devices: a.devices.clone(),
+        rus: a.rus.clone(),
+        base: base_config(&a)?,
     };
-    for p in &policies {
-        if !POLICY_NAMES.contains(&p.as_str()) {
-            bail!("unknown policy `{p}`: use lroc, frame, symbol, task, a comma list or all");
-        }
-    }
-    let devices: Vec<u32> = parse_list(&a.devices, "devices")?;
-    let rus: Vec<u32> = parse_list(&a.rus, "rus")?;
-    let base = base_config(&a)?;
-    base.shape()?;
-    if a.frames == 0 {
-        bail!("--frames must be at least 1");
-    }
-    let total = (devices.len() * rus.len() * policies.len()) as u64;
-    let bar = if a.json || total < 2 {
+    let bar = if a.json || c.runs() < 2 {
         ProgressBar::hidden()
     } else {
-        ProgressBar::new(total)
+        ProgressBar::new(c.runs() as u64)
     };
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let mut rows: Vec<SimResult> = Vec::new();
-    for &d in &devices {
-        for &r in &rus {
-            for p in &policies {
-                bar.set_message(format!("{p} {d} devices {r} RUs"));
-                let cfg = SimConfig {
-                    devices: d,
-                    rus: r,
-                    ..base.clone()
-                };
-                rows.push(sim::simulate(p, &cfg)?);
-                bar.inc(1);
-            }
-        }
-    }
+    let rows = sweep(&c, |m| {
+        bar.inc(1);
+        bar.set_message(m.to_string());
+    })?;
     bar.finish_and_clear();
     if let Some(path) = &a.svg {
         plot_p9999_vs_rus(path, &rows, &a)?;
@@ -214,7 +179,7 @@ pub fn run(a: SimulateArgs) -> Result<()> {
 
 fn print_table(rows: &[SimResult], a: &SimulateArgs) {
     println!(
-        "{}x{} {} devices x {} units ({}), {} frames/RU, deadline {}",
+        "{}x{} {} devices x {} units ({}), {} frames/RU, deadline {:?}",
         a.antennas, a.users, a.device_kind, a.units, a.schedule, a.frames, a.deadline
     );
     println!(
@@ -234,13 +199,7 @@ fn print_table(rows: &[SimResult], a: &SimulateArgs) {
         "p99.99/lroc"
     );
     for r in rows {
-        let lroc = rows
-            .iter()
-            .find(|x| x.policy == "lroc" && x.devices == r.devices && x.rus == r.rus)
-            .map(|x| x.p9999_ms);
-        let ratio = lroc
-            .filter(|&l| l > 0.0)
-            .map_or("-".to_string(), |l| format!("{:.2}", r.p9999_ms / l));
+        let ratio = p9999_over_lroc(rows, r).map_or("-".to_string(), |x| format!("{x:.2}"));
         println!(
             "{:<7} {:>4} {:>4} {:>7} {:>7} {:>6} {:>6} {:>8.3} {:>8.3} {:>9.3} {:>8.0} {:>5.2} {:>11}",
             r.policy,
@@ -353,56 +312,4 @@ fn plot_p9999_vs_rus(path: &Path, rows: &[SimResult], a: &SimulateArgs) -> Resul
         .map_err(|x| e(&x))?;
     root.present().map_err(|x| e(&x))?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: SimulateArgs,
-    }
-
-    #[test]
-    fn small_sweep_writes_svg_and_rejects_bad_input() {
-        let dir = tempfile::tempdir().unwrap();
-        let svg = dir.path().join("p.svg");
-        let cli = Cli::parse_from([
-            "x",
-            "--devices",
-            "2",
-            "--rus",
-            "1,2",
-            "--antennas",
-            "16",
-            "--users",
-            "4",
-            "--data-num",
-            "300",
-            "--fft-size",
-            "512",
-            "--parts",
-            "4",
-            "--frames",
-            "20",
-            "--json",
-            "--svg",
-            svg.to_str().unwrap(),
-        ]);
-        run(cli.args).unwrap();
-        let text = std::fs::read_to_string(&svg).unwrap();
-        assert!(text.contains("<svg") && text.contains("lroc"));
-        for bad in [
-            vec!["x", "--policies", "fifo"],
-            vec!["x", "--rus", "a"],
-            vec!["x", "--device-kind", "tpu"],
-            vec!["x", "--deadline", "3"],
-            vec!["x", "--churn", "remove:1"],
-        ] {
-            assert!(run(Cli::parse_from(bad).args).is_err());
-        }
-    }
 }

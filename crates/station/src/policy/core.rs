@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use crate::dag::{FrameDag, InstrIdx};
-use crate::engine::{Dispatch, EngineEvent, FrameOutcome, Policy};
+use crate::engine::{Dispatch, EngineEvent, FrameOutcome, InstrError, Policy};
 use crate::isa::{DeviceId, DeviceKind, FrameId, Instr, Nanos, Opcode};
 use crate::scoreboard::{DeviceTable, FrameRecord, OpcodeTable, RunEntry, Stage};
 use crate::shape::FrameShape;
@@ -467,7 +467,7 @@ impl<S: Strategy> Policy for Engine<S> {
         instr: Instr,
         device: DeviceId,
         started: Nanos,
-        result: Result<(), String>,
+        result: Result<(), InstrError>,
     ) {
         let core = &mut self.core;
         let Some(dev) = core.devices.get_mut(device) else {

@@ -155,7 +155,7 @@ fn drive(sc: &Scenario) -> Report {
                 cap.get_mut(&r.device).unwrap().1 -= r.units;
             }
             let result = if fail {
-                Err("injected".to_string())
+                Err(crate::engine::InstrError::Injected)
             } else {
                 Ok(())
             };

@@ -1,33 +1,41 @@
-//! Radio units replaying generated frames at the frame rate.
+//! Radio units sending frames received over the emulated air at the frame rate.
+//!
+//! A frame is what the station's antennas received from the users through the one
+//! emulated air ([`super::air::UplinkAir`]): users' waveforms, MIMO channel and
+//! noise, read off the air's RX ports, quantised to ci16. Pushing a massive-MIMO
+//! frame through the air costs more than a frame period on a small machine, so the
+//! frames are captured once into a [`FrameBank`] and the radio units cycle through
+//! it at the frame rate, packetised over the fronthaul.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use radiohost_iq::Ci16;
-use radiohost_phy::generator::{GeneratedFrame, Generator};
-use radiohost_phy::{FrameConfig, PhyError};
+use radiohost_phy::generator::GeneratedFrame;
+use radiohost_phy::FrameConfig;
 
+use super::air::{UplinkAir, UplinkAirError};
 use super::transport::PacketTx;
 use super::wire::{encode, FronthaulHeader, HEADER_LEN};
 use crate::kernels::KernelContext;
 use crate::runtime::{now_ns, Truth};
 
-/// Frames generated once and replayed: generating a massive-MIMO frame costs more
-/// than a frame period on this machine, so RUs cycle through a bank.
+/// Frames received over the air once and replayed: RUs cycle through the bank.
 pub struct FrameBank {
     pub frames: Vec<Arc<GeneratedFrame>>,
 }
 
 impl FrameBank {
-    /// Generate frames `0..n` of `cfg` (at least one).
+    /// Frames `0..n` (at least one) of `cfg` as the antennas received them over a
+    /// fresh emulated air ([`UplinkAir`]), with their truth.
     ///
     /// # Errors
-    /// Generator errors.
-    pub fn generate(cfg: &FrameConfig, n: usize) -> Result<Self, PhyError> {
-        let mut g = Generator::new(cfg);
+    /// An air the configuration does not fit, or a generator error.
+    pub fn generate(cfg: &FrameConfig, n: usize) -> Result<Self, UplinkAirError> {
+        let mut air = UplinkAir::new(cfg)?;
         let frames = (0..n.max(1) as u64)
-            .map(|f| g.frame(f).map(Arc::new))
+            .map(|f| air.generated_frame(f).map(Arc::new))
             .collect::<Result<_, _>>()?;
         Ok(Self { frames })
     }

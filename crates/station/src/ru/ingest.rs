@@ -3,7 +3,6 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +12,7 @@ use super::wire::{self, HEADER_LEN};
 use crate::kernels::slot::write;
 use crate::kernels::{FrameSlot, KernelContext, SymbolRole};
 use crate::pool::{BufferPool, Lease};
-use crate::runtime::{now_ns, DriverMsg};
+use crate::runtime::{now_ns, DriverMsg, DriverSender};
 
 /// Counters of one ingest.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -67,7 +66,7 @@ pub fn spawn_ingest(
     pool: BufferPool<FrameSlot>,
     mut rx: Box<dyn PacketRx>,
     finished: Arc<AtomicBool>,
-    events: Sender<DriverMsg>,
+    events: DriverSender,
 ) -> std::thread::JoinHandle<IngestStats> {
     std::thread::spawn(move || {
         let c = &ctx.cfg;

@@ -3,7 +3,6 @@
 //! instructions waiting on a running predecessor.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use radiohost_rt::{RtThread, RtThreadBuilder, ThreadConfig};
@@ -12,7 +11,8 @@ use crate::isa::{DeviceId, Instr, Nanos};
 use crate::kernels::{execute, FrameSlot, KernelContext, Scratch};
 use crate::pool::Lease;
 
-use super::{now_ns, DriverMsg};
+use super::{now_ns, DriverMsg, DriverSender, StationError};
+use crate::engine::InstrError;
 
 /// How one CPU device is built.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
@@ -94,8 +94,8 @@ impl CpuDevice {
         spec: &DeviceSpec,
         queue_capacity: usize,
         ctx: Arc<KernelContext>,
-        events: Sender<DriverMsg>,
-    ) -> Result<Self, String> {
+        events: DriverSender,
+    ) -> Result<Self, StationError> {
         let shared = Arc::new(Shared {
             id,
             queues: Mutex::new(Queues::default()),
@@ -109,12 +109,20 @@ impl CpuDevice {
             if !spec.cores.is_empty() {
                 cfg = cfg.pinned(vec![spec.cores[w % spec.cores.len()]]);
             }
-            let scratch = Scratch::new(&ctx).map_err(|e| e.to_string())?;
+            let scratch = Scratch::new(&ctx).map_err(|source| StationError::Scratch {
+                device: id,
+                worker: w,
+                source,
+            })?;
             let (sh, cx, ev) = (shared.clone(), ctx.clone(), events.clone());
             let t = RtThreadBuilder::new(format!("station-d{id}w{w}"))
                 .config(cfg)
                 .spawn(move |_| worker_loop(&sh, &cx, scratch, &ev))
-                .map_err(|e| format!("device {id} worker {w}: {e}"))?;
+                .map_err(|source| StationError::Worker {
+                    device: id,
+                    worker: w,
+                    source,
+                })?;
             pin_problems.extend(
                 t.report()
                     .problems()
@@ -189,7 +197,7 @@ impl CpuDevice {
     }
 }
 
-fn worker_loop(sh: &Shared, ctx: &KernelContext, mut scratch: Scratch, events: &Sender<DriverMsg>) {
+fn worker_loop(sh: &Shared, ctx: &KernelContext, mut scratch: Scratch, events: &DriverSender) {
     let mut next: Option<Job> = None;
     loop {
         let job = match next.take() {
@@ -209,7 +217,8 @@ fn worker_loop(sh: &Shared, ctx: &KernelContext, mut scratch: Scratch, events: &
             }
         };
         let started: Nanos = now_ns();
-        let result = execute(ctx, &job.slot, job.instr, &mut scratch).map_err(|e| e.to_string());
+        let result = execute(ctx, &job.slot, job.instr, &mut scratch)
+            .map_err(|e| InstrError::Kernel(Arc::new(e)));
         let finished = now_ns();
         let instr = job.instr;
         // Release the frame's buffers before reporting, so a finished frame's slot can
@@ -264,7 +273,7 @@ mod tests {
         pool: BufferPool<FrameSlot>,
         ctx: Arc<KernelContext>,
         rx: mpsc::Receiver<DriverMsg>,
-        tx: Sender<DriverMsg>,
+        tx: DriverSender,
     }
 
     /// A device whose workers are started by the test ([`Rig::start`]), so queue
@@ -276,7 +285,7 @@ mod tests {
         let pool = BufferPool::new("t", 1, Exhaustion::Grow { max: 4 }, move || {
             FrameSlot::new(&c)
         });
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = crate::runtime::driver_channel();
         let shared = Arc::new(Shared {
             id: 0,
             queues: Mutex::new(Queues::default()),

@@ -1,7 +1,7 @@
 //! The scheduler thread: feeds the policy, dispatches to devices, accounts frames.
 
 use std::collections::HashMap;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,7 +10,8 @@ use radiohost_phy::downlink::{DownlinkInfo, DownlinkUserOutput, UserEmulator};
 use radiohost_phy::generator::frame_rng;
 
 use super::device::{CpuDevice, DeviceSpec, Job, SubmitError};
-use super::{now_ns, DeviceAction, DeviceChange, DriverMsg, Truth};
+use super::{now_ns, DeviceAction, DeviceChange, DriverMsg, DriverSender, StationError, Truth};
+use crate::engine::InstrError;
 use crate::engine::{EngineEvent, FrameOutcome, Policy};
 use crate::isa::{DeviceId, DeviceKind, FrameId, Nanos};
 use crate::kernels::slot::read;
@@ -61,6 +62,10 @@ pub struct DriverOutput {
     /// Dispatches sent to devices.
     pub dispatches: u64,
     pub notes: Vec<String>,
+    /// Messages whose sender found the scheduler's inbox full and waited.
+    pub inbox_full_waits: u64,
+    /// Completed frames the scheduler waited to hand to the (full) truth checker.
+    pub checker_full_waits: u64,
     pub first_arrival: Option<Nanos>,
     pub last_decision: Nanos,
     /// Completed frames' decoded payloads, when [`DriverConfig::keep_payloads`].
@@ -80,6 +85,11 @@ struct CheckJob {
     truth: Option<Truth>,
 }
 
+/// Completed frames queued for the truth checker at most; beyond that the
+/// scheduler waits for it (counted), since each frame's record and payload must
+/// be reported.
+const CHECKER_QUEUE_CAPACITY: usize = 256;
+
 /// Compare a completed frame with its truth (uplink bits and CRCs; downlink through
 /// the emulated users when asked) off the scheduler thread, and keep its decoded
 /// payload when asked.
@@ -89,8 +99,8 @@ fn spawn_checker(
     ctx: Arc<KernelContext>,
     verify_downlink: bool,
     keep_payloads: bool,
-) -> (Sender<CheckJob>, std::thread::JoinHandle<Checked>) {
-    let (tx, rx) = mpsc::channel::<CheckJob>();
+) -> (SyncSender<CheckJob>, std::thread::JoinHandle<Checked>) {
+    let (tx, rx) = mpsc::sync_channel::<CheckJob>(CHECKER_QUEUE_CAPACITY);
     let h = std::thread::spawn(move || {
         let cfg = &ctx.cfg;
         let mut ues = if verify_downlink && ctx.shape.has_downlink() {
@@ -157,14 +167,14 @@ fn spawn_checker(
 /// is accounted for.
 ///
 /// # Errors
-/// A device that could not start.
+/// A device that could not start, or a panicked truth checker.
 pub fn run_driver(
     mut policy: Box<dyn Policy>,
     ctx: Arc<KernelContext>,
     cfg: DriverConfig,
     rx: Receiver<DriverMsg>,
-    tx: Sender<DriverMsg>,
-) -> Result<DriverOutput, String> {
+    tx: DriverSender,
+) -> Result<DriverOutput, StationError> {
     let mut d = Driver {
         devices: Vec::new(),
         frames: HashMap::new(),
@@ -181,6 +191,8 @@ pub fn run_driver(
             scheduler_busy_ns: 0,
             dispatches: 0,
             notes: Vec::new(),
+            inbox_full_waits: 0,
+            checker_full_waits: 0,
             first_arrival: None,
             last_decision: 0,
             payloads: Vec::new(),
@@ -319,12 +331,28 @@ pub fn run_driver(
         }
     }
     d.checker = None;
+    // Workers blocked on a full inbox must see it closed before they are joined.
+    drop(rx);
     for dev in d.devices.drain(..).flatten() {
         dev.shutdown();
     }
     let (checked, payloads) = checker
         .join()
-        .map_err(|_| "the truth checker panicked".to_string())?;
+        .map_err(|_| StationError::Panicked("truth checker"))?;
+    d.out.inbox_full_waits = d.tx.full_waits();
+    if d.out.inbox_full_waits > 0 {
+        d.out.notes.push(format!(
+            "scheduler inbox full ({} messages): senders waited {} times (backpressure)",
+            super::DRIVER_INBOX_CAPACITY,
+            d.out.inbox_full_waits
+        ));
+    }
+    if d.out.checker_full_waits > 0 {
+        d.out.notes.push(format!(
+            "truth checker behind ({CHECKER_QUEUE_CAPACITY} frames queued): the scheduler waited {} times",
+            d.out.checker_full_waits
+        ));
+    }
     for r in checked {
         d.report.frame(r);
     }
@@ -340,15 +368,19 @@ struct Driver {
     report: ReportBuilder,
     uplink_bits: u64,
     out: DriverOutput,
-    checker: Option<Sender<CheckJob>>,
+    checker: Option<SyncSender<CheckJob>>,
     ctx: Arc<KernelContext>,
-    tx: Sender<DriverMsg>,
+    tx: DriverSender,
     queue_capacity: usize,
     keep_payloads: bool,
 }
 
 impl Driver {
-    fn add_device(&mut self, policy: &mut dyn Policy, spec: &DeviceSpec) -> Result<(), String> {
+    fn add_device(
+        &mut self,
+        policy: &mut dyn Policy,
+        spec: &DeviceSpec,
+    ) -> Result<(), StationError> {
         let id = self.devices.len() as DeviceId;
         let dev = CpuDevice::start(
             id,
@@ -371,7 +403,7 @@ impl Driver {
         policy: &mut dyn Policy,
         now: Nanos,
         action: &DeviceAction,
-    ) -> Result<(), String> {
+    ) -> Result<(), StationError> {
         match action {
             DeviceAction::Add(spec) => self.add_device(policy, spec),
             DeviceAction::Remove(id) => {
@@ -407,7 +439,7 @@ impl Driver {
                         disp.instr,
                         disp.device,
                         now_ns(),
-                        Err("frame no longer live".into()),
+                        Err(InstrError::FrameGone),
                     );
                     continue;
                 };
@@ -425,15 +457,15 @@ impl Driver {
                             self.out.dispatches += 1;
                             None
                         }
-                        Err((SubmitError::Full, _)) => Some(format!(
-                            "device {} work queue full ({} jobs)",
-                            disp.device, self.queue_capacity
-                        )),
+                        Err((SubmitError::Full, _)) => Some(InstrError::QueueFull {
+                            device: disp.device,
+                            capacity: self.queue_capacity,
+                        }),
                         Err((SubmitError::Removed, _)) => {
-                            Some(format!("device {} was removed", disp.device))
+                            Some(InstrError::DeviceRemoved(disp.device))
                         }
                     },
-                    None => Some(format!("device {} does not exist", disp.device)),
+                    None => Some(InstrError::NoDevice(disp.device)),
                 };
                 if let Some(e) = err {
                     let now = now_ns();
@@ -499,7 +531,15 @@ impl Driver {
                     slot: live.slot,
                     truth,
                 };
-                if let Err(mpsc::SendError(job)) = check.send(job) {
+                let unsent = match check.try_send(job) {
+                    Ok(()) => None,
+                    Err(TrySendError::Full(job)) => {
+                        self.out.checker_full_waits += 1;
+                        check.send(job).err().map(|e| e.0)
+                    }
+                    Err(TrySendError::Disconnected(job)) => Some(job),
+                };
+                if let Some(job) = unsent {
                     self.report.frame(job.record);
                 }
             }

@@ -16,20 +16,24 @@
 
 pub mod device;
 mod driver;
+pub mod error;
 pub mod station;
 
-use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, SendError, SyncSender, TrySendError};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use radiohost_phy::generator::GeneratedFrame;
 
+use crate::engine::InstrError;
 use crate::isa::{DeviceId, FrameId, Instr, Nanos};
 use crate::kernels::{FrameSlot, KernelContext};
 use crate::pool::{BufferPool, Lease};
 
 pub use device::DeviceSpec;
 pub use driver::{run_driver, DecodedPayload, DriverConfig, DriverOutput};
+pub use error::StationError;
 pub use station::{run_station, StationSetup};
 
 /// Monotonic nanoseconds since the first call in this process (the driver's `now`).
@@ -72,7 +76,7 @@ pub enum DriverMsg {
         instr: Instr,
         started: Nanos,
         finished: Nanos,
-        result: Result<(), String>,
+        result: Result<(), InstrError>,
     },
     /// One radio unit's ingest has seen its last packet.
     IngestDone { ru: u16, bad_packets: u64 },
@@ -96,9 +100,50 @@ pub enum DeviceAction {
     Add(DeviceSpec),
 }
 
-/// Channel pair for the driver.
-pub fn driver_channel() -> (Sender<DriverMsg>, Receiver<DriverMsg>) {
-    mpsc::channel()
+/// Messages the scheduler thread's inbox holds. Every message is a frame event or
+/// an instruction completion that the policy must see, so none is dropped: a
+/// sender finding the inbox full waits (backpressure on the ingest and the
+/// workers), and the wait is counted in [`DriverOutput::inbox_full_waits`]. The
+/// ingest then falls behind the fronthaul, whose bounded ring drops and counts.
+pub const DRIVER_INBOX_CAPACITY: usize = 8192;
+
+/// The sending side of the scheduler thread's bounded inbox.
+#[derive(Clone)]
+pub struct DriverSender {
+    tx: SyncSender<DriverMsg>,
+    full_waits: Arc<AtomicU64>,
+}
+
+impl DriverSender {
+    /// Queue `msg`, waiting while the inbox is full.
+    ///
+    /// # Errors
+    /// The scheduler thread is gone; the message comes back.
+    pub fn send(&self, msg: DriverMsg) -> Result<(), SendError<DriverMsg>> {
+        match self.tx.try_send(msg) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(msg)) => {
+                self.full_waits.fetch_add(1, Ordering::Relaxed);
+                self.tx.send(msg)
+            }
+            Err(TrySendError::Disconnected(msg)) => Err(SendError(msg)),
+        }
+    }
+
+    /// Sends that found the inbox full and had to wait, over every clone.
+    pub fn full_waits(&self) -> u64 {
+        self.full_waits.load(Ordering::Relaxed)
+    }
+}
+
+/// The scheduler thread's bounded inbox ([`DRIVER_INBOX_CAPACITY`] messages).
+pub fn driver_channel() -> (DriverSender, Receiver<DriverMsg>) {
+    let (tx, rx) = mpsc::sync_channel(DRIVER_INBOX_CAPACITY);
+    let tx = DriverSender {
+        tx,
+        full_waits: Arc::new(AtomicU64::new(0)),
+    };
+    (tx, rx)
 }
 
 /// Pool of frame slots for `ctx`.

@@ -8,6 +8,7 @@ use radiohost_phy::FrameConfig;
 
 use super::{
     driver_channel, frame_pool, now_ns, run_driver, DeviceChange, DeviceSpec, DriverConfig,
+    StationError,
 };
 use crate::engine::Policy;
 use crate::kernels::KernelContext;
@@ -50,9 +51,9 @@ impl StationSetup {
         parts: usize,
         bank_frames: usize,
         devices: Vec<DeviceSpec>,
-    ) -> Result<Self, String> {
-        let ctx = Arc::new(KernelContext::new(cfg, parts).map_err(|e| e.to_string())?);
-        let bank = Arc::new(FrameBank::generate(cfg, bank_frames).map_err(|e| e.to_string())?);
+    ) -> Result<Self, StationError> {
+        let ctx = Arc::new(KernelContext::new(cfg, parts)?);
+        let bank = Arc::new(FrameBank::generate(cfg, bank_frames)?);
         Ok(Self {
             ctx,
             bank,
@@ -76,7 +77,10 @@ impl StationSetup {
 ///
 /// # Errors
 /// A transport, device or thread that could not start, or an RU that failed.
-pub fn run_station(setup: &StationSetup, policy: Box<dyn Policy>) -> Result<RunReport, String> {
+pub fn run_station(
+    setup: &StationSetup,
+    policy: Box<dyn Policy>,
+) -> Result<RunReport, StationError> {
     let ctx = setup.ctx.clone();
     let policy_name = policy.name().to_string();
     let pool = frame_pool(
@@ -102,7 +106,10 @@ pub fn run_station(setup: &StationSetup, policy: Box<dyn Policy>) -> Result<RunR
         std::thread::Builder::new()
             .name("station-scheduler".into())
             .spawn(move || run_driver(policy, ctx, dcfg, rx, tx))
-            .map_err(|e| format!("could not start the scheduler thread: {e}"))?
+            .map_err(|source| StationError::Spawn {
+                thread: "scheduler",
+                source,
+            })?
     };
     // Give the devices a moment to start before the first frame is due.
     let start = now_ns() + 20_000_000;
@@ -115,7 +122,7 @@ pub fn run_station(setup: &StationSetup, policy: Box<dyn Policy>) -> Result<RunR
     let mut ingests = Vec::new();
     for ru in 0..setup.rus as u16 {
         let (ptx, prx) = link(setup.transport, ring_packets, max_packet)
-            .map_err(|e| format!("fronthaul for RU {ru}: {e}"))?;
+            .map_err(|source| StationError::Fronthaul { ru, source })?;
         let finished = Arc::new(AtomicBool::new(false));
         ingests.push(spawn_ingest(
             ru,
@@ -145,15 +152,15 @@ pub fn run_station(setup: &StationSetup, policy: Box<dyn Policy>) -> Result<RunR
     drop(tx);
     let mut notes = Vec::new();
     let (mut ru_packets, mut ru_dropped, mut late) = (0, 0, 0);
-    for (i, r) in rus.into_iter().enumerate() {
+    for (ru, r) in (0u16..).zip(rus) {
         match r.join() {
             Ok(Ok(s)) => {
                 ru_packets += s.packets;
                 ru_dropped += s.dropped;
                 late += s.late_symbols;
             }
-            Ok(Err(e)) => return Err(format!("radio unit {i}: {e}")),
-            Err(_) => return Err(format!("radio unit {i} panicked")),
+            Ok(Err(source)) => return Err(StationError::RadioUnit { ru, source }),
+            Err(_) => return Err(StationError::Panicked("radio unit")),
         }
     }
     let (mut evicted, mut lost) = (0, 0);
@@ -170,7 +177,7 @@ pub fn run_station(setup: &StationSetup, policy: Box<dyn Policy>) -> Result<RunR
     }
     let out = driver
         .join()
-        .map_err(|_| "the scheduler thread panicked".to_string())??;
+        .map_err(|_| StationError::Panicked("scheduler"))??;
     if ru_dropped > 0 {
         notes.push(format!(
             "{ru_dropped} of {} fronthaul packets dropped (transport full)",

@@ -12,6 +12,7 @@ use std::str::FromStr;
 use crate::isa::{DeviceId, DeviceKind, Nanos};
 use crate::policy::{PolicyError, PolicyParams};
 use crate::shape::FrameShape;
+use radiohost_testbed::units::{parse_time, UnitError};
 
 pub use model::{CostModel, ModelError, RefShape};
 pub use run::simulate;
@@ -23,6 +24,12 @@ pub enum SimError {
     Config(String),
     #[error(transparent)]
     Policy(#[from] PolicyError),
+    #[error("churn event `{event}`: {source}")]
+    ChurnTime {
+        event: String,
+        #[source]
+        source: UnitError,
+    },
     #[error("policy `{policy}` broke the engine contract: {what}")]
     Contract { policy: String, what: String },
 }
@@ -38,7 +45,8 @@ pub struct ChurnEvent {
 impl FromStr for ChurnEvent {
     type Err = SimError;
 
-    /// `remove:DEV@TIME` or `add:DEV@TIME`, TIME like `150ms`, `2.5ms`, `800us`, `1s`.
+    /// `remove:DEV@TIME` or `add:DEV@TIME`, TIME a duration with its unit
+    /// (`150ms`, `2.5ms`, `800us`, `1s`; see [`radiohost_testbed::units`]).
     fn from_str(s: &str) -> Result<Self, SimError> {
         let bad = || {
             SimError::Config(format!(
@@ -53,29 +61,16 @@ impl FromStr for ChurnEvent {
             _ => return Err(bad()),
         };
         let device = dev.trim().parse().map_err(|_| bad())?;
+        let at = parse_time(time).map_err(|source| SimError::ChurnTime {
+            event: s.to_string(),
+            source,
+        })?;
         Ok(Self {
-            at_ns: parse_duration_ns(time.trim()).ok_or_else(bad)?,
+            at_ns: at.ns(),
             device,
             add,
         })
     }
-}
-
-/// `150ms`, `2.5ms`, `800us`, `1s`, `5000ns` to nanoseconds.
-pub fn parse_duration_ns(s: &str) -> Option<Nanos> {
-    let (num, scale) = if let Some(n) = s.strip_suffix("ns") {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix("us") {
-        (n, 1e3)
-    } else if let Some(n) = s.strip_suffix("ms") {
-        (n, 1e6)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1e9)
-    } else {
-        return None;
-    };
-    let v: f64 = num.trim().parse().ok()?;
-    (v.is_finite() && v >= 0.0 && v * scale < 1e18).then(|| (v * scale).round() as Nanos)
 }
 
 /// One simulation run's setting.

@@ -3,7 +3,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-use hdrhistogram::Histogram;
+use radiohost_rt::stats::LatencyHistogram;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -73,7 +73,7 @@ struct Sim<'a> {
     /// Units each opcode needs per kind (the policies' opcode table defaults).
     need: OpcodeTable,
     ops: [OpStats; Opcode::ALL.len()],
-    hist: Histogram<u64>,
+    hist: LatencyHistogram,
     res: SimResult,
     busy_unit_ns: u128,
     capacity_ns: u128,
@@ -128,8 +128,7 @@ pub fn simulate(policy: &str, cfg: &SimConfig) -> Result<SimResult, SimError> {
         latency,
         need: OpcodeTable::new(1),
         ops: [OpStats::default(); Opcode::ALL.len()],
-        hist: Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
-            .map_err(|e| SimError::Config(format!("histogram: {e}")))?,
+        hist: LatencyHistogram::new(),
         res: SimResult {
             policy: policy.to_string(),
             kind: if cfg.kind == DeviceKind::Gpu {
@@ -267,7 +266,7 @@ impl Sim<'_> {
                             FrameOutcome::Failed(_) => self.res.failed += 1,
                         }
                         if outcome != FrameOutcome::Rejected {
-                            let _ = self.hist.record(latency_ns.max(1));
+                            self.hist.record(latency_ns);
                         }
                     }
                     EngineEvent::Rescheduled { .. } => self.res.rescheduled += 1,
@@ -496,10 +495,10 @@ impl Sim<'_> {
     fn finish_stats(&mut self) {
         let ms = |ns: u64| ns as f64 / 1e6;
         if !self.hist.is_empty() {
-            self.res.mean_ms = self.hist.mean() / 1e6;
-            self.res.p99_ms = ms(self.hist.value_at_quantile(0.99));
-            self.res.p9999_ms = ms(self.hist.value_at_quantile(0.9999));
-            self.res.max_ms = ms(self.hist.max());
+            self.res.mean_ms = self.hist.mean_ns() / 1e6;
+            self.res.p99_ms = ms(self.hist.quantile(99, 100));
+            self.res.p9999_ms = ms(self.hist.quantile(9999, 10_000));
+            self.res.max_ms = ms(self.hist.quantile(1, 1));
         }
         let span = self.last_arrival.max(1) as f64 / 1e9 + self.cfg.frame_period_ns as f64 / 1e9;
         self.res.achieved_fps = self.res.completed as f64 / span;

@@ -134,11 +134,14 @@ fn settings_are_checked() {
     ] {
         assert!(simulate("lroc", &bad).is_err());
     }
-    assert_eq!(parse_duration_ns("2.5ms"), Some(2_500_000));
-    assert_eq!(parse_duration_ns("800us"), Some(800_000));
-    assert_eq!(parse_duration_ns("1s"), Some(1_000_000_000));
-    assert_eq!(parse_duration_ns("-1ms"), None);
-    assert_eq!(parse_duration_ns("ms"), None);
+    assert_eq!("add:1@2.5ms".parse::<ChurnEvent>().unwrap().at_ns, 2_500_000);
+    assert_eq!("add:1@800us".parse::<ChurnEvent>().unwrap().at_ns, 800_000);
+    for bad in ["add:1@-1ms", "add:1@ms", "add:1@150"] {
+        assert!(matches!(
+            bad.parse::<ChurnEvent>(),
+            Err(SimError::ChurnTime { .. })
+        ));
+    }
     assert_eq!(
         "remove:3@150ms".parse::<ChurnEvent>().unwrap(),
         ChurnEvent {

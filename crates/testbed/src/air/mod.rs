@@ -45,8 +45,10 @@ use radiohost_rt::{Clock, ManualClock, Time};
 
 use world::World;
 
-/// Most ports per side (the convolver's limit).
+/// Most ports per side through a convolved channel (the convolver's limit).
 pub const MAX_PORTS: usize = radiohost_dsp::taps::MAX_PORTS;
+/// Most ports per side of an identity air (no convolver; e.g. 1024 WARP nodes of 4 paths).
+pub const MAX_IDENTITY_PORTS: usize = 4096;
 /// Largest processing block accepted, in samples.
 pub const MAX_BLOCK: usize = 1 << 16;
 /// Largest history per RX port accepted, in samples (bounds what a config can allocate).
@@ -56,6 +58,7 @@ pub const MAX_EMISSIONS: usize = 1 << 16;
 
 /// How TX ports reach RX ports.
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // built once per air; boxing would only burden callers
 pub enum AirChannel {
     /// TX port `i` reaches RX port `i` unchanged (ports beyond the smaller side hear or
     /// reach nothing). No convolution.
@@ -87,9 +90,9 @@ pub enum AirClock {
 pub struct AirConfig {
     /// Sample rate of every port, in Hz.
     pub rate_hz: f64,
-    /// Number of TX ports (1 to [`MAX_PORTS`]).
+    /// Number of TX ports (1 to [`MAX_PORTS`], or [`MAX_IDENTITY_PORTS`] for identity).
     pub tx_ports: usize,
-    /// Number of RX ports (1 to [`MAX_PORTS`]).
+    /// Number of RX ports (1 to [`MAX_PORTS`], or [`MAX_IDENTITY_PORTS`] for identity).
     pub rx_ports: usize,
     /// The channel from TX ports to RX ports.
     pub channel: AirChannel,
@@ -133,8 +136,8 @@ impl AirConfig {
 pub enum AirError {
     #[error("sample rate {0} Hz is not a positive finite number; give the rate in Hz, e.g. 1e6")]
     Rate(f64),
-    #[error("{tx} TX and {rx} RX ports: each side needs 1 to {MAX_PORTS}")]
-    Ports { tx: usize, rx: usize },
+    #[error("{tx} TX and {rx} RX ports: each side needs 1 to {max} for this channel")]
+    Ports { tx: usize, rx: usize, max: usize },
     #[error("block of {0} samples is out of range; use 1 to {MAX_BLOCK}")]
     Block(usize),
     #[error("history of {history} samples must be at least one block ({block}) and at most {MAX_HISTORY}")]
@@ -220,6 +223,7 @@ pub struct Air {
     rate_hz: f64,
     tx_ports: usize,
     rx_ports: usize,
+    history: usize,
     clock: AirClockState,
 }
 
@@ -244,6 +248,7 @@ impl Air {
     /// Builds the air; validates every field.
     pub fn new(cfg: AirConfig) -> Result<Air, AirError> {
         let (rate_hz, tx_ports, rx_ports) = (cfg.rate_hz, cfg.tx_ports, cfg.rx_ports);
+        let history = cfg.history;
         let clock = match &cfg.clock {
             AirClock::Real => AirClockState::Real {
                 origin_ns: radiohost_rt::monotonic_ns(),
@@ -256,6 +261,7 @@ impl Air {
             rate_hz,
             tx_ports,
             rx_ports,
+            history,
             clock,
         })
     }
@@ -279,6 +285,11 @@ impl Air {
     /// Number of RX ports.
     pub fn rx_ports(&self) -> usize {
         self.rx_ports
+    }
+
+    /// RX samples kept per port (also the longest single receive).
+    pub fn history(&self) -> usize {
+        self.history
     }
 
     /// The air's time now (see [`AirClock`]).
@@ -330,7 +341,12 @@ impl Air {
 
     /// What `ports` received over `[start, start + len)`, as one block (port `i` of the
     /// block is air RX port `ports[i]`).
-    pub fn receive_block(&self, ports: &[usize], start: u64, len: usize) -> Result<Block, AirError> {
+    pub fn receive_block(
+        &self,
+        ports: &[usize],
+        start: u64,
+        len: usize,
+    ) -> Result<Block, AirError> {
         let mut world = self.lock();
         world.check_request(ports, start, len)?;
         let mut block = Block::zeros(ports.len(), len, self.rate_hz, start)?;

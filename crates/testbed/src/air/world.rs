@@ -9,7 +9,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::{
     AirChannel, AirConfig, AirError, AirStats, PortKind, MAX_BLOCK, MAX_EMISSIONS, MAX_HISTORY,
-    MAX_PORTS,
+    MAX_IDENTITY_PORTS, MAX_PORTS,
 };
 
 const ZERO: Cf32 = Cf32::new(0.0, 0.0);
@@ -24,7 +24,7 @@ enum Channel {
         conv: Box<MimoConvolver>,
         /// Samples the convolver remembers: after this many silent ticks its output is zero.
         memory: u64,
-        fading: Option<Fading>,
+        fading: Option<Box<Fading>>,
     },
 }
 
@@ -71,11 +71,16 @@ impl World {
         if !(cfg.rate_hz.is_finite() && cfg.rate_hz > 0.0) {
             return Err(AirError::Rate(cfg.rate_hz));
         }
-        let ports_ok = |n: usize| (1..=MAX_PORTS).contains(&n);
+        let max = match cfg.channel {
+            AirChannel::Identity => MAX_IDENTITY_PORTS,
+            _ => MAX_PORTS,
+        };
+        let ports_ok = |n: usize| (1..=max).contains(&n);
         if !ports_ok(cfg.tx_ports) || !ports_ok(cfg.rx_ports) {
             return Err(AirError::Ports {
                 tx: cfg.tx_ports,
                 rx: cfg.rx_ports,
+                max,
             });
         }
         if cfg.block == 0 || cfg.block > MAX_BLOCK {
@@ -138,13 +143,13 @@ impl World {
                 Channel::Convolved {
                     memory: (conv.partitions() as u64 + 1) * block,
                     conv: Box::new(conv),
-                    fading: Some(Fading {
+                    fading: Some(Box::new(Fading {
                         channel,
                         update_ticks,
                         response,
                         due: false,
                         mode,
-                    }),
+                    })),
                 }
             }
         };
@@ -300,7 +305,10 @@ impl World {
         let block = self.block as u64;
         let target = tick
             .checked_next_multiple_of(block)
-            .ok_or(AirError::Range { start: tick, len: 0 })?;
+            .ok_or(AirError::Range {
+                start: tick,
+                len: 0,
+            })?;
         while self.horizon < target {
             self.skip_silence(target);
             if self.horizon >= target {
@@ -367,10 +375,14 @@ impl World {
                 let e = s + samples.len() as u64;
                 let from = s.max(h);
                 let to = e.min(end);
-                for t in from..to {
-                    input[(t - h) as usize] += samples[(t - s) as usize];
+                if from < to {
+                    let dst = &mut input[(from - h) as usize..(to - h) as usize];
+                    let src = &samples[(from - s) as usize..(to - s) as usize];
+                    for (d, x) in dst.iter_mut().zip(src) {
+                        *d += *x;
+                    }
+                    active = true;
                 }
-                active |= from < to;
                 if e <= end {
                     done.push((s, seq));
                 }
@@ -395,7 +407,7 @@ impl World {
             }
             Channel::Convolved { conv, fading, .. } => {
                 if let Some(f) = fading {
-                    if h > 0 && h % f.update_ticks == 0 {
+                    if h > 0 && h.is_multiple_of(f.update_ticks) {
                         f.channel.advance();
                         f.due = true;
                     }
@@ -438,9 +450,8 @@ impl World {
 
 /// A seed for (air seed, RX port, block index): SplitMix64 over the three.
 fn noise_seed(seed: u64, port: u64, block: u64) -> u64 {
-    let mut z = seed
-        ^ port.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ block.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    let mut z =
+        seed ^ port.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ block.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)

@@ -1,153 +1,40 @@
-//! One streaming session: an emulated radio (in-process, on loopback) and the
-//! host streamer with a processor between RX and TX. Also the channel processor
-//! that runs dsp's UPOLS convolver per packet.
+//! The live channel: dsp's UPOLS convolver run on every CHDR packet between
+//! RX and TX, static or slowly time-varying (a worker thread prepares each
+//! next response; the packet path swaps it in without allocating).
 
-use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::Arc;
 use std::thread;
-use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context, Result};
-use radiohost_chdr::net::pin_current_thread;
-use radiohost_chdr::process::{Block, PacketProcessor};
-use radiohost_chdr::radio::{run_radio_on, RadioConfig, RadioReport, RadioSockets};
-use radiohost_chdr::streamer::{run_streamer_on, PollMode, StreamerConfig, StreamerReport};
-use radiohost_chdr::tx::TxPolicy;
-use radiohost_dsp::channel::FadingChannel;
-use radiohost_dsp::{MimoConvolver, MimoTaps, ResponseSpectra, SwapMode};
+use radiohost_dsp::channel::{FadingChannel, FadingError};
+use radiohost_dsp::{DspError, MimoConvolver, MimoTaps, ResponseSpectra, SwapMode};
 use radiohost_iq::{Cf32, Ci16};
 
-/// EPIDs of the emulated radio's endpoints (RX streams land on the host at
-/// `HOST_RX_EPID + port`; TX endpoints are `RADIO_TX_EPID + port`).
-pub const HOST_RX_EPID: u16 = 0x0100;
-pub const RADIO_TX_EPID: u16 = 0x0200;
-pub const HOST_TX_EPID: u16 = 0x0300;
+use crate::process::{Block, PacketProcessor};
 
-#[derive(Clone, Debug)]
-pub struct SessionOpts {
-    pub inputs: usize,
-    pub outputs: usize,
-    pub rate_sps: f64,
-    pub samples_per_packet: usize,
-    pub packets: u64,
-    /// RX timestamp -> TX timestamp budget.
-    pub offset: Duration,
-    pub poll: PollMode,
-    pub cpu: Option<usize>,
-    pub radio_cpu: Option<usize>,
-    pub radio_spin: bool,
-    /// SCHED_FIFO priority for the streamer and radio threads.
-    pub rt_priority: Option<i32>,
-    pub batch: usize,
-    pub policy: TxPolicy,
-    pub capacity_pkts: u32,
-    pub subscribers: Vec<SocketAddr>,
-    pub record: bool,
-}
-
-impl SessionOpts {
-    pub fn offset_ticks(&self) -> u64 {
-        (self.offset.as_secs_f64() * self.rate_sps).round() as u64
-    }
-
-    pub fn streamer_config(&self, bind: SocketAddr, radio_tx: SocketAddr) -> StreamerConfig {
-        let mut c = StreamerConfig::new(bind, radio_tx, self.samples_per_packet);
-        c.rx_epids = (0..self.inputs as u16).map(|p| HOST_RX_EPID + p).collect();
-        c.tx_epids = (0..self.outputs as u16)
-            .map(|p| RADIO_TX_EPID + p)
-            .collect();
-        c.host_epid = HOST_TX_EPID;
-        c.tx_offset_ticks = self.offset_ticks();
-        c.poll = self.poll;
-        c.cpu = self.cpu;
-        c.rt_priority = self.rt_priority;
-        c.batch = self.batch;
-        c.subscribers = self.subscribers.clone();
-        c.pending_capacity = 1024;
-        c.status_period = (self.capacity_pkts as u64 / 4).max(1);
-        c
-    }
-}
-
-pub struct SessionResult {
-    pub streamer: StreamerReport,
-    pub radio: RadioReport,
-    pub wall: Duration,
-}
-
-/// Run the emulated radio and the streamer on loopback until the radio's
-/// packets are through.
-pub fn run_session<P: PacketProcessor + 'static>(
-    o: &SessionOpts,
-    proc: P,
-) -> Result<SessionResult> {
-    ensure!(
-        o.inputs >= 1 && o.outputs >= 1,
-        "need at least one input and one output port"
-    );
-    ensure!(o.packets > 0, "--packets must be at least 1");
-    let host = UdpSocket::bind("127.0.0.1:0").context("binding the streamer socket on loopback")?;
-    let host_addr = host.local_addr()?;
-    let radio_cfg = RadioConfig {
-        host: host_addr,
-        rx_bind: "127.0.0.1:0".parse()?,
-        tx_bind: "127.0.0.1:0".parse()?,
-        rx_dst_epids: (0..o.inputs as u16).map(|p| HOST_RX_EPID + p).collect(),
-        tx_epids: (0..o.outputs as u16).map(|p| RADIO_TX_EPID + p).collect(),
-        rate_sps: o.rate_sps,
-        samples_per_packet: o.samples_per_packet,
-        packets: o.packets,
-        start_delay: Duration::from_millis(30),
-        tx_capacity_pkts: o.capacity_pkts,
-        policy: o.policy,
-        linger: o.offset * 2 + Duration::from_millis(100),
-        record: o.record,
-        spin: o.radio_spin,
-    };
-    let sockets = RadioSockets::bind(&radio_cfg)?;
-    let mut cfg = o.streamer_config(host_addr, sockets.tx.local_addr()?);
-    cfg.stop_after_frames = Some(o.packets);
-    cfg.idle_timeout = Duration::from_millis(300) + o.offset;
-    let stop = Arc::new(AtomicBool::new(false));
-    let stop_streamer = stop.clone();
-    let start = Instant::now();
-    let streamer = thread::Builder::new()
-        .name("chdr-streamer".into())
-        .spawn(move || run_streamer_on(host, cfg, proc, &stop_streamer))?;
-    let radio_cpu = o.radio_cpu;
-    let rt_priority = o.rt_priority;
-    let stop_radio = stop.clone();
-    let radio = thread::Builder::new()
-        .name("chdr-radio".into())
-        .spawn(move || {
-            if let Some(cpu) = radio_cpu {
-                if let Err(e) = pin_current_thread(cpu) {
-                    tracing::warn!(
-                        "pinning the emulated radio to CPU {cpu} refused: {e}; running unpinned"
-                    );
-                }
-            }
-            if let Some(prio) = rt_priority {
-                if let Err(e) = radiohost_chdr::net::set_fifo_priority(prio) {
-                    tracing::warn!("SCHED_FIFO {prio} for the emulated radio refused: {e}");
-                }
-            }
-            run_radio_on(sockets, radio_cfg, &stop_radio)
-        })?;
-    let radio = radio
-        .join()
-        .map_err(|_| anyhow::anyhow!("the emulated radio thread panicked"))?;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let streamer = streamer
-        .join()
-        .map_err(|_| anyhow::anyhow!("the streamer thread panicked"))?;
-    Ok(SessionResult {
-        streamer: streamer.context("host streamer failed")?,
-        radio: radio.context("emulated radio failed")?,
-        wall: start.elapsed(),
-    })
+/// Why a channel processor cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveChannelError {
+    #[error("the convolution block must be at least 1 sample")]
+    Block,
+    #[error("packet size {spp} is not a multiple of the convolution block {block}: choose samples per packet as k * block")]
+    NotMultiple { spp: usize, block: usize },
+    #[error("{0}x{1} ports: the live channel emulator handles up to {MAX_CHANNEL_PORTS} per side")]
+    Ports(usize, usize),
+    #[error("update interval must be at least 1 block")]
+    UpdateBlocks,
+    #[error("an update every {update_blocks} blocks is shorter than one staggered swap ({partitions} blocks for a {taps}-tap response at block {block}); raise it or the block size")]
+    UpdateTooShort {
+        update_blocks: usize,
+        partitions: usize,
+        taps: usize,
+        block: usize,
+    },
+    #[error("building the UPOLS convolver: {0}")]
+    Dsp(#[from] DspError),
+    #[error("fading model: {0}")]
+    Fading(#[from] FadingError),
+    #[error("starting the fading-model worker thread: {0}")]
+    Worker(#[from] std::io::Error),
 }
 
 /// Most ports the channel processor handles.
@@ -185,20 +72,25 @@ pub struct ChannelProcessor {
 }
 
 impl ChannelProcessor {
-    pub fn new(taps: &MimoTaps, block: usize, samples_per_packet: usize) -> Result<Self> {
-        ensure!(block > 0, "--block must be positive");
+    pub fn new(
+        taps: &MimoTaps,
+        block: usize,
+        samples_per_packet: usize,
+    ) -> Result<Self, LiveChannelError> {
+        if block == 0 {
+            return Err(LiveChannelError::Block);
+        }
         if !samples_per_packet.is_multiple_of(block) {
-            bail!(
-                "packet size {samples_per_packet} is not a multiple of the convolution block {block}: \
-                 choose --spp as k * --block"
-            );
+            return Err(LiveChannelError::NotMultiple {
+                spp: samples_per_packet,
+                block,
+            });
         }
         let (m, n) = (taps.inputs(), taps.outputs());
-        ensure!(
-            m <= MAX_CHANNEL_PORTS && n <= MAX_CHANNEL_PORTS,
-            "{m}x{n} ports: the live channel emulator handles up to {MAX_CHANNEL_PORTS} per side"
-        );
-        let conv = MimoConvolver::new(block, taps).context("building the UPOLS convolver")?;
+        if m > MAX_CHANNEL_PORTS || n > MAX_CHANNEL_PORTS {
+            return Err(LiveChannelError::Ports(m, n));
+        }
+        let conv = MimoConvolver::new(block, taps)?;
         Ok(ChannelProcessor {
             conv,
             block,
@@ -223,25 +115,28 @@ impl ChannelProcessor {
         update_blocks: usize,
         block: usize,
         samples_per_packet: usize,
-    ) -> Result<Self> {
-        ensure!(update_blocks >= 1, "--update-blocks must be at least 1");
+    ) -> Result<Self, LiveChannelError> {
+        if update_blocks == 0 {
+            return Err(LiveChannelError::UpdateBlocks);
+        }
         let mut next = channel.make_response();
         channel.write_response(&mut next)?;
         let mut proc = Self::new(&next, block, samples_per_packet)?;
         let partitions = proc.conv.partitions();
-        ensure!(
-            update_blocks >= partitions,
-            "--update-blocks {update_blocks} is shorter than one staggered swap ({partitions} blocks \
-             for a {}-tap response at --block {block}); raise it or the block size",
-            channel.len()
-        );
+        if update_blocks < partitions {
+            return Err(LiveChannelError::UpdateTooShort {
+                update_blocks,
+                partitions,
+                taps: channel.len(),
+                block,
+            });
+        }
         let mut planner = proc.conv.response_planner();
         let (ready_tx, ready) = sync_channel::<ResponseSpectra>(SPECTRA_BUFFERS);
         let (recycle, recycle_rx) = sync_channel::<ResponseSpectra>(SPECTRA_BUFFERS + 2);
         for _ in 0..SPECTRA_BUFFERS {
-            recycle
-                .send(planner.prepare(&next)?)
-                .map_err(|_| anyhow::anyhow!("fading worker channel closed"))?;
+            // Capacity exceeds the buffers sent: never blocks, never fails.
+            let _ = recycle.try_send(planner.prepare(&next)?);
         }
         thread::Builder::new()
             .name("chanemu-fading".into())
@@ -256,8 +151,7 @@ impl ChannelProcessor {
                         break;
                     }
                 }
-            })
-            .context("starting the fading-model worker thread")?;
+            })?;
         proc.fading = Some(LiveFading {
             update_blocks: update_blocks as u64,
             ready,
@@ -269,7 +163,6 @@ impl ChannelProcessor {
     }
 
     /// Response replacements so far (0 for a static channel).
-    #[cfg(test)]
     pub fn swaps(&self) -> u64 {
         self.fading.as_ref().map_or(0, |f| f.swaps)
     }
@@ -353,7 +246,7 @@ impl PacketProcessor for ChannelProcessor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use radiohost_chdr::rx::test_signal;
+    use crate::rx::test_signal;
 
     /// Feed `packets` packets of the test signal through `proc`; returns each
     /// output port's samples.
@@ -477,7 +370,7 @@ mod tests {
         let pdp = PowerDelayProfile::exponential(40, 1, 0.1).unwrap();
         let channel = FadingChannel::new(pdp, 1, 1, FadingProcess::Ar1 { rho: 0.9 }, 1).unwrap();
         let err = ChannelProcessor::fading(channel, 2, 16, 64).err().unwrap();
-        assert!(err.to_string().contains("--update-blocks"), "{err}");
+        assert!(matches!(err, LiveChannelError::UpdateTooShort { .. }), "{err}");
     }
 
     #[test]

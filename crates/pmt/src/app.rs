@@ -1,0 +1,488 @@
+//! What `radiohost pmt send|recv|compare` run around the drivers: receiver address
+//! lists, pre-shared keys, receiving into a file that is kept only when its SHA-256
+//! matches, and the comparison of PMT with its baselines over the same emulated links.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use radiohost_testbed::link::{CapacityChange, LinkConfig, LinkConfigError};
+use radiohost_testbed::units::{parse_duration, parse_rate, UnitError};
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::sender::SenderError;
+use crate::sim::{floor_seconds, run_multicast, run_pmt, RunOutcome};
+use crate::udp::{self, Destination, DriverError, Progress, RecvReport};
+use crate::{ReceiverConfig, SenderConfig};
+
+/// Why a PMT command could not run.
+#[derive(Debug, Error)]
+pub enum AppError {
+    #[error("receiver {0:?} is not an IP:PORT address (optionally @LOCAL)")]
+    Receiver(String),
+    #[error("local address {0:?} is not an IP or IP:PORT")]
+    Local(String),
+    #[error("cannot {op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("pre-shared key {path} is {len} bytes; use at least 16 random bytes")]
+    ShortKey { path: PathBuf, len: usize },
+    #[error("link spec {spec:?}: {source}")]
+    Link {
+        spec: String,
+        source: LinkConfigError,
+    },
+    #[error("links: {0}")]
+    Links(&'static str),
+    #[error("capacity schedule names link {index}, but there are {links} links")]
+    ScheduleLink { index: usize, links: usize },
+    #[error("capacity change {0:?}: expected [LINK:]TIME=RATE, e.g. 0:10s=700kbit")]
+    Change(String),
+    #[error(transparent)]
+    Unit(#[from] UnitError),
+    #[error("{0} must be at least 1")]
+    AtLeastOne(&'static str),
+    #[error(transparent)]
+    Sender(#[from] SenderError),
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+}
+
+fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> AppError {
+    let path = path.to_path_buf();
+    move |source| AppError::Io { op, path, source }
+}
+
+/// `ADDR` or `ADDR@LOCAL`, LOCAL the local address (IP or IP:PORT) to send from.
+pub fn parse_destination(s: &str) -> Result<Destination, AppError> {
+    let (to, local) = match s.split_once('@') {
+        Some((t, l)) => (t, Some(l.trim())),
+        None => (s, None),
+    };
+    let to = to
+        .trim()
+        .parse()
+        .map_err(|_| AppError::Receiver(s.to_string()))?;
+    let local = local
+        .map(|l| {
+            l.parse::<SocketAddr>()
+                .or_else(|_| l.parse::<IpAddr>().map(|ip| SocketAddr::new(ip, 0)))
+                .map_err(|_| AppError::Local(l.to_string()))
+        })
+        .transpose()?;
+    Ok(Destination { to, local })
+}
+
+/// Read a pre-shared key (at least 16 bytes).
+pub fn read_psk(path: &Path) -> Result<Vec<u8>, AppError> {
+    let key = std::fs::read(path).map_err(io("read pre-shared key", path))?;
+    if key.len() < 16 {
+        return Err(AppError::ShortKey {
+            path: path.into(),
+            len: key.len(),
+        });
+    }
+    Ok(key)
+}
+
+/// Receive one object on `listen` into `out`: written as `out.part` and renamed once
+/// the SHA-256 matches, removed otherwise. The report says whether it was kept.
+pub fn recv_to_file(
+    cfg: ReceiverConfig,
+    listen: SocketAddr,
+    out: &Path,
+    linger: Duration,
+    idle: Duration,
+    stop: &AtomicBool,
+    progress: impl FnMut(Progress),
+) -> Result<RecvReport, AppError> {
+    let part = out.with_extension("part");
+    let file = std::fs::File::create(&part).map_err(io("create", &part))?;
+    let mut sink = std::io::BufWriter::new(file);
+    let report = udp::recv_object(cfg, listen, &mut sink, linger, idle, stop, progress);
+    let flushed = std::io::Write::flush(&mut sink);
+    drop(sink);
+    match (report, flushed) {
+        (Ok(r), Ok(())) if r.intact => {
+            std::fs::rename(&part, out).map_err(io("rename to", out))?;
+            Ok(r)
+        }
+        (Ok(r), Ok(())) => {
+            let _ = std::fs::remove_file(&part);
+            Ok(r)
+        }
+        (Ok(_), Err(e)) => {
+            let _ = std::fs::remove_file(&part);
+            Err(io("write", &part)(e))
+        }
+        (Err(e), _) => {
+            let _ = std::fs::remove_file(&part);
+            Err(e.into())
+        }
+    }
+}
+
+/// `;`-separated link specs (testbed syntax), each with a finite rate, and optional
+/// capacity changes `[LINK:]TIME=RATE,...` (`;` between links, LINK the receiver
+/// index, default 0), e.g. `0:10s=700kbit,20s=500kbit`.
+pub fn parse_links(links: &str, schedule: Option<&str>) -> Result<Vec<LinkConfig>, AppError> {
+    let mut out = links
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            LinkConfig::parse(s).map_err(|source| AppError::Link {
+                spec: s.into(),
+                source,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if out.is_empty() {
+        return Err(AppError::Links(
+            "give at least one link spec, e.g. \"1Mbit,1%;250kbit,20%\"",
+        ));
+    }
+    if out.iter().any(|l| !l.rate_bps.is_finite()) {
+        return Err(AppError::Links(
+            "every link needs a finite rate (e.g. \"1Mbit\") so its floor is defined",
+        ));
+    }
+    for part in schedule
+        .unwrap_or("")
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+    {
+        let (index, changes) = match part.split_once(':') {
+            Some((i, rest)) if !i.contains('=') => (
+                i.trim()
+                    .parse::<usize>()
+                    .map_err(|_| AppError::Change(part.into()))?,
+                rest,
+            ),
+            _ => (0, part),
+        };
+        let n = out.len();
+        let link = out
+            .get_mut(index)
+            .ok_or(AppError::ScheduleLink { index, links: n })?;
+        for c in changes.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (t, r) = c
+                .split_once('=')
+                .ok_or_else(|| AppError::Change(c.into()))?;
+            link.capacity_schedule.push(CapacityChange {
+                at: parse_duration(t)?,
+                rate_bps: parse_rate(r)?,
+            });
+        }
+        link.capacity_schedule.sort_by_key(|c| c.at);
+    }
+    Ok(out)
+}
+
+/// PMT against slowest-receiver multicast (both simulated, virtual time) and kernel
+/// TCP Reno (real time through TUN devices) over the same links.
+#[derive(Clone, Debug)]
+pub struct CompareConfig {
+    pub size: usize,
+    /// Object size of the TCP runs (real time: smaller keeps runs short).
+    pub tcp_size: usize,
+    pub links: Vec<LinkConfig>,
+    /// Runs per protocol, seeds `seed..seed + runs`.
+    pub runs: u64,
+    pub seed: u64,
+    pub tcp: bool,
+    /// A run still going at this multiple of its floor is stopped, unfinished.
+    pub limit_factor: f64,
+    pub window: u16,
+    pub groups: usize,
+}
+
+/// One protocol, receiver and run.
+#[derive(Serialize, Clone, Debug)]
+pub struct Row {
+    pub protocol: &'static str,
+    pub receiver: usize,
+    pub run: u64,
+    pub bytes: u64,
+    /// Completion time; null when unfinished (stopped at limit_factor x floor).
+    pub seconds: Option<f64>,
+    pub floor_seconds: f64,
+    pub intact: bool,
+}
+
+/// Per protocol and receiver over the runs.
+#[derive(Serialize, Clone, Debug)]
+pub struct Summary {
+    pub protocol: &'static str,
+    pub receiver: usize,
+    pub bytes: usize,
+    /// Median seconds (infinite counts unfinished runs).
+    pub median_s: f64,
+    /// Worst seconds; infinite when any run was unfinished.
+    pub worst_s: f64,
+    pub floor_s: f64,
+    pub finished: usize,
+    pub intact: usize,
+    pub runs: usize,
+}
+
+/// One of the pass/fail bars, evaluated on the rows.
+#[derive(Serialize, Clone, Debug)]
+pub struct Bar {
+    pub what: String,
+    pub pass: bool,
+}
+
+/// Everything a comparison measured.
+#[derive(Clone, Debug)]
+pub struct CompareReport {
+    pub rows: Vec<Row>,
+    pub summary: Vec<Summary>,
+    pub bars: Vec<Bar>,
+    /// The first run of each protocol (for plots).
+    pub first: Vec<(&'static str, RunOutcome)>,
+    /// Why the TCP baseline did not run, if it did not.
+    pub tcp_error: Option<String>,
+}
+
+fn rows_of(protocol: &'static str, run: u64, out: &RunOutcome, limit: f64, rows: &mut Vec<Row>) {
+    for (i, r) in out.receivers.iter().enumerate() {
+        let finished = r.seconds.filter(|&s| s <= r.floor_seconds * limit);
+        rows.push(Row {
+            protocol,
+            receiver: i,
+            run,
+            bytes: r.bytes,
+            seconds: finished,
+            floor_seconds: r.floor_seconds,
+            intact: r.intact && finished.is_some(),
+        });
+    }
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+/// Run the comparison; `on_tcp` hears the longest a TCP run may take (seconds)
+/// before each one starts (they run in real time).
+pub fn compare(
+    c: &CompareConfig,
+    mut on_tcp: impl FnMut(u64, f64),
+) -> Result<CompareReport, AppError> {
+    if c.runs == 0 {
+        return Err(AppError::AtLeastOne("runs"));
+    }
+    if c.limit_factor.is_nan() || c.limit_factor < 1.0 {
+        return Err(AppError::AtLeastOne("the limit factor"));
+    }
+    let cfg = SenderConfig {
+        window: c.window,
+        groups: c.groups,
+        ..Default::default()
+    };
+    let worst_floor = |size| {
+        c.links
+            .iter()
+            .map(|l| floor_seconds(l, size))
+            .fold(0.0, f64::max)
+    };
+    let limit = Duration::from_secs_f64(worst_floor(c.size) * c.limit_factor);
+    let (mut rows, mut first, mut tcp_error) = (Vec::new(), Vec::new(), None);
+    for run in 0..c.runs {
+        let seed = c.seed + run;
+        let pmt = run_pmt(c.size, &c.links, seed, cfg.clone(), limit)?;
+        rows_of("pmt", run, &pmt, c.limit_factor, &mut rows);
+        let mc = run_multicast(c.size, &c.links, seed, limit);
+        rows_of("multicast", run, &mc, c.limit_factor, &mut rows);
+        if run == 0 {
+            first.push(("pmt", pmt));
+            first.push(("multicast", mc));
+        }
+        if c.tcp && tcp_error.is_none() {
+            on_tcp(run, worst_floor(c.tcp_size) * c.limit_factor);
+            match crate::tcp::run_tcp(c.tcp_size, &c.links, seed, c.limit_factor, "reno") {
+                Ok(tcp) => {
+                    rows_of("tcp-reno", run, &tcp, c.limit_factor, &mut rows);
+                    if run == 0 {
+                        first.push(("tcp-reno", tcp));
+                    }
+                }
+                Err(e) => tcp_error = Some(e.to_string()),
+            }
+        }
+    }
+    let summary = summarize(&rows, c);
+    let bars = bars(&rows, c);
+    Ok(CompareReport {
+        rows,
+        summary,
+        bars,
+        first,
+        tcp_error,
+    })
+}
+
+fn summarize(rows: &[Row], c: &CompareConfig) -> Vec<Summary> {
+    let mut out = Vec::new();
+    for protocol in ["pmt", "multicast", "tcp-reno"] {
+        for receiver in 0..c.links.len() {
+            let rs: Vec<&Row> = rows
+                .iter()
+                .filter(|r| r.protocol == protocol && r.receiver == receiver)
+                .collect();
+            let Some(r0) = rs.first() else { continue };
+            let done: Vec<f64> = rs.iter().filter_map(|r| r.seconds).collect();
+            out.push(Summary {
+                protocol,
+                receiver,
+                bytes: if protocol == "tcp-reno" {
+                    c.tcp_size
+                } else {
+                    c.size
+                },
+                median_s: median(
+                    rs.iter()
+                        .map(|r| r.seconds.unwrap_or(f64::INFINITY))
+                        .collect(),
+                )
+                .unwrap_or(f64::NAN),
+                worst_s: if done.len() == rs.len() {
+                    done.iter().cloned().fold(0.0, f64::max)
+                } else {
+                    f64::INFINITY
+                },
+                floor_s: r0.floor_seconds,
+                finished: done.len(),
+                intact: rs.iter().filter(|r| r.intact).count(),
+                runs: rs.len(),
+            });
+        }
+    }
+    out
+}
+
+/// The bars: PMT byte-exact everywhere; the fast receiver within 1.15x and the
+/// lossiest within 1.25x of its floor in every run; PMT's slowest run on the lossy
+/// link faster (in floors) than TCP Reno's median. Empty when the fastest link is
+/// also the lossiest (the bars need two kinds of receiver).
+fn bars(rows: &[Row], c: &CompareConfig) -> Vec<Bar> {
+    let links = &c.links;
+    let fast = (0..links.len()).min_by(|&a, &b| {
+        floor_seconds(&links[a], c.size).total_cmp(&floor_seconds(&links[b], c.size))
+    });
+    let lossy = (0..links.len()).max_by(|&a, &b| links[a].loss.total_cmp(&links[b].loss));
+    let (Some(f), Some(l)) = (fast, lossy) else {
+        return Vec::new();
+    };
+    if f == l {
+        return Vec::new();
+    }
+    let ratios = |proto: &str, rx: usize| -> Vec<f64> {
+        rows.iter()
+            .filter(|r| r.protocol == proto && r.receiver == rx)
+            .map(|r| r.seconds.map_or(f64::INFINITY, |s| s / r.floor_seconds))
+            .collect()
+    };
+    let worst = |rx| ratios("pmt", rx).into_iter().fold(0.0, f64::max);
+    let (wf, ws) = (worst(f), worst(l));
+    let mut bars = vec![
+        Bar {
+            what: "PMT byte-exact on every receiver and run".into(),
+            pass: rows
+                .iter()
+                .filter(|r| r.protocol == "pmt")
+                .all(|r| r.intact),
+        },
+        Bar {
+            what: format!("fast receiver {f} worst run {wf:.3}x floor (bar 1.15x)"),
+            pass: wf <= 1.15,
+        },
+        Bar {
+            what: format!("slow receiver {l} worst run {ws:.3}x floor (bar 1.25x)"),
+            pass: ws <= 1.25,
+        },
+    ];
+    // Compared as multiples of each run's floor, since TCP may use a smaller size.
+    if let Some(m) = median(ratios("tcp-reno", l)) {
+        bars.push(Bar {
+            what: format!(
+                "lossy link: PMT slowest run {ws:.3}x floor vs TCP Reno median {m:.3}x floor"
+            ),
+            pass: ws < m,
+        });
+    }
+    bars
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn destinations_parse_with_optional_local_address() {
+        let d = parse_destination("10.0.0.2:7001@10.0.0.1").unwrap();
+        assert_eq!(d.to, "10.0.0.2:7001".parse::<SocketAddr>().unwrap());
+        assert_eq!(d.local, Some("10.0.0.1:0".parse().unwrap()));
+        assert!(parse_destination("nonsense").is_err());
+        assert!(parse_destination("10.0.0.2:1@bad").is_err());
+    }
+
+    #[test]
+    fn links_and_capacity_schedules() {
+        let l = parse_links("1Mbit,1%;250kbit,20%", Some("1:10s=100kbit,5s=200kbit")).unwrap();
+        assert_eq!(l.len(), 2);
+        let at: Vec<_> = l[1]
+            .capacity_schedule
+            .iter()
+            .map(|c| c.at.as_secs())
+            .collect();
+        assert_eq!(at, vec![5, 10]);
+        assert!(parse_links("", None).is_err());
+        assert!(matches!(
+            parse_links("1Mbit", Some("3:1s=1Mbit")),
+            Err(AppError::ScheduleLink { index: 3, .. })
+        ));
+        assert!(parse_links("1Mbit", Some("1s")).is_err());
+    }
+
+    #[test]
+    fn small_comparison_without_tcp_is_byte_exact_with_bars() {
+        let c = CompareConfig {
+            size: 20_000,
+            tcp_size: 20_000,
+            links: parse_links("2Mbit,1%;500kbit,10%", None).unwrap(),
+            runs: 1,
+            seed: 3,
+            tcp: false,
+            limit_factor: 10.0,
+            window: 8,
+            groups: 2,
+        };
+        let r = compare(&c, |_, _| panic!("TCP is off")).unwrap();
+        assert_eq!(r.rows.len(), 4);
+        assert!(r
+            .rows
+            .iter()
+            .filter(|x| x.protocol == "pmt")
+            .all(|x| x.intact));
+        assert_eq!(r.summary.len(), 4);
+        assert!(r.bars[0].pass && r.bars.len() == 3);
+        assert!(compare(&CompareConfig { runs: 0, ..c }, |_, _| ()).is_err());
+    }
+}

@@ -1,0 +1,194 @@
+//! The conformance suite on the WARP backend, against the in-process node
+//! emulator on 127.0.0.1 ephemeral ports, plus WARP edge cases.
+
+use radiohost_radio::conformance::{self, Capabilities, Harness, Loopback, Support};
+use radiohost_radio::warp::{WarpConfig, WarpRadio};
+use radiohost_radio::{Radio, RadioError, RxMetadata, StreamArgs, StreamCmd, StreamMode, Time};
+use radiohost_warp::emulator::{Emulator, EmulatorConfig};
+use radiohost_warp::host::{HostConfig, NodeTarget};
+use radiohost_warp::Addressing;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Each setup gets its own emulator (fresh buffers, its own trigger port).
+struct WarpHarness;
+
+/// The radio owns the emulator so it lives as long as the radio.
+struct Emulated {
+    radio: WarpRadio,
+    _emu: Emulator,
+}
+
+fn start(nodes: u16, paths: usize) -> Result<Emulated, RadioError> {
+    let cfg = EmulatorConfig {
+        nodes,
+        addressing: Addressing::LOOPBACK.with_ports(0, 0),
+        ..Default::default()
+    };
+    let emu = Emulator::start(cfg.clone())?;
+    let trigger = emu.trigger_addr().ok_or_else(|| {
+        RadioError::InvalidArgument("the emulator has no trigger socket".into())
+    })?;
+    let targets = emu
+        .node_addrs()
+        .iter()
+        .enumerate()
+        .map(|(i, &addr)| NodeTarget {
+            id: i as u16,
+            addr,
+            interface: 0,
+        })
+        .collect();
+    let radio = WarpRadio::connect(WarpConfig {
+        host: HostConfig {
+            interfaces: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
+            payload: cfg.payload,
+            trigger_addr: trigger,
+            ..Default::default()
+        },
+        nodes: targets,
+        paths_per_node: paths,
+        trigger_ids: 1,
+    })?;
+    Ok(Emulated { radio, _emu: emu })
+}
+
+impl Radio for Emulated {
+    fn info(&self) -> radiohost_radio::RadioInfo {
+        self.radio.info()
+    }
+    fn rate(&self) -> f64 {
+        self.radio.rate()
+    }
+    fn set_rate(&mut self, r: f64) -> Result<f64, RadioError> {
+        self.radio.set_rate(r)
+    }
+    fn center_freq(&self) -> f64 {
+        self.radio.center_freq()
+    }
+    fn set_center_freq(&mut self, f: f64) -> Result<f64, RadioError> {
+        self.radio.set_center_freq(f)
+    }
+    fn time_now(&self) -> Time {
+        self.radio.time_now()
+    }
+    fn set_time_now(&mut self, t: Time) -> Result<(), RadioError> {
+        self.radio.set_time_now(t)
+    }
+    fn rx_stream(
+        &mut self,
+        a: &StreamArgs,
+    ) -> Result<Box<dyn radiohost_radio::RxStreamer>, RadioError> {
+        self.radio.rx_stream(a)
+    }
+    fn tx_stream(
+        &mut self,
+        a: &StreamArgs,
+    ) -> Result<Box<dyn radiohost_radio::TxStreamer>, RadioError> {
+        self.radio.tx_stream(a)
+    }
+}
+
+impl Harness for WarpHarness {
+    fn name(&self) -> String {
+        "warp (2 emulated nodes x 2 RF paths)".into()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            // Fix_16_15 written, Fix_14_13 read: one Fix_14_13 step plus rounding.
+            tolerance: 2.0 / 8192.0,
+            burst_len: 4000,
+            lead: Time::from_ms(20),
+            timeout: Duration::from_secs(5),
+            loopback: Support::Yes,
+            continuous: Support::No(
+                "WARP nodes capture one fixed buffer per trigger: no continuous streaming".into(),
+            ),
+            timed: Support::Yes,
+            burst_ack: Support::Yes,
+        }
+    }
+
+    fn open(&self) -> Result<Box<dyn Radio>, RadioError> {
+        Ok(Box::new(start(2, 2)?))
+    }
+
+    fn loopback(&self) -> Result<Loopback, RadioError> {
+        Ok(Loopback {
+            tx: Box::new(start(2, 2)?),
+            // One radio: the trigger that sent the burst captured it.
+            observe: Box::new(Ok),
+        })
+    }
+}
+
+#[test]
+fn warp_passes_conformance() {
+    let report = conformance::run_all(&WarpHarness);
+    println!("{report}");
+    assert!(report.all_ok(), "{report}");
+    let skipped: Vec<_> = report.skipped().map(|(n, _)| n).collect();
+    assert_eq!(skipped, ["continuous_start_stop"], "{report}");
+}
+
+#[test]
+fn channels_map_to_nodes_and_paths() {
+    let mut radio = start(2, 3).unwrap();
+    assert_eq!(radio.info().rx_channels, 6);
+    assert_eq!(radio.info().max_rx_burst, Some(32768));
+    assert!(matches!(
+        radio.rx_stream(&StreamArgs::channels([6])),
+        Err(RadioError::NoSuchChannel { channel: 6, .. })
+    ));
+    let mut rx = radio.rx_stream(&StreamArgs::channels([0])).unwrap();
+    assert!(matches!(
+        rx.issue_stream_cmd(StreamCmd::now(StreamMode::NumSampsAndDone(40_000))),
+        Err(RadioError::InvalidArgument(_))
+    ));
+    assert_eq!(radio.set_center_freq(2.45e9).unwrap(), 2.452e9);
+    assert_eq!(radio.set_center_freq(5.3e9).unwrap(), 5.3e9);
+}
+
+#[test]
+fn silent_node_is_an_error_not_a_hang() {
+    // A bound UDP socket that never answers stands in for a dead node.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut radio = WarpRadio::connect(WarpConfig {
+        host: HostConfig {
+            interfaces: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
+            timeout: Duration::from_millis(5),
+            retries: 2,
+            trigger_addr: silent.local_addr().unwrap(),
+            ..Default::default()
+        },
+        nodes: vec![NodeTarget {
+            id: 0,
+            addr: silent.local_addr().unwrap(),
+            interface: 0,
+        }],
+        paths_per_node: 1,
+        trigger_ids: 1,
+    })
+    .unwrap();
+    let mut rx = radio.rx_stream(&StreamArgs::channels([0])).unwrap();
+    rx.issue_stream_cmd(StreamCmd::now(StreamMode::NumSampsAndDone(100)))
+        .unwrap();
+    let mut buf = vec![Default::default(); 100];
+    let r = rx.recv(&mut [&mut buf], &mut RxMetadata::default(), Duration::from_secs(1));
+    match r {
+        Err(RadioError::Backend { backend: "warp", message }) => {
+            assert!(message.contains("did not complete"), "{message}")
+        }
+        other => panic!("expected a backend error, got {other:?}"),
+    }
+    assert!(matches!(
+        WarpRadio::connect(WarpConfig {
+            host: HostConfig::default(),
+            nodes: Vec::new(),
+            paths_per_node: 1,
+            trigger_ids: 1,
+        }),
+        Err(RadioError::InvalidArgument(_))
+    ));
+}
