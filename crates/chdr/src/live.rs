@@ -136,7 +136,15 @@ pub fn run_stream<P: PacketProcessor + 'static>(
         // A prime stride reaches every position in a packet at a fraction of the cost.
         let stride = if schedule[0].max_len() > 1 { 61 } else { 1 };
         let input_len = s.packets as usize * s.samples_per_packet;
-        let v = verify_schedule(&result.radio, schedule, per, s.offset_ticks(), input_len, stride, 2);
+        let v = verify_schedule(
+            &result.radio,
+            schedule,
+            per,
+            s.offset_ticks(),
+            input_len,
+            stride,
+            2,
+        );
         (Some(check), Some(v))
     } else {
         (None, None)
@@ -194,7 +202,8 @@ pub fn chanemu(
             update_blocks,
         } => {
             let replay = (*channel).clone();
-            let proc = ChannelProcessor::fading(*channel, update_blocks, block, s.samples_per_packet)?;
+            let proc =
+                ChannelProcessor::fading(*channel, update_blocks, block, s.samples_per_packet)?;
             (s.inputs, s.outputs) = (proc.inputs(), proc.outputs());
             // The expected output replays the same (seeded) model: response r
             // filters the input blocks r*U .. (r+1)*U. Built in full only when checked.

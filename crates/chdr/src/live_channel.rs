@@ -370,7 +370,10 @@ mod tests {
         let pdp = PowerDelayProfile::exponential(40, 1, 0.1).unwrap();
         let channel = FadingChannel::new(pdp, 1, 1, FadingProcess::Ar1 { rho: 0.9 }, 1).unwrap();
         let err = ChannelProcessor::fading(channel, 2, 16, 64).err().unwrap();
-        assert!(matches!(err, LiveChannelError::UpdateTooShort { .. }), "{err}");
+        assert!(
+            matches!(err, LiveChannelError::UpdateTooShort { .. }),
+            "{err}"
+        );
     }
 
     #[test]

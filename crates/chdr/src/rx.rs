@@ -84,13 +84,27 @@ impl RxSource {
     /// If the next packet is complete at `now`, encode it into `out` and return
     /// its length and timestamp.
     pub fn poll(&mut self, now: u64, out: &mut [u8]) -> Result<Option<(usize, u64)>, WireError> {
+        let port = self.cfg.port;
+        self.poll_with(now, out, |ts, samples| {
+            for (i, s) in samples.iter_mut().enumerate() {
+                *s = test_signal(port, ts + i as u64);
+            }
+        })
+    }
+
+    /// As [`Self::poll`], with the packet's samples from `capture(first tick, samples)`
+    /// instead of the test signal (e.g. what an emulated air received).
+    pub fn poll_with(
+        &mut self,
+        now: u64,
+        out: &mut [u8],
+        capture: impl FnOnce(u64, &mut [Ci16]),
+    ) -> Result<Option<(usize, u64)>, WireError> {
         if self.finished() || now < self.next_due() {
             return Ok(None);
         }
         let ts = self.next_ts;
-        for (i, s) in self.samples.iter_mut().enumerate() {
-            *s = test_signal(self.cfg.port, ts + i as u64);
-        }
+        capture(ts, &mut self.samples);
         let spec = DataPacketSpec {
             seq_num: self.seq,
             dst_epid: self.cfg.dst_epid,

@@ -247,7 +247,9 @@ pub fn write_tx_recordings(
     for (p, rec) in radio.recordings.iter().enumerate() {
         let path = PathBuf::from(format!("{}-tx{p}", base.display()));
         let meta = Meta::new(DataType::Ci16Le, rate_sps)
-            .description(format!("radiohost chdr emulate: TX port {p} as transmitted"))
+            .description(format!(
+                "radiohost chdr emulate: TX port {p} as transmitted"
+            ))
             .capture(rec.origin.unwrap_or(0), None);
         sigmf::write_ci16(&path, &meta, &rec.samples).map_err(|source| SessionError::Sigmf {
             path: path.clone(),

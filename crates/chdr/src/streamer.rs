@@ -21,11 +21,11 @@ use crate::flow::{CreditCounters, CreditSender, StatusAction};
 use crate::net::{self, realtime_ns, RecvBatch, SendBatch};
 use crate::process::{Block, PacketProcessor};
 use crate::seq::{Delivery, Reorder, ReorderCounters};
-use radiohost_rt::stats::{LatencyHistogram, Summary};
 use crate::wire::{
     data_packet_len, write_data_packet, DataPacket, DataPacketSpec, Packet, StreamCommand,
     StreamStatusCode, WireError, MAX_PACKET_BYTES,
 };
+use radiohost_rt::stats::{LatencyHistogram, Summary};
 
 /// How the streaming thread waits for packets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]

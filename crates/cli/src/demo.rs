@@ -127,12 +127,31 @@ fn print_stage(s: &StageReport) {
         if s.passed { "ok" } else { "FAILED" },
         s.wall_ms
     );
-    println!("   in : {} ({})", s.input, &s.input_digest[..16.min(s.input_digest.len())]);
-    println!("   out: {} ({})", s.output, &s.output_digest[..16.min(s.output_digest.len())]);
+    println!(
+        "   in : {} ({})",
+        s.input,
+        &s.input_digest[..16.min(s.input_digest.len())]
+    );
+    println!(
+        "   out: {} ({})",
+        s.output,
+        &s.output_digest[..16.min(s.output_digest.len())]
+    );
     let counters: Vec<String> = s
         .counters
         .iter()
-        .map(|c| format!("{}={}{}", c.name, fmt_value(c.value), if c.unit.is_empty() { String::new() } else { format!(" {}", c.unit) }))
+        .map(|c| {
+            format!(
+                "{}={}{}",
+                c.name,
+                fmt_value(c.value),
+                if c.unit.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", c.unit)
+                }
+            )
+        })
         .collect();
     println!("   {}", counters.join(", "));
     for f in &s.failures {
@@ -189,7 +208,10 @@ fn timeline_svg(path: &Path, r: &DemoReport) -> Result<()> {
     let root = SVGBackend::new(path, (1000, 120 + 60 * names.len() as u32)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let mut chart = ChartBuilder::on(&root)
-        .caption("radiohost demo: timeline of the data path", ("sans-serif", 20))
+        .caption(
+            "radiohost demo: timeline of the data path",
+            ("sans-serif", 20),
+        )
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(90)
@@ -222,7 +244,10 @@ fn timeline_svg(path: &Path, r: &DemoReport) -> Result<()> {
         let color = Palette99::pick(row).mix(if span.frame.is_some() { 0.9 } else { 0.25 });
         chart
             .draw_series(std::iter::once(Rectangle::new(
-                [(span.start_ms, lo), (span.end_ms.max(span.start_ms + end * 1e-3), hi)],
+                [
+                    (span.start_ms, lo),
+                    (span.end_ms.max(span.start_ms + end * 1e-3), hi),
+                ],
                 color.filled(),
             )))
             .map_err(|e| err(&e))?;

@@ -113,10 +113,6 @@ pub fn run(cmd: RelayCmd) -> Result<()> {
     }
 }
 
-fn condition_label(load: bool, rt: bool) -> String {
-    Condition { load, rt }.label()
-}
-
 /// The sweep's settings and its conditions, from the arguments.
 fn plan(a: &RunArgs) -> Result<(SweepConfig, Vec<Condition>)> {
     if !(1.0..=1e9).contains(&a.rate) {
@@ -162,15 +158,18 @@ fn run_cmd(a: RunArgs) -> Result<()> {
     cfg.validate()?;
     let mut rows = Vec::new();
     for c in conditions {
-        let (results, load_stats) =
-            crate::rt::under_load(c.load, cfg.condition_bound(), || -> Result<Vec<SweepRow>> {
+        let (results, load_stats) = crate::rt::under_load(
+            c.load,
+            cfg.condition_bound(),
+            || -> Result<Vec<SweepRow>> {
                 let mut out = Vec::new();
                 for delta in cfg.deltas() {
                     let label = format!("{} delta {}us", c.label(), delta.as_micros());
                     out.push(with_progress(&cfg, delta, c, &label, !a.json)?);
                 }
                 Ok(out)
-            })?;
+            },
+        )?;
         let results = results?;
         if let Some(s) = load_stats {
             tracing::info!(?s, "background load");
@@ -357,64 +356,6 @@ fn print_rows(rows: &[SweepRow], target: f64) {
     }
 }
 
-/// The demo's relay stage: about a second of relaying, idle, normal setup.
-pub fn demo_stage() -> Result<()> {
-    println!("== cooperative relay: source -> 2 relays -> destination, timed TX ==");
-    let delta = Duration::from_micros(400);
-    let cfg = SweepConfig {
-        rate_sps: 10_000_000,
-        burst_samples: 200,
-        period: Duration::from_micros(500),
-        bursts: 2000,
-        tolerance: Duration::from_micros(1),
-        deadline: Duration::from_millis(2),
-        late_policy: LatePolicy::Send,
-        link: LinkConfig::parse("delay=5us").context("demo link spec")?,
-        relays: 2,
-        deltas: vec![delta],
-        priority: 80,
-        relay_cpus: None,
-        busy_poll: false,
-    };
-    let idle = Condition {
-        load: false,
-        rt: false,
-    };
-    let row = measure(&cfg, delta, idle, Arc::new(AtomicU64::new(0)))?;
-    let rep = &row.report;
-    anyhow::ensure!(
-        row.on_time + row.late + row.missing == row.bursts && row.bursts == 2000,
-        "relay demo lost track of bursts: {} classified of 2000",
-        row.bursts
-    );
-    let worst = rep
-        .hosts
-        .iter()
-        .map(|h| h.rx_to_tx)
-        .max_by_key(|s| s.p999_ns)
-        .context("no relay hosts")?;
-    println!(
-        "{} bursts of 20 us, delta {} us: {:.2}% on time at both relays, {} late, {} missing; \
-         {:.2}% with at least one copy on time",
-        row.bursts,
-        delta.as_micros(),
-        100.0 * row.on_time_fraction,
-        row.late,
-        row.missing,
-        100.0 * row.any_on_time as f64 / row.bursts as f64
-    );
-    println!(
-        "relay host RX->TX (normal scheduling): median {:.1} us, P99.9 {:.1} us, max {:.1} us; \
-         radio hand-over P99.9 {:.1} us",
-        us(worst.median_ns),
-        us(worst.p999_ns),
-        us(worst.max_ns),
-        us(rep.emit_lag.p999_ns)
-    );
-    println!("sweep deltas under load and real-time setup: radiohost relay run --compare --deltas 50us,100us,200us,400us,800us");
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,12 +372,6 @@ mod tests {
         Cli::try_parse_from(argv).map(|c| match c.cmd {
             RelayCmd::Run(a) => a,
         })
-    }
-
-    #[test]
-    fn demo_stage_runs_and_accounts_for_every_burst() {
-        // Checks its own accounting (2000 verdicts); asserts no timing.
-        demo_stage().unwrap();
     }
 
     #[test]
@@ -463,7 +398,10 @@ mod tests {
         assert!(args("run --delta 1ms --deltas 2ms").is_err());
         assert!(args("run --compare --rt").is_err());
         assert!(args("run --rate 10M").is_ok());
-        assert!(args("run --period 500").is_err(), "a bare number has no unit");
+        assert!(
+            args("run --period 500").is_err(),
+            "a bare number has no unit"
+        );
         let Err(e) = plan(&args("run --link nonsense=1").unwrap()) else {
             panic!("a bad link spec was accepted");
         };

@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use radiohost_rt::audit::{self, AuditInputs, AuditRequest, Finding};
 use radiohost_rt::load::{Load, LoadConfig, LoadStats};
@@ -576,84 +576,9 @@ fn echo(a: EchoArgs) -> Result<()> {
     Ok(())
 }
 
-/// Demo stage: audit summary, then half a second of timer probe with normal
-/// scheduling and with the RT setup (FIFO 80, prefault; no mlock) on the last
-/// allowed CPU. Verifies each run got every sample and that the RT thread's
-/// report matches the kernel's view of that thread.
-pub fn demo_stage() -> Result<()> {
-    println!("== real-time layer: thread setup and wake-up latency ==");
-    let cpu = *radiohost_rt::sys::current_affinity()?
-        .last()
-        .context("this process may run on no CPU")?;
-    let findings = audit::audit(
-        &AuditInputs::gather_local(),
-        &AuditRequest {
-            cpus: vec![cpu],
-            priority: 80,
-            lock_memory: true,
-        },
-    );
-    let warn: Vec<&str> = findings
-        .iter()
-        .filter(|f| f.severity >= audit::Severity::Warning)
-        .map(|f| f.check)
-        .collect();
-    println!(
-        "machine audit for CPU {cpu}: worst {}, {} warnings ({}) - details: radiohost rt check --cpu {cpu}",
-        audit::worst(&findings),
-        warn.len(),
-        warn.join(", ")
-    );
-    let interval = Duration::from_micros(500);
-    let duration = Duration::from_millis(500);
-    let mut rows = Vec::new();
-    for cfg in [
-        ThreadConfig::default().pinned(vec![cpu]),
-        // mlockall is process-wide: it would lock every later demo stage's
-        // memory too, so the demo leaves it out.
-        ThreadConfig {
-            lock_memory: false,
-            ..ThreadConfig::realtime(80).pinned(vec![cpu])
-        },
-    ] {
-        let probe = TimerProbe::for_duration(cfg, interval, duration);
-        let run = probe.run(&ProbeControl::default())?;
-        anyhow::ensure!(
-            run.histogram.len() == probe.samples,
-            "timer probe took {} of {} samples",
-            run.histogram.len(),
-            probe.samples
-        );
-        let r = &run.report;
-        anyhow::ensure!(
-            r.after.cpus == vec![cpu]
-                || r.problems().any(|p| p.step == radiohost_rt::Step::Affinity),
-            "thread reports CPUs {:?} without saying pinning failed",
-            r.after.cpus
-        );
-        println!("{}", r.summary());
-        for p in r.problems() {
-            println!("  {}: {}", p.step, p.outcome.label());
-        }
-        rows.push(LatencyRow::new(
-            "timer",
-            &effective_policy_label(r),
-            "idle",
-            &run.histogram.summary(),
-        ));
-    }
-    print_rows(&rows);
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn demo_stage_runs() {
-        demo_stage().unwrap();
-    }
 
     #[test]
     fn rt_policies_lock_and_prefault_normal_does_not() {

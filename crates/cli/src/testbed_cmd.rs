@@ -62,9 +62,7 @@ fn relay(a: RelayArgs) -> Result<()> {
     ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
         .context("installing the Ctrl-C handler")?;
     let started = Instant::now();
-    while !stop.load(Ordering::Relaxed)
-        && !a.duration.is_some_and(|d| started.elapsed() >= d)
-    {
+    while !stop.load(Ordering::Relaxed) && a.duration.is_none_or(|d| started.elapsed() < d) {
         std::thread::sleep(Duration::from_millis(50));
     }
     let s = relay.stop()?;

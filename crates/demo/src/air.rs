@@ -16,8 +16,9 @@ use radiohost_radio::{
 };
 use radiohost_rt::ManualClock;
 use radiohost_testbed::air::{Air, AirChannel, AirClock, AirConfig};
-use radiohost_warp::emulator::{Emulator, EmulatorConfig, NodeAirPorts};
+use radiohost_warp::emulator::{Emulator, EmulatorConfig, PortMap};
 use radiohost_warp::host::{HostConfig, NodeTarget};
+use radiohost_warp::node::NodePorts;
 use radiohost_warp::{Addressing, RfBuffer};
 use rand::SeedableRng;
 
@@ -41,13 +42,16 @@ fn air_snr_db(cfg: &DemoConfig, tx_gain: f32) -> f64 {
     cfg.snr_db - 20.0 * (tx_gain as f64).log10()
 }
 
-fn make_air(cfg: &DemoConfig, fc: &FrameConfig, users: &UsersOutput) -> Result<(Air, ManualClock), DemoError> {
+fn make_air(
+    cfg: &DemoConfig,
+    fc: &FrameConfig,
+    users: &UsersOutput,
+) -> Result<(Air, ManualClock), DemoError> {
     let pdp = PowerDelayProfile::from_db(DELAYS.to_vec(), &POWERS_DB)
         .map_err(|e| DemoError::Config(format!("channel profile: {e}")))?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(cfg.seed ^ 0xa1_12);
     let taps = draw_rayleigh(&pdp, cfg.users, cfg.antennas(), &mut rng)?;
     let clock = ManualClock::new(0);
-    let frame_len = fc.frame_len();
     let air = Air::new(AirConfig {
         rate_hz: fc.sample_rate,
         tx_ports: cfg.users,
@@ -56,12 +60,29 @@ fn make_air(cfg: &DemoConfig, fc: &FrameConfig, users: &UsersOutput) -> Result<(
         snr_db: Some(air_snr_db(cfg, users.tx_gain)),
         seed: cfg.seed,
         block: 512,
-        // Two frames of history: a frame is captured right after it was sent.
-        history: (2 * frame_len).next_power_of_two(),
-        max_pending: 4 * frame_len,
+        // A few capture windows of history: a frame is captured right after it was sent.
+        history: 4 * users.frame_period as usize,
+        max_pending: 4 * users.frame_period as usize,
         clock: AirClock::Simulated(clock.clone()),
     })?;
     Ok((air, clock))
+}
+
+/// Node n's RF path r is antenna n * paths + r: an air RX port. The nodes do
+/// not transmit (the base station only listens in the uplink).
+fn antenna_ports(cfg: &DemoConfig) -> PortMap {
+    let paths = cfg.paths_per_node;
+    PortMap {
+        nodes: (0..cfg.nodes)
+            .map(|n| {
+                let mut ports = NodePorts::default();
+                for (r, port) in ports.rx.iter_mut().take(paths).enumerate() {
+                    *port = Some(n * paths + r);
+                }
+                ports
+            })
+            .collect(),
+    }
 }
 
 fn start_nodes(cfg: &DemoConfig, air: &Air) -> Result<(Emulator, WarpRadio), DemoError> {
@@ -70,12 +91,14 @@ fn start_nodes(cfg: &DemoConfig, air: &Air) -> Result<(Emulator, WarpRadio), Dem
         nodes: cfg.nodes as u16,
         // Ephemeral ports, so the demo runs beside a `radiohost warp emulate`.
         addressing: Addressing::LOOPBACK.with_ports(0, 0),
-        air: Some(NodeAirPorts::rx_only(air.clone(), paths)),
+        air: Some((air.clone(), antenna_ports(cfg))),
         ..Default::default()
     };
     let emu = Emulator::start(ecfg.clone()).map_err(DemoError::Emulator)?;
     let trigger = emu.trigger_addr().ok_or_else(|| {
-        DemoError::Emulator(std::io::Error::other("the node emulator has no trigger socket"))
+        DemoError::Emulator(std::io::Error::other(
+            "the node emulator has no trigger socket",
+        ))
     })?;
     let nodes = emu
         .node_addrs()
@@ -134,14 +157,25 @@ fn recv_burst(
 
 /// What each node holds in its RX buffers for the last capture, as the host
 /// must receive it (Fix_14_13 words turned into samples).
-fn node_buffers(emu: &Emulator, paths: usize, len: usize, rate: f64, tick: u64) -> Result<Block, DemoError> {
+fn node_buffers(
+    emu: &Emulator,
+    paths: usize,
+    len: usize,
+    rate: f64,
+    tick: u64,
+) -> Result<Block, DemoError> {
     let ports = emu.with_nodes(|nodes| {
         nodes
-            .iter()
+            .iter_mut()
             .flat_map(|n| {
                 RfBuffer::ALL[..paths]
                     .iter()
-                    .map(|&b| n.rx_buffer(b)[..len].iter().map(|w| w.to_cf32_fix14()).collect())
+                    .map(|&b| {
+                        n.rx_buffer(b)[..len]
+                            .iter()
+                            .map(|w| w.to_cf32_fix14())
+                            .collect()
+                    })
                     .collect::<Vec<Vec<Cf32>>>()
             })
             .collect::<Vec<_>>()
@@ -170,7 +204,8 @@ pub fn run(
             tx: (0..cfg.users).collect(),
         },
     )?;
-    let mut user_tx = users_radio.tx_stream(&StreamArgs::channels((0..cfg.users).collect::<Vec<_>>()))?;
+    let mut user_tx =
+        users_radio.tx_stream(&StreamArgs::channels((0..cfg.users).collect::<Vec<_>>()))?;
     let (emu, mut bs_radio) = start_nodes(cfg, &air)?;
     let antennas = cfg.antennas();
     let mut rx = bs_radio.rx_stream(&StreamArgs::channels((0..antennas).collect::<Vec<_>>()))?;
@@ -198,14 +233,18 @@ pub fn run(
             if e.code() == 'A' {
                 bursts_acked += 1;
             } else {
-                air_rep.check(false, || format!("users' radio reported '{}' at frame {f}", e.code()));
+                air_rep.check(false, || {
+                    format!("users' radio reported '{}' at frame {f}", e.code())
+                });
             }
         }
         sent.push(block.clone());
         // The nodes' trigger fires at the frame's first tick: the air's clock is there.
         clock.set_ns(air.time_of(tick).ns());
         let t_transport = Instant::now();
-        rx.issue_stream_cmd(StreamCmd::now(StreamMode::NumSampsAndDone(frame_len as u64)))?;
+        rx.issue_stream_cmd(StreamCmd::now(StreamMode::NumSampsAndDone(
+            frame_len as u64,
+        )))?;
         let ports = recv_burst(rx.as_mut(), antennas, frame_len)?;
         let host_block = Block::from_ports(ports, rate, tick)?;
         let done = Instant::now();
@@ -228,7 +267,10 @@ pub fn run(
     let air_stats = air.stats();
     let emu_stats = emu.stats();
 
-    air_rep.input = format!("{} user bursts through the users' radios (radio::emulated)", sent.len());
+    air_rep.input = format!(
+        "{} user bursts through the users' radios (radio::emulated)",
+        sent.len()
+    );
     air_rep.input_digest = blocks_digest(&sent);
     air_rep.output = format!(
         "{} frames x {} antennas in the RX buffers of {} WARP nodes ({} RF paths each), {} x {} Rayleigh channel, {:.1} dB SNR",
@@ -243,24 +285,39 @@ pub fn run(
     air_rep.output_digest = blocks_digest(&at_nodes);
     air_rep.count("bursts_acked", bursts_acked as f64, "burst");
     air_rep.count("late_emissions", air_stats.late_emissions as f64, "");
-    air_rep.count("dropped_samples", air_stats.dropped_samples as f64, "sample");
-    air_rep.count("samples_processed", air_stats.samples_processed as f64, "sample");
-    air_rep.check(bursts_acked == sent.len() as u64, || {
-        format!("{} of {} bursts acknowledged by the users' radios", bursts_acked, sent.len())
+    air_rep.count(
+        "dropped_samples",
+        air_stats.dropped_samples as f64,
+        "sample",
+    );
+    air_rep.count(
+        "samples_processed",
+        air_stats.samples_processed as f64,
+        "sample",
+    );
+    // One burst ack per channel (user) and burst, as UHD reports them.
+    let bursts_sent = (sent.len() * cfg.users) as u64;
+    air_rep.check(bursts_acked == bursts_sent, || {
+        format!("{bursts_acked} of {bursts_sent} user bursts acknowledged by the users' radios")
     });
-    air_rep.check(air_stats.late_emissions == 0 && air_stats.dropped_samples == 0, || {
-        format!(
-            "the air dropped samples: {} late emissions, {} samples dropped",
-            air_stats.late_emissions, air_stats.dropped_samples
-        )
-    });
+    air_rep.check(
+        air_stats.late_emissions == 0 && air_stats.dropped_samples == 0,
+        || {
+            format!(
+                "the air dropped samples: {} late emissions, {} samples dropped",
+                air_stats.late_emissions, air_stats.dropped_samples
+            )
+        },
+    );
     let peak = at_nodes
         .iter()
         .flat_map(|b| b.as_slice())
         .map(|s| s.re.abs().max(s.im.abs()))
         .fold(0.0f32, f32::max);
     air_rep.count("peak_amplitude", peak as f64, "full scale");
-    air_rep.check(peak < 1.0, || format!("the antennas clipped: peak {peak:.3} of full scale"));
+    air_rep.check(peak < 1.0, || {
+        format!("the antennas clipped: peak {peak:.3} of full scale")
+    });
 
     transport_rep.input = format!("{} frames in the WARP nodes' RX buffers", at_nodes.len());
     transport_rep.input_digest = air_rep.output_digest.clone();
@@ -271,15 +328,31 @@ pub fn run(
         frame_len
     );
     transport_rep.output_digest = blocks_digest(&captured);
-    let mismatched = captured.iter().zip(&at_nodes).filter(|(h, n)| h != n).count();
+    let mismatched = captured
+        .iter()
+        .zip(&at_nodes)
+        .filter(|(h, n)| h != n)
+        .count();
     transport_rep.check(mismatched == 0, || {
         format!("{mismatched} frames reached the host different from the nodes' buffers")
     });
     let n = emu_stats.nodes.len().max(1) as f64;
     transport_rep.count("nodes", emu_stats.nodes.len() as f64, "");
-    transport_rep.count("triggers_per_node", emu_stats.nodes.iter().map(|c| c.triggers).sum::<u64>() as f64 / n, "");
-    transport_rep.count("node_drops", emu_stats.nodes.iter().map(|c| c.dropped()).sum::<u64>() as f64, "packet");
-    transport_rep.count("bytes", (captured.len() * antennas * frame_len * 4) as f64, "B");
+    transport_rep.count(
+        "triggers_per_node",
+        emu_stats.nodes.iter().map(|c| c.triggers).sum::<u64>() as f64 / n,
+        "",
+    );
+    transport_rep.count(
+        "node_drops",
+        emu_stats.nodes.iter().map(|c| c.dropped()).sum::<u64>() as f64,
+        "packet",
+    );
+    transport_rep.count(
+        "bytes",
+        (captured.len() * antennas * frame_len * 4) as f64,
+        "B",
+    );
     drop(rx);
     emu.stop().map_err(DemoError::Emulator)?;
     Ok(Captured { frames: captured })

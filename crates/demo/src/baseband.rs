@@ -42,7 +42,8 @@ pub fn run(
     report.input_digest = blocks_digest(&captured.frames);
     let ctx = Arc::new(KernelContext::new(fc, PARTS)?);
     let policy = make_policy("lroc", &ctx.shape, &PolicyParams::default())?;
-    let cores: Vec<usize> = (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
+    let cores: Vec<usize> =
+        (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
     let devices = DeviceSpec::split(cfg.workers, 1, &cores);
     let mut run_cfg = BlockRunConfig::new(&format!("{}x{}", fc.antennas, fc.users), devices);
     run_cfg.deadline_ns = (cfg.deadline_ms * 1e6) as u64;
@@ -118,7 +119,11 @@ pub fn run(
     report.count("bit_errors", bit_errors as f64, "bit");
     report.count("p99_latency_ms", rep.p99_ms, "ms");
     report.count("executors", rep.devices as f64, "");
-    report.count("clipped_samples", out.ingest.clipped_samples as f64, "sample");
+    report.count(
+        "clipped_samples",
+        out.ingest.clipped_samples as f64,
+        "sample",
+    );
     let miss_pct = 100.0 * rep.missed as f64 / n.max(1) as f64;
     report.check(miss_pct <= cfg.max_deadline_miss_pct, || {
         format!(
@@ -126,7 +131,9 @@ pub fn run(
             rep.missed, n, cfg.deadline_ms, cfg.max_deadline_miss_pct
         )
     });
-    report.check(missing == 0, || format!("{missing} of {n} frames were not decoded"));
+    report.check(missing == 0, || {
+        format!("{missing} of {n} frames were not decoded")
+    });
     report.check(bit_errors == 0, || {
         format!("{bit_errors} bit errors in {wrong_frames} frames against the users' payload")
     });
@@ -135,7 +142,9 @@ pub fn run(
         .iter()
         .filter(|r| matches!(r.fate, FrameFate::Failed | FrameFate::Rejected))
         .count();
-    report.check(failed_fates == 0, || format!("{failed_fates} frames failed or were rejected"));
+    report.check(failed_fates == 0, || {
+        format!("{failed_fates} frames failed or were rejected")
+    });
     // What the station and the rt layer said about the run (thread setup refused,
     // clipping, ...), reported as is.
     report.notes.extend(out.report.notes.iter().cloned());

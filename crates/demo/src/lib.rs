@@ -32,7 +32,7 @@ use serde::Serialize;
 use thiserror::Error;
 
 pub use delivery::default_link;
-pub use report::{Counter, DemoReport, Delivery, Span, StageReport};
+pub use report::{Counter, Delivery, DemoReport, Span, StageReport};
 
 /// What to run. [`DemoConfig::default`] is the demo's documented default.
 #[derive(Clone, Debug, Serialize)]
@@ -105,6 +105,11 @@ impl DemoConfig {
         }
         if self.links.is_empty() {
             return bad("no receivers: give at least one link".into());
+        }
+        for l in &self.links {
+            if let Err(e) = radiohost_testbed::link::LinkConfig::parse(l) {
+                return bad(format!("receiver link {l:?}: {e}"));
+            }
         }
         if !self.snr_db.is_finite() {
             return bad(format!("SNR {} dB is not a number", self.snr_db));
@@ -198,7 +203,9 @@ pub fn run(
     on_stage(&rep);
     stages.push(rep);
 
-    let originals: Vec<Vec<u8>> = (0..cfg.users).map(|u| users.user_payload_bytes(u)).collect();
+    let originals: Vec<Vec<u8>> = (0..cfg.users)
+        .map(|u| users.user_payload_bytes(u))
+        .collect();
     let mut rep = StageReport::new("delivery");
     let start = Instant::now();
     let delivered = delivery::run(&decoded, &originals, &cfg.links, cfg.seed, &mut rep)?;

@@ -147,7 +147,11 @@ pub fn blocks_digest<'a>(blocks: impl IntoIterator<Item = &'a radiohost_iq::Bloc
 /// Bits (one per byte, 0 or 1) packed MSB first; a ragged tail is zero-padded.
 pub fn pack_bits(bits: &[u8]) -> Vec<u8> {
     bits.chunks(8)
-        .map(|c| c.iter().enumerate().fold(0u8, |acc, (i, &b)| acc | ((b & 1) << (7 - i))))
+        .map(|c| {
+            c.iter()
+                .enumerate()
+                .fold(0u8, |acc, (i, &b)| acc | ((b & 1) << (7 - i)))
+        })
         .collect()
 }
 

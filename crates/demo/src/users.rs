@@ -4,6 +4,7 @@
 use radiohost_iq::{Block, Cf32};
 use radiohost_phy::config::{FrameConfig, FrameConfigFile};
 use radiohost_phy::generator::{Generator, TARGET_RMS};
+use radiohost_warp::node::BUFFER_SAMPLES;
 
 use crate::report::{blocks_digest, pack_bits, sha256_hex, sha256_parts, StageReport};
 use crate::{DemoConfig, DemoError};
@@ -39,7 +40,11 @@ impl UsersOutput {
     /// Each user's payload over all frames, packed MSB first: what the
     /// receivers must end up holding.
     pub fn user_payload_bytes(&self, user: usize) -> Vec<u8> {
-        let bits: Vec<u8> = self.payload.iter().flat_map(|f| f[user].iter().copied()).collect();
+        let bits: Vec<u8> = self
+            .payload
+            .iter()
+            .flat_map(|f| f[user].iter().copied())
+            .collect();
         pack_bits(&bits)
     }
 }
@@ -74,6 +79,14 @@ pub fn run(
     let mut gen = Generator::new(fc);
     let frame_len = fc.frame_len();
     let gain = tx_gain(fc);
+    // One frame per WARP capture window: a node's trigger records a whole RX
+    // buffer, so the next trigger (and frame) starts one buffer later.
+    let period = BUFFER_SAMPLES as u64;
+    if frame_len as u64 > period {
+        return Err(DemoError::Config(format!(
+            "a frame of {frame_len} samples does not fit a WARP RX buffer of {period}"
+        )));
+    }
     let mut frames = Vec::with_capacity(cfg.frames as usize);
     let mut payload = Vec::with_capacity(cfg.frames as usize);
     for f in 0..cfg.frames {
@@ -83,7 +96,7 @@ pub fn run(
             .chunks(frame_len)
             .map(|w| w.iter().map(|s| s * gain).collect())
             .collect();
-        let mut block = Block::from_ports(ports, fc.sample_rate, f * frame_len as u64)?;
+        let mut block = Block::from_ports(ports, fc.sample_rate, f * period)?;
         block.start_of_burst = true;
         block.end_of_burst = true;
         frames.push(block);
@@ -93,7 +106,7 @@ pub fn run(
         frames,
         payload,
         tx_gain: gain,
-        frame_period: frame_len as u64,
+        frame_period: period,
     };
     let bits: usize = out.payload.iter().flatten().map(Vec::len).sum();
     let per_user: Vec<Vec<u8>> = (0..cfg.users).map(|u| out.user_payload_bytes(u)).collect();
@@ -108,9 +121,15 @@ pub fn run(
     );
     report.output_digest = blocks_digest(&out.frames);
     report.count("payload_bits", bits as f64, "bit");
-    report.count("samples_per_user", (frame_len as u64 * cfg.frames) as f64, "sample");
+    report.count(
+        "samples_per_user",
+        (frame_len as u64 * cfg.frames) as f64,
+        "sample",
+    );
     report.count("tx_gain", gain as f64, "linear");
-    report.check(bits > 0, || "the configuration carries no uplink payload".into());
+    report.check(bits > 0, || {
+        "the configuration carries no uplink payload".into()
+    });
     // The payload digest is what every receiver must reproduce at the end.
     tracing::debug!(digest = %sha256_parts(per_user.iter().map(Vec::as_slice)), "user payloads");
     Ok(out)

@@ -5,8 +5,8 @@
 use std::process::Command as Process;
 use std::time::Instant;
 
-use hdrhistogram::Histogram;
 use radiohost_iq::Cf32;
+use radiohost_rt::stats::LatencyHistogram;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -47,6 +47,22 @@ pub enum BenchError {
     Dsp(#[from] DspError),
 }
 
+/// Why the GNU Radio comparison rows are missing (printed in the report).
+#[derive(Debug, thiserror::Error)]
+enum GnuRadioSkipped {
+    #[error("skipped (--no-gnuradio)")]
+    NotAsked,
+    #[error("{python} could not be started: {source}; GNU Radio runs under Debian's python3")]
+    NoPython {
+        python: &'static str,
+        source: std::io::Error,
+    },
+    #[error("GNU Radio did not run ({0}); install it with `apt-get install -y --no-install-recommends gnuradio`")]
+    Failed(String),
+    #[error("GNU Radio printed no timings")]
+    NoTimings,
+}
+
 /// (inputs, outputs) of a benchmark configuration.
 type Ports = (usize, usize);
 
@@ -78,28 +94,24 @@ fn random_blocks(rng: &mut ChaCha8Rng, count: usize, len: usize) -> Vec<Vec<Cf32
         .collect()
 }
 
-fn histogram() -> Histogram<u64> {
-    // 1 ns .. 60 s at 3 significant digits; the bounds are constants, so this cannot fail.
-    Histogram::new_with_bounds(1, 60_000_000_000, 3).unwrap_or_else(|_| unreachable!())
-}
-
 fn row_from(
     name: String,
     ports: Ports,
     block: usize,
     taps: usize,
-    hist: &Histogram<u64>,
+    hist: &LatencyHistogram,
     b2b_ns: Option<f64>,
 ) -> Row {
-    let median = hist.value_at_quantile(0.5) as f64;
+    let s = hist.summary();
+    let median = s.median_ns as f64;
     Row {
         name,
         ports: format!("{}x{}", ports.0, ports.1),
         block,
         taps,
         median_ns: Some(median),
-        p999_ns: Some(hist.value_at_quantile(0.999) as f64),
-        max_ns: Some(hist.max() as f64),
+        p999_ns: Some(s.p999_ns as f64),
+        max_ns: Some(s.max_ns as f64),
         msps: block as f64 / median * 1e3,
         b2b_msps: b2b_ns.map(|ns| block as f64 / ns * 1e3),
     }
@@ -125,26 +137,27 @@ fn bench_upols(
         .map(|_| random_blocks(&mut rng, ports.0, block))
         .collect();
     let mut outputs = vec![vec![Cf32::new(0.0, 0.0); block]; ports.1];
-    let step = |k: usize, conv: &mut MimoConvolver, outputs: &mut [Vec<Cf32>]| -> Result<(), DspError> {
-        // Port slices on the stack, so the timed step allocates nothing.
-        let block_in = &inputs[k % inputs.len()];
-        let ins: [&[Cf32]; MAX_BENCH_PORTS] =
-            std::array::from_fn(|i| block_in.get(i).map_or(&[][..], Vec::as_slice));
-        let n = outputs.len();
-        let mut it = outputs.iter_mut();
-        let mut outs: [&mut [Cf32]; MAX_BENCH_PORTS] =
-            std::array::from_fn(|_| it.next().map_or(&mut [][..], Vec::as_mut_slice));
-        conv.process_block(&ins[..block_in.len()], &mut outs[..n])?;
-        Ok(())
-    };
+    let step =
+        |k: usize, conv: &mut MimoConvolver, outputs: &mut [Vec<Cf32>]| -> Result<(), DspError> {
+            // Port slices on the stack, so the timed step allocates nothing.
+            let block_in = &inputs[k % inputs.len()];
+            let ins: [&[Cf32]; MAX_BENCH_PORTS] =
+                std::array::from_fn(|i| block_in.get(i).map_or(&[][..], Vec::as_slice));
+            let n = outputs.len();
+            let mut it = outputs.iter_mut();
+            let mut outs: [&mut [Cf32]; MAX_BENCH_PORTS] =
+                std::array::from_fn(|_| it.next().map_or(&mut [][..], Vec::as_mut_slice));
+            conv.process_block(&ins[..block_in.len()], &mut outs[..n])?;
+            Ok(())
+        };
     for k in 0..blocks.min(2000) {
         step(k, &mut conv, &mut outputs)?;
     }
-    let mut hist = histogram();
+    let mut hist = LatencyHistogram::new();
     for k in 0..blocks {
         let t = Instant::now();
         step(k, &mut conv, &mut outputs)?;
-        hist.saturating_record(t.elapsed().as_nanos() as u64);
+        hist.record(u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX));
     }
     let chunk = (blocks / 10).max(1);
     let mut best = f64::INFINITY;
@@ -170,11 +183,11 @@ fn bench_naive(block: usize, taps: usize, blocks: usize) -> Row {
     let mut fir = NaiveFir::new(&h);
     let inputs = random_blocks(&mut rng, 16, block);
     let mut out = vec![Cf32::new(0.0, 0.0); block];
-    let mut hist = histogram();
+    let mut hist = LatencyHistogram::new();
     for k in 0..blocks {
         let t = Instant::now();
         fir.process(&inputs[k % 16], &mut out);
-        hist.saturating_record(t.elapsed().as_nanos() as u64);
+        hist.record(u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX));
     }
     std::hint::black_box(&out);
     row_from(
@@ -237,7 +250,7 @@ for _ in range(3):
 /// without the filter), or why it could not run. Times are the process's CPU time (all
 /// threads), so on a shared machine the time slices given to others do not count,
 /// as with our per-block medians.
-fn bench_gnuradio(samples: u64, taps: usize) -> Result<Vec<Row>, String> {
+fn bench_gnuradio(samples: u64, taps: usize) -> Result<Vec<Row>, GnuRadioSkipped> {
     let python = "/usr/bin/python3";
     let out = Process::new(python)
         .arg("-c")
@@ -245,13 +258,11 @@ fn bench_gnuradio(samples: u64, taps: usize) -> Result<Vec<Row>, String> {
         .arg(samples.to_string())
         .arg(taps.to_string())
         .output()
-        .map_err(|e| format!("{python} could not be started: {e}"))?;
+        .map_err(|source| GnuRadioSkipped::NoPython { python, source })?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         let last = err.lines().last().unwrap_or("no message");
-        return Err(format!(
-            "GNU Radio did not run ({last}); install it with `apt-get install -y --no-install-recommends gnuradio`"
-        ));
+        return Err(GnuRadioSkipped::Failed(last.to_string()));
     }
     let mut with = Vec::new();
     let mut without = Vec::new();
@@ -266,7 +277,7 @@ fn bench_gnuradio(samples: u64, taps: usize) -> Result<Vec<Row>, String> {
         }
     }
     if with.is_empty() {
-        return Err("GNU Radio printed no timings".into());
+        return Err(GnuRadioSkipped::NoTimings);
     }
     // Best of three, like the fastest tenth above: the least disturbed run.
     let best = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
@@ -331,7 +342,7 @@ pub fn run_bench(a: &BenchConfig) -> Result<BenchReport, BenchError> {
         });
     }
     let gnuradio = match a.gnuradio_samples {
-        None => Err("skipped (--no-gnuradio)".to_string()),
+        None => Err(GnuRadioSkipped::NotAsked),
         Some(samples) => bench_gnuradio(samples, l),
     };
     let gnuradio_skipped = match gnuradio {
@@ -339,7 +350,7 @@ pub fn run_bench(a: &BenchConfig) -> Result<BenchReport, BenchError> {
             rows.extend(gr);
             None
         }
-        Err(why) => Some(why),
+        Err(why) => Some(why.to_string()),
     };
     Ok(BenchReport {
         rows,

@@ -13,8 +13,8 @@ use radiohost_iq::sigmf::{self, DataType, Meta, SigMfError};
 use radiohost_iq::Cf32;
 
 use crate::channel::{
-    ar1_rho_for_doppler, draw_rayleigh, parse_tap_file, write_tap_file, FadingChannel,
-    FadingError, FadingProcess, PdpError, PowerDelayProfile, TapFileError,
+    ar1_rho_for_doppler, draw_rayleigh, parse_tap_file, write_tap_file, FadingChannel, FadingError,
+    FadingProcess, PdpError, PowerDelayProfile, TapFileError,
 };
 use crate::{taps, DspError, MimoTaps};
 
@@ -176,13 +176,17 @@ pub fn build_channel(
         return Ok((Channel::Static(taps), what));
     }
     let (m, n) = spec.ports.unwrap_or(spec.default_ports);
-    let pdp = || PowerDelayProfile::exponential(spec.model_taps, spec.spacing, spec.decay_db_per_tap);
+    let pdp =
+        || PowerDelayProfile::exponential(spec.model_taps, spec.spacing, spec.decay_db_per_tap);
     Ok(match spec.model {
         ChannelModel::Identity => {
             if m != n {
                 return Err(ChannelSpecError::IdentityShape(m, n));
             }
-            (Channel::Static(identity_taps(m)?), format!("{m}x{n} identity"))
+            (
+                Channel::Static(identity_taps(m)?),
+                format!("{m}x{n} identity"),
+            )
         }
         ChannelModel::Rayleigh => {
             let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
@@ -364,7 +368,8 @@ mod tests {
     use super::*;
 
     fn scratch_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("radiohost-spec-{name}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("radiohost-spec-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         dir
     }
@@ -425,7 +430,13 @@ mod tests {
             Err(ChannelSpecError::NoSampleRate)
         ));
         let (c, _) = build_channel(&spec(ChannelModel::Ar1), 64, Some(1e6)).unwrap();
-        assert!(matches!(c, Channel::Fading { update_blocks: 4, .. }));
+        assert!(matches!(
+            c,
+            Channel::Fading {
+                update_blocks: 4,
+                ..
+            }
+        ));
         let mut bad = spec(ChannelModel::Identity);
         bad.ports = Some((1, 2));
         assert!(build_channel(&bad, 64, None).is_err());

@@ -10,8 +10,8 @@ use cudarc::driver::DriverError;
 pub enum GpuError {
     #[error("no CUDA driver found: {0}")]
     NoDriver(String),
-    #[error("NVRTC not found: {0}")]
-    NoNvrtc(String),
+    #[error("NVRTC unavailable: {0}")]
+    NoNvrtc(#[from] crate::nvrtc::NvrtcLoadError),
     #[error("NVRTC failed on module `{module}` for {arch}: {message}")]
     Compile {
         module: &'static str,

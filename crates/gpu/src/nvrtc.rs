@@ -119,34 +119,51 @@ fn dlerror_text() -> String {
     }
 }
 
+/// Why NVRTC could not be loaded (cached: the first attempt's answer holds for
+/// the process).
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum NvrtcLoadError {
+    #[error("path {} contains a NUL byte: set RADIOHOST_NVRTC to a path without one", .0.display())]
+    NulInPath(PathBuf),
+    #[error("{} exists but cannot be loaded ({reason}): set RADIOHOST_NVRTC to a libnvrtc.so.12 that matches this machine", path.display())]
+    Unloadable { path: PathBuf, reason: String },
+    #[error("searched RADIOHOST_NVRTC, LD_LIBRARY_PATH, /usr/local/cuda and Python site-packages (nvidia/cuda_nvrtc/lib): install it with `pip install nvidia-cuda-nvrtc-cu12` or set RADIOHOST_NVRTC=/path/to/libnvrtc.so.12")]
+    NotFound,
+    #[error("nvrtcVersion failed ({0}): the library is broken; reinstall it (`pip install nvidia-cuda-nvrtc-cu12`)")]
+    Version(String),
+}
+
 /// Load NVRTC once per process (the library stays loaded for the process lifetime).
 ///
 /// # Errors
 /// [`GpuError::NoNvrtc`] saying where it looked and how to install it.
 pub fn load_nvrtc() -> Result<NvrtcInfo, GpuError> {
-    static LOADED: OnceLock<Result<NvrtcInfo, String>> = OnceLock::new();
+    static LOADED: OnceLock<Result<NvrtcInfo, NvrtcLoadError>> = OnceLock::new();
     LOADED
         .get_or_init(|| {
             let path = find_nvrtc_file();
             if let Some(p) = &path {
                 let c = CString::new(p.as_os_str().as_encoded_bytes())
-                    .map_err(|_| format!("path {} contains a NUL byte", p.display()))?;
+                    .map_err(|_| NvrtcLoadError::NulInPath(p.clone()))?;
                 // SAFETY: dlopen with a valid C string; the handle is deliberately
                 // never closed (cudarc keeps using the library).
                 let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
                 if h.is_null() {
-                    return Err(format!("{} exists but cannot be loaded: {}", p.display(), dlerror_text()));
+                    return Err(NvrtcLoadError::Unloadable {
+                        path: p.clone(),
+                        reason: dlerror_text(),
+                    });
                 }
             }
             // SAFETY: only probes whether the library can be opened.
             if !unsafe { sys::is_culib_present() } {
-                return Err("searched RADIOHOST_NVRTC, LD_LIBRARY_PATH, /usr/local/cuda and Python site-packages (nvidia/cuda_nvrtc/lib): install it with `pip install nvidia-cuda-nvrtc-cu12` or set RADIOHOST_NVRTC=/path/to/libnvrtc.so.12".to_string());
+                return Err(NvrtcLoadError::NotFound);
             }
             let (mut major, mut minor) = (0, 0);
             // SAFETY: the library is present; out-pointers are valid.
             unsafe { sys::nvrtcVersion(&mut major, &mut minor) }
                 .result()
-                .map_err(|e| format!("nvrtcVersion failed: {e:?}"))?;
+                .map_err(|e| NvrtcLoadError::Version(format!("{e:?}")))?;
             Ok(NvrtcInfo {
                 path,
                 version: (major, minor),

@@ -120,6 +120,10 @@ pub enum OccupancyError {
     SharedMemory { smem: u32, max: u32 },
     #[error("zero CTAs: nothing to launch")]
     Empty,
+    #[error("every logical device needs at least one SM: give each a budget of 1 or more")]
+    EmptySmBudget,
+    #[error("SM budgets add up to {total} but {gpu} has {sms} SMs: lower the budgets")]
+    SmBudgetOver { total: u32, gpu: String, sms: u32 },
 }
 
 /// CTAs of `shape` resident on one SM of `gpu`, and the SMs all of them need.
@@ -197,16 +201,17 @@ pub fn occupancy(gpu: &GpuSpec, shape: &LaunchShape) -> Result<Occupancy, Occupa
 ///
 /// # Errors
 /// Budgets that are empty, zero, or add up to more SMs than the GPU has.
-pub fn split_by_sm(gpu: &GpuSpec, budgets: &[u32]) -> Result<Vec<u32>, String> {
+pub fn split_by_sm(gpu: &GpuSpec, budgets: &[u32]) -> Result<Vec<u32>, OccupancyError> {
     if budgets.is_empty() || budgets.contains(&0) {
-        return Err("every logical device needs at least one SM".into());
+        return Err(OccupancyError::EmptySmBudget);
     }
-    let total: u32 = budgets.iter().sum();
+    let total = budgets.iter().fold(0u32, |a, &b| a.saturating_add(b));
     if total > gpu.sms {
-        return Err(format!(
-            "SM budgets add up to {total} but {} has {} SMs",
-            gpu.name, gpu.sms
-        ));
+        return Err(OccupancyError::SmBudgetOver {
+            total,
+            gpu: gpu.name.to_string(),
+            sms: gpu.sms,
+        });
     }
     Ok(budgets.to_vec())
 }

@@ -55,7 +55,12 @@ fn check_rate(rate_hz: f64) -> Result<(), BlockError> {
 
 impl Block {
     /// A zeroed block.
-    pub fn zeros(ports: usize, len: usize, rate_hz: f64, start_tick: u64) -> Result<Self, BlockError> {
+    pub fn zeros(
+        ports: usize,
+        len: usize,
+        rate_hz: f64,
+        start_tick: u64,
+    ) -> Result<Self, BlockError> {
         if ports == 0 {
             return Err(BlockError::NoPorts);
         }
@@ -76,7 +81,11 @@ impl Block {
     }
 
     /// A block from one vector per port; all must have the same length.
-    pub fn from_ports(ports: Vec<Vec<Cf32>>, rate_hz: f64, start_tick: u64) -> Result<Self, BlockError> {
+    pub fn from_ports(
+        ports: Vec<Vec<Cf32>>,
+        rate_hz: f64,
+        start_tick: u64,
+    ) -> Result<Self, BlockError> {
         let first = ports.first().ok_or(BlockError::NoPorts)?.len();
         if let Some((port, p)) = ports.iter().enumerate().find(|(_, p)| p.len() != first) {
             return Err(BlockError::RaggedPorts {
@@ -179,7 +188,10 @@ mod tests {
             Block::from_ports(vec![vec![Cf32::default(); 2], vec![]], 1.0, 0),
             Err(BlockError::RaggedPorts { port: 1, .. })
         ));
-        assert!(matches!(Block::zeros(1, 4, 0.0, 0), Err(BlockError::BadRate(_))));
+        assert!(matches!(
+            Block::zeros(1, 4, 0.0, 0),
+            Err(BlockError::BadRate(_))
+        ));
         assert!(matches!(
             Block::zeros(usize::MAX, 2, 1.0, 0),
             Err(BlockError::TooLarge { .. })

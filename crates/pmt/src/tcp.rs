@@ -16,6 +16,25 @@ use crate::tun::{in_netns, IpLinkPair, TunError};
 
 const PORT: u16 = 5001;
 
+/// Why one TCP sender stopped early (logged; its receiver's outcome shows the loss).
+#[derive(Debug, thiserror::Error)]
+enum SenderError {
+    #[error("connect {to}: {source}; the receiver's namespace or listener is not up")]
+    Connect {
+        to: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("TCP_CONGESTION={algo}: {source}; load it (modprobe tcp_{algo}) or pick one of /proc/sys/net/ipv4/tcp_available_congestion_control")]
+    Congestion {
+        algo: String,
+        source: std::io::Error,
+    },
+    #[error("could not clone the socket to sample its congestion window: {0}")]
+    Probe(#[source] std::io::Error),
+    #[error("write: {0}")]
+    Write(#[source] std::io::Error),
+}
+
 /// Congestion window (segments) of a connected socket, from TCP_INFO.
 pub fn tcp_cwnd(s: &TcpStream) -> Option<u32> {
     // SAFETY: tcp_info is plain data; getsockopt writes at most `len` bytes into it.
@@ -102,17 +121,22 @@ fn send(
     start: Instant,
     deadline: Instant,
     finished: Arc<AtomicBool>,
-) -> Result<Vec<(f64, u32)>, String> {
+) -> Result<Vec<(f64, u32)>, SenderError> {
     let stream = loop {
         match TcpStream::connect_timeout(&to, Duration::from_secs(2)) {
             Ok(s) => break s,
-            Err(e) if Instant::now() >= deadline => return Err(format!("connect {to}: {e}")),
+            Err(source) if Instant::now() >= deadline => {
+                return Err(SenderError::Connect { to, source })
+            }
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     };
-    set_congestion(&stream, &algo).map_err(|e| format!("TCP_CONGESTION={algo}: {e}"))?;
+    set_congestion(&stream, &algo).map_err(|source| SenderError::Congestion {
+        algo: algo.clone(),
+        source,
+    })?;
     let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
-    let probe = stream.try_clone().map_err(|e| e.to_string())?;
+    let probe = stream.try_clone().map_err(SenderError::Probe)?;
     let stop = finished.clone();
     let sampler = std::thread::spawn(move || {
         let mut cwnd = Vec::new();
@@ -136,7 +160,7 @@ fn send(
                 ) => {}
             Err(e) => {
                 finished.store(true, Ordering::Relaxed);
-                return Err(format!("write: {e}"));
+                return Err(SenderError::Write(e));
             }
         }
     }
@@ -181,17 +205,22 @@ pub fn run_tcp(
         let (tx, rx) = std::sync::mpsc::channel();
         let bind = SocketAddr::from((p.addr_b, PORT));
         servers.push(in_netns(&p.ns_b, move || {
-            let l = TcpListener::bind(bind);
-            let ok = l.is_ok();
-            let _ = tx.send(l.as_ref().map(|_| ()).map_err(|e| e.to_string()));
-            ok.then(|| serve(l.expect("bound"), size, start, deadline))
+            let (listener, bind_error) = match TcpListener::bind(bind) {
+                Ok(l) => (Some(l), None),
+                Err(e) => (None, Some(e)),
+            };
+            let _ = tx.send(bind_error);
+            listener.map(|l| serve(l, size, start, deadline))
         })?);
-        rx.recv()
-            .map_err(|_| TunError::NotPermitted("server thread died".into()))?
-            .map_err(|e| TunError::Command {
+        let bind_error = rx
+            .recv()
+            .map_err(|_| TunError::NotPermitted("server thread died".into()))?;
+        if let Some(e) = bind_error {
+            return Err(TunError::Command {
                 cmd: format!("bind {bind}"),
-                stderr: e,
-            })?;
+                stderr: e.to_string(),
+            });
+        }
         let finished = Arc::new(AtomicBool::new(false));
         flags.push(finished.clone());
         let to = SocketAddr::from((p.addr_b, PORT));

@@ -173,8 +173,8 @@ pub fn run_all(harness: &dyn Harness) -> ConformanceReport {
     let results = CHECKS
         .iter()
         .map(|&(name, check)| {
-            let outcome = catch_unwind(AssertUnwindSafe(|| check(harness, &caps)))
-                .unwrap_or_else(|p| {
+            let outcome =
+                catch_unwind(AssertUnwindSafe(|| check(harness, &caps))).unwrap_or_else(|p| {
                     let msg = p
                         .downcast_ref::<&str>()
                         .map(|s| s.to_string())
@@ -240,7 +240,12 @@ fn info_consistent(h: &dyn Harness, _: &Capabilities) -> Outcome {
     outcome((|| {
         let radio = at("open", h.open())?;
         let info = radio.info();
-        expect(!info.backend.is_empty(), "backend name", "non-empty", "\"\"")?;
+        expect(
+            !info.backend.is_empty(),
+            "backend name",
+            "non-empty",
+            "\"\"",
+        )?;
         expect(info.rx_channels > 0, "rx_channels", "> 0", info.rx_channels)?;
         let rate = radio.rate();
         expect(rate.is_finite() && rate > 0.0, "rate", "> 0", rate)?;
@@ -252,7 +257,12 @@ fn info_consistent(h: &dyn Harness, _: &Capabilities) -> Outcome {
         )?;
         // The streamer reports the channels asked for.
         let rx = at("rx_stream", radio_rx(radio, &[0]))?;
-        expect(rx.num_channels() == 1, "rx num_channels", 1, rx.num_channels())
+        expect(
+            rx.num_channels() == 1,
+            "rx num_channels",
+            1,
+            rx.num_channels(),
+        )
     })())
 }
 
@@ -324,7 +334,11 @@ fn zero_length(h: &dyn Harness, caps: &Capabilities) -> Outcome {
         let mut md = RxMetadata::default();
         let n = at(
             "recv into an empty buffer",
-            rx.recv(&mut [&mut []], &mut md, caps.timeout.min(Duration::from_millis(50))),
+            rx.recv(
+                &mut [&mut []],
+                &mut md,
+                caps.timeout.min(Duration::from_millis(50)),
+            ),
         )?;
         expect(n == 0, "recv into an empty buffer", 0, n)?;
         if info.tx_channels > 0 {
@@ -411,7 +425,12 @@ fn num_samps_and_done_exact(h: &dyn Harness, caps: &Capabilities) -> Outcome {
             want,
             got[0].len(),
         )?;
-        expect(last.end_of_burst, "end_of_burst on the last recv", true, false)?;
+        expect(
+            last.end_of_burst,
+            "end_of_burst on the last recv",
+            true,
+            false,
+        )?;
         let mut md = RxMetadata::default();
         let mut buf = vec![Cf32::default(); 16];
         let n = at(
@@ -431,12 +450,16 @@ fn num_samps_and_done_exact(h: &dyn Harness, caps: &Capabilities) -> Outcome {
     })())
 }
 
-/// Sends one timed burst on every common channel; returns (T, bursts).
+/// A TX streamer (kept alive for its async events), the burst time T and
+/// the samples sent per channel.
+type SentBurst = (Box<dyn crate::TxStreamer>, Time, Vec<Vec<Cf32>>);
+
+/// Sends one timed burst on `channels` channels.
 fn send_burst(
     tx_radio: &mut dyn Radio,
     caps: &Capabilities,
     channels: usize,
-) -> Result<(Box<dyn crate::TxStreamer>, Time, Vec<Vec<Cf32>>), CheckFailure> {
+) -> Result<SentBurst, CheckFailure> {
     let rate = tx_radio.rate();
     let list: Vec<usize> = (0..channels).collect();
     let mut tx = at("tx_stream", tx_radio.tx_stream(&StreamArgs::channels(list)))?;
@@ -496,7 +519,12 @@ fn tx_rx_loopback(h: &dyn Harness, caps: &Capabilities) -> Outcome {
             t.to_ticks(rate),
             format!("{got_t:?}"),
         )?;
-        expect(last.end_of_burst, "end_of_burst on the last recv", true, false)?;
+        expect(
+            last.end_of_burst,
+            "end_of_burst on the last recv",
+            true,
+            false,
+        )?;
         for (c, (g, s)) in got.iter().zip(&bursts).enumerate() {
             let worst = g
                 .iter()
@@ -630,7 +658,10 @@ fn late_command(h: &dyn Harness, caps: &Capabilities) -> Outcome {
     }
     outcome((|| {
         let mut radio = at("open", h.open())?;
-        at("set_time_now(10 s)", radio.set_time_now(Time::from_secs(10)))?;
+        at(
+            "set_time_now(10 s)",
+            radio.set_time_now(Time::from_secs(10)),
+        )?;
         let past = Time::from_secs(1);
         let mut rx = at("rx_stream", radio.rx_stream(&StreamArgs::channels([0])))?;
         let issued = rx.issue_stream_cmd(StreamCmd::at(StreamMode::NumSampsAndDone(100), past));
@@ -641,10 +672,12 @@ fn late_command(h: &dyn Harness, caps: &Capabilities) -> Outcome {
                 at("recv", rx.recv(&mut [&mut buf], &mut md, caps.timeout))?;
                 md.error
             }
-            Err(e) => return Err(CheckFailure::Radio {
-                step: "issue a command in the past (must be accepted and reported on recv)",
-                source: e,
-            }),
+            Err(e) => {
+                return Err(CheckFailure::Radio {
+                    step: "issue a command in the past (must be accepted and reported on recv)",
+                    source: e,
+                })
+            }
         };
         expect(
             got == RxErrorCode::LateCommand,
@@ -662,7 +695,10 @@ fn late_command(h: &dyn Harness, caps: &Capabilities) -> Outcome {
             start_of_burst: true,
             end_of_burst: true,
         };
-        at("send a burst in the past", tx.send(&[&burst], &md, caps.timeout))?;
+        at(
+            "send a burst in the past",
+            tx.send(&[&burst], &md, caps.timeout),
+        )?;
         let mut seen = Vec::new();
         for _ in 0..100 {
             match tx.recv_async_msg(caps.timeout) {
@@ -678,4 +714,41 @@ fn late_command(h: &dyn Harness, caps: &Capabilities) -> Outcome {
             format!("{seen:?}"),
         )
     })())
+}
+
+/// A radio that keeps `guard` (an emulator, a temp dir) alive as long as it
+/// lives: what a harness returns when the radio needs something running.
+pub struct Guarded<G: Send> {
+    pub radio: Box<dyn Radio>,
+    pub guard: G,
+}
+
+impl<G: Send> Radio for Guarded<G> {
+    fn info(&self) -> crate::RadioInfo {
+        self.radio.info()
+    }
+    fn rate(&self) -> f64 {
+        self.radio.rate()
+    }
+    fn set_rate(&mut self, rate_hz: f64) -> Result<f64, RadioError> {
+        self.radio.set_rate(rate_hz)
+    }
+    fn center_freq(&self) -> f64 {
+        self.radio.center_freq()
+    }
+    fn set_center_freq(&mut self, freq_hz: f64) -> Result<f64, RadioError> {
+        self.radio.set_center_freq(freq_hz)
+    }
+    fn time_now(&self) -> Time {
+        self.radio.time_now()
+    }
+    fn set_time_now(&mut self, time: Time) -> Result<(), RadioError> {
+        self.radio.set_time_now(time)
+    }
+    fn rx_stream(&mut self, args: &StreamArgs) -> Result<Box<dyn RxStreamer>, RadioError> {
+        self.radio.rx_stream(args)
+    }
+    fn tx_stream(&mut self, args: &StreamArgs) -> Result<Box<dyn crate::TxStreamer>, RadioError> {
+        self.radio.tx_stream(args)
+    }
 }

@@ -100,7 +100,9 @@ impl Replay {
 
     /// Segment index holding data index `i`.
     fn segment_of(&self, i: u64) -> usize {
-        self.segments.partition_point(|s| s.0 <= i).saturating_sub(1)
+        self.segments
+            .partition_point(|s| s.0 <= i)
+            .saturating_sub(1)
     }
 
     fn tick_of(&self, i: u64) -> u64 {
@@ -543,7 +545,9 @@ impl TxStreamer for SigMfTx {
         let mut s = lock(&self.shared);
         let rate = s.rate;
         let Some(rec) = s.recorder.as_mut() else {
-            return Err(RadioError::Disconnected("the SigMF output is closed".into()));
+            return Err(RadioError::Disconnected(
+                "the SigMF output is closed".into(),
+            ));
         };
         // Channels not in this streamer are written as zeros.
         let n = buffs.first().map_or(0, |b| b.len());

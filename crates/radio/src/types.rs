@@ -15,10 +15,7 @@ pub enum RadioError {
         direction: &'static str,
     },
     #[error("{what} is not supported by the {backend} backend")]
-    Unsupported {
-        backend: &'static str,
-        what: String,
-    },
+    Unsupported { backend: &'static str, what: String },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     #[error("{0} buffers given but the streamer has {1} channel(s): pass one buffer per channel")]

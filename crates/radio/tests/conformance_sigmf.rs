@@ -56,7 +56,9 @@ impl Harness for SigMfHarness {
             timeout: Duration::from_millis(200),
             loopback: Support::Yes,
             continuous: Support::Yes,
-            timed: Support::No("a recording has no running clock: nothing is ever in the past".into()),
+            timed: Support::No(
+                "a recording has no running clock: nothing is ever in the past".into(),
+            ),
             burst_ack: Support::Yes,
         }
     }
@@ -135,13 +137,18 @@ fn bursts_at_separate_times_become_captures_with_their_ticks() {
     tx_radio.finish().unwrap();
     // A finished output refuses more samples.
     let mut tx = tx_radio.tx_stream(&StreamArgs::channels([0])).unwrap();
-    assert!(tx.send(&[&a], &TxMetadata::default(), Duration::ZERO).is_err());
+    assert!(tx
+        .send(&[&a], &TxMetadata::default(), Duration::ZERO)
+        .is_err());
 
     // The checksum covers the data file.
     let meta: serde_json::Value =
         serde_json::from_slice(&std::fs::read(sigmf::meta_path(&path)).unwrap()).unwrap();
     let data = std::fs::read(sigmf::data_path(&path)).unwrap();
-    let hex: String = Sha512::digest(&data).iter().map(|b| format!("{b:02x}")).collect();
+    let hex: String = Sha512::digest(&data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     assert_eq!(meta["global"]["core:sha512"], hex);
     assert_eq!(meta["captures"].as_array().unwrap().len(), 2);
 
@@ -182,7 +189,9 @@ fn truncated_or_rateless_recordings_are_errors() {
     let meta = r#"{"global":{"core:datatype":"cf32_le","core:version":"1.2.0","core:sample_rate":1000000},"captures":[{"core:sample_start":0}],"annotations":[]}"#;
     // 8 bytes per cf32 sample: 13 bytes is a truncated file.
     write_raw(&base, meta, &[0u8; 13]);
-    let e = SigMfRadio::open(&base).err().expect("truncated data must fail");
+    let e = SigMfRadio::open(&base)
+        .err()
+        .expect("truncated data must fail");
     assert!(e.to_string().contains("truncated"), "{e}");
 
     let rateless = r#"{"global":{"core:datatype":"cf32_le","core:version":"1.2.0"},"captures":[],"annotations":[]}"#;

@@ -1,7 +1,7 @@
 //! The conformance suite on the WARP backend, against the in-process node
 //! emulator on 127.0.0.1 ephemeral ports, plus WARP edge cases.
 
-use radiohost_radio::conformance::{self, Capabilities, Harness, Loopback, Support};
+use radiohost_radio::conformance::{self, Capabilities, Guarded, Harness, Loopback, Support};
 use radiohost_radio::warp::{WarpConfig, WarpRadio};
 use radiohost_radio::{Radio, RadioError, RxMetadata, StreamArgs, StreamCmd, StreamMode, Time};
 use radiohost_warp::emulator::{Emulator, EmulatorConfig};
@@ -13,22 +13,16 @@ use std::time::Duration;
 /// Each setup gets its own emulator (fresh buffers, its own trigger port).
 struct WarpHarness;
 
-/// The radio owns the emulator so it lives as long as the radio.
-struct Emulated {
-    radio: WarpRadio,
-    _emu: Emulator,
-}
-
-fn start(nodes: u16, paths: usize) -> Result<Emulated, RadioError> {
+fn start(nodes: u16, paths: usize) -> Result<Guarded<Emulator>, RadioError> {
     let cfg = EmulatorConfig {
         nodes,
         addressing: Addressing::LOOPBACK.with_ports(0, 0),
         ..Default::default()
     };
     let emu = Emulator::start(cfg.clone())?;
-    let trigger = emu.trigger_addr().ok_or_else(|| {
-        RadioError::InvalidArgument("the emulator has no trigger socket".into())
-    })?;
+    let trigger = emu
+        .trigger_addr()
+        .ok_or_else(|| RadioError::InvalidArgument("the emulator has no trigger socket".into()))?;
     let targets = emu
         .node_addrs()
         .iter()
@@ -50,43 +44,11 @@ fn start(nodes: u16, paths: usize) -> Result<Emulated, RadioError> {
         paths_per_node: paths,
         trigger_ids: 1,
     })?;
-    Ok(Emulated { radio, _emu: emu })
-}
-
-impl Radio for Emulated {
-    fn info(&self) -> radiohost_radio::RadioInfo {
-        self.radio.info()
-    }
-    fn rate(&self) -> f64 {
-        self.radio.rate()
-    }
-    fn set_rate(&mut self, r: f64) -> Result<f64, RadioError> {
-        self.radio.set_rate(r)
-    }
-    fn center_freq(&self) -> f64 {
-        self.radio.center_freq()
-    }
-    fn set_center_freq(&mut self, f: f64) -> Result<f64, RadioError> {
-        self.radio.set_center_freq(f)
-    }
-    fn time_now(&self) -> Time {
-        self.radio.time_now()
-    }
-    fn set_time_now(&mut self, t: Time) -> Result<(), RadioError> {
-        self.radio.set_time_now(t)
-    }
-    fn rx_stream(
-        &mut self,
-        a: &StreamArgs,
-    ) -> Result<Box<dyn radiohost_radio::RxStreamer>, RadioError> {
-        self.radio.rx_stream(a)
-    }
-    fn tx_stream(
-        &mut self,
-        a: &StreamArgs,
-    ) -> Result<Box<dyn radiohost_radio::TxStreamer>, RadioError> {
-        self.radio.tx_stream(a)
-    }
+    // The radio keeps the emulator running as long as it lives.
+    Ok(Guarded {
+        radio: Box::new(radio),
+        guard: emu,
+    })
 }
 
 impl Harness for WarpHarness {
@@ -175,9 +137,16 @@ fn silent_node_is_an_error_not_a_hang() {
     rx.issue_stream_cmd(StreamCmd::now(StreamMode::NumSampsAndDone(100)))
         .unwrap();
     let mut buf = vec![Default::default(); 100];
-    let r = rx.recv(&mut [&mut buf], &mut RxMetadata::default(), Duration::from_secs(1));
+    let r = rx.recv(
+        &mut [&mut buf],
+        &mut RxMetadata::default(),
+        Duration::from_secs(1),
+    );
     match r {
-        Err(RadioError::Backend { backend: "warp", message }) => {
+        Err(RadioError::Backend {
+            backend: "warp",
+            message,
+        }) => {
             assert!(message.contains("did not complete"), "{message}")
         }
         other => panic!("expected a backend error, got {other:?}"),

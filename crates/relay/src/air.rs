@@ -3,9 +3,16 @@
 //! - the **source radio** sends burst `b` at tick `start + b * period`;
 //! - **links** (testbed's [`Link`] model, one per hop and relay) decide loss
 //!   and arrival time of each burst;
-//! - each **relay radio** hands the received burst to its host as a CHDR
-//!   packet stamped with the burst's RX time, once its last sample exists,
-//!   and transmits what the host sends back through chdr's timed-TX core
+//! - the source's bursts travel through the one emulated air
+//!   ([`radiohost_testbed::air`]): one air path per relay (TX port `i` -> RX
+//!   port `i`, identity and noiseless), on which the source emits each burst at
+//!   the tick its link delivers it (nothing when the link loses it, twice when it
+//!   duplicates it). The source is a timed transmitter: it emits a burst into the
+//!   air [`SOURCE_LEAD_TICKS`] (or one period, if longer) ahead of its tick,
+//!   because the air's past is final once any port has been read;
+//! - each **relay radio** reads its air port and hands the received burst to its
+//!   host as a CHDR packet stamped with the burst's RX time, once its last sample
+//!   exists, and transmits what the host sends back through chdr's timed-TX core
 //!   ([`TxCore`]): at the packet's timestamp if it arrived in time; a late
 //!   packet is dropped ([`LatePolicy::Drop`], UHD's behaviour) or sent at once
 //!   ([`LatePolicy::Send`], so the destination can see how late it was);
@@ -16,6 +23,13 @@
 //! driver happens to call. Only the hosts' timing is what is measured. The
 //! relay copies are kept apart at the destination (as if each relay used its
 //! own preamble) rather than summed, so each can be checked.
+//!
+//! The relay -> destination hop stays on the links alone, not the air: a relay's
+//! samples are only known once its host's packet reached the radio, often
+//! microseconds before their TX tick, while the air's one processing horizon
+//! has by then moved up to the present through the relays' own reads; emitting
+//! them would land in the air's past and truncate copies by the emulator's own
+//! lag, which is not what the relay run measures.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -24,8 +38,11 @@ use std::time::Duration;
 use radiohost_chdr::rx::test_signal;
 use radiohost_chdr::tx::{TxAction, TxConfig, TxCore, TxCounters, TxPolicy};
 use radiohost_chdr::wire::{ChdrHeader, StreamCommand, StreamCommandOp, WireError};
+use radiohost_iq::Cf32;
 use radiohost_iq::Ci16;
+use radiohost_rt::ManualClock;
 use radiohost_rt::{LatencyHistogram, Summary};
+use radiohost_testbed::air as medium;
 use radiohost_testbed::{Fate, Link, LinkConfig, LinkStats};
 
 use crate::classify::{BurstOutcome, Classifier, ClassifierConfig, CopyOutcome, Tally};
@@ -70,7 +87,17 @@ pub enum AirError {
     Config(String),
     #[error("encoding a packet failed: {0}")]
     Wire(#[from] WireError),
+    #[error("the emulated air refused: {0}")]
+    Medium(#[from] medium::AirError),
 }
+
+/// How far ahead of its tick the source emits a burst into the air, at least
+/// (one period when that is longer): the margin the driver may lag.
+pub const SOURCE_LEAD_TICKS: u64 = 4096;
+
+/// Air processing block, in samples: emissions are never more than this behind
+/// what was read (small, as the identity air does no convolution).
+const MEDIUM_BLOCK: usize = 16;
 
 /// EPID of relay `i`'s host stream endpoint (stage-1 packets go there).
 pub fn host_epid(relay: usize) -> u16 {
@@ -119,6 +146,11 @@ pub struct RelayRadioReport {
     pub copy_duplicated: u64,
     /// Copies whose samples differ from the source's burst.
     pub corrupt: u64,
+    /// Source emissions into this relay's air path that started in the air's
+    /// past (the driver lagged more than the source's lead): partly lost.
+    pub stage1_late_emissions: u64,
+    /// Bursts the relay radio could not read from the air (older than its history).
+    pub stage1_unreadable: u64,
     pub tx: TxCounters,
     #[serde(skip)]
     pub source_link: LinkStats,
@@ -164,6 +196,12 @@ type RxEntry = Reverse<(u64, u64, usize, u64, u64, u64)>;
 
 pub struct Air {
     cfg: AirConfig,
+    /// The one emulated air: the source -> relay paths.
+    medium: medium::Air,
+    medium_clock: ManualClock,
+    lead_ticks: u64,
+    rx_scratch: Vec<Cf32>,
+    tx_scratch: Vec<Cf32>,
     relays: usize,
     next_burst: u64,
     sr: Vec<Link>,
@@ -234,7 +272,9 @@ impl Air {
         let n = cfg.burst_samples;
         let to_ticks = |d: Duration| duration_to_ticks(d, cfg.rate_sps);
         // Bursts in flight at once, bounded by the time a burst can stay open.
-        let span = cfg.delta_ticks + cfg.deadline_ticks + 2 * n as u64;
+        // The source emits (and announces) bursts this far ahead of their tick.
+        let lead_ticks = SOURCE_LEAD_TICKS.max(cfg.period_ticks);
+        let span = lead_ticks + cfg.delta_ticks + cfg.deadline_ticks + 2 * n as u64;
         let max_delay = cfg
             .source_links
             .iter()
@@ -265,7 +305,29 @@ impl Air {
                 })
             })
             .collect();
+        // Reads may come out of order by the links' delay spread and reordering.
+        let history = ((2 * max_delay + lead_ticks + 4 * n as u64) as usize)
+            .next_power_of_two()
+            .clamp(MEDIUM_BLOCK, medium::MAX_HISTORY);
+        let medium_clock = ManualClock::new(0);
+        let medium = medium::Air::new(medium::AirConfig {
+            rate_hz: cfg.rate_sps as f64,
+            tx_ports: relays,
+            rx_ports: relays,
+            channel: medium::AirChannel::Identity,
+            snr_db: None,
+            seed: 0,
+            block: MEDIUM_BLOCK,
+            history,
+            max_pending: history,
+            clock: medium::AirClock::Simulated(medium_clock.clone()),
+        })?;
         Ok(Air {
+            medium,
+            medium_clock,
+            lead_ticks,
+            rx_scratch: vec![Cf32::default(); n],
+            tx_scratch: vec![Cf32::default(); n],
             nominal_sr: cfg.source_links.iter().map(|l| to_ticks(l.delay)).collect(),
             nominal_rd: cfg.dest_links.iter().map(|l| to_ticks(l.delay)).collect(),
             sr: cfg.source_links.iter().cloned().map(Link::new).collect(),
@@ -344,13 +406,22 @@ impl Air {
         v
     }
 
-    /// The source sends every burst due by `now` onto the source links.
+    /// The source sends every burst due by `now` plus its lead: each link decides
+    /// whether and when the burst reaches its relay, and the burst is emitted on
+    /// that relay's air path at that tick.
     fn emit_source(&mut self, now: u64) {
+        self.medium_clock
+            .set_ns(ticks_to_duration(now, self.cfg.rate_sps).as_nanos() as u64);
         let bytes = relay_packet_len(self.cfg.burst_samples);
         let mut intended = [0u64; MAX_RELAYS];
-        while self.next_burst < self.cfg.bursts && self.source_tick(self.next_burst) <= now {
+        while self.next_burst < self.cfg.bursts
+            && self.source_tick(self.next_burst) <= now.saturating_add(self.lead_ticks)
+        {
             let b = self.next_burst;
             let s = self.source_tick(b);
+            for (k, x) in self.tx_scratch.iter_mut().enumerate() {
+                *x = test_signal(0, s + k as u64).to_cf32();
+            }
             for (i, slot) in intended.iter_mut().enumerate().take(self.relays) {
                 *slot = self.intended_arrival(i, s);
                 let at_source = self.dur(s);
@@ -359,6 +430,11 @@ impl Air {
                     Fate::Deliver { at, duplicate_at } => {
                         for (k, t) in std::iter::once(at).chain(duplicate_at).enumerate() {
                             let rx_ts = self.ticks(t);
+                            if self.medium.transmit(i, rx_ts, &self.tx_scratch).is_err() {
+                                // Late (the part after the horizon still went out)
+                                // or over the pending bound: the copy will not match.
+                                self.reports[i].stage1_late_emissions += 1;
+                            }
                             let due = rx_ts + self.cfg.burst_samples as u64;
                             self.order += 1;
                             self.rx_pending
@@ -390,8 +466,19 @@ impl Air {
             return Ok(None);
         }
         self.rx_pending.pop();
-        for (k, s) in self.source_samples.iter_mut().enumerate() {
-            *s = test_signal(0, source_ts + k as u64);
+        // What the relay's antenna received over the burst: its air port.
+        if self
+            .medium
+            .receive(relay, rx_ts, &mut self.rx_scratch)
+            .is_err()
+        {
+            // Older than the air keeps (a reordering beyond its history): the
+            // radio hands over silence, which the destination finds corrupt.
+            self.reports[relay].stage1_unreadable += 1;
+            self.rx_scratch.fill(Cf32::default());
+        }
+        for (s, x) in self.source_samples.iter_mut().zip(&self.rx_scratch) {
+            *s = Ci16::from_cf32(*x);
         }
         let tag = RelayTag {
             kind: TagKind::Stage1,
@@ -693,7 +780,10 @@ impl Air {
     /// The next tick at which something is due (None: nothing left to do).
     pub fn next_wake(&self) -> Option<u64> {
         let n = self.cfg.burst_samples as u64;
-        let source = (self.next_burst < self.cfg.bursts).then(|| self.source_tick(self.next_burst));
+        let source = (self.next_burst < self.cfg.bursts).then(|| {
+            self.source_tick(self.next_burst)
+                .saturating_sub(self.lead_ticks)
+        });
         let rx = self.rx_pending.peek().map(|r| r.0 .0);
         let tx = (0..self.relays)
             .filter_map(|i| match &self.on_air[i] {
@@ -704,6 +794,11 @@ impl Air {
         let dest = self.dest_pending.peek().map(|r| r.0 .0);
         let deadline = self.classifier.next_deadline().map(|d| d + n + 1);
         [source, rx, tx, dest, deadline].into_iter().flatten().min()
+    }
+
+    /// Counters of the emulated air the source -> relay paths run over.
+    pub fn medium_stats(&self) -> medium::AirStats {
+        self.medium.stats()
     }
 
     /// Relay copies accepted by a radio and not yet received or lost.

@@ -8,7 +8,8 @@
 //! - [`schedule`]: the relay host's scheduling logic, sans-IO (time passed in);
 //! - [`classify`]: the destination's per-burst classification, sans-IO;
 //! - [`air`]: the emulated hardware as a sans-IO core: source radio, emulated
-//!   links (testbed), relay radios (chdr timed-TX core) and destination radio;
+//!   links (testbed), the source -> relay paths on the one emulated air
+//!   (`testbed::air`), relay radios (chdr timed-TX core) and destination radio;
 //! - [`sim`]: the whole network in virtual time with a host-latency model, for
 //!   deterministic tests;
 //! - [`run`]: the real-time driver: the air on one thread, each relay host on
@@ -18,8 +19,8 @@ pub mod air;
 pub mod classify;
 pub mod run;
 pub mod schedule;
-pub mod sweep;
 pub mod sim;
+pub mod sweep;
 pub mod tag;
 
 pub use air::{Air, AirConfig, AirError, AirReport, LatePolicy};

@@ -68,6 +68,8 @@ pub struct HostReport {
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct RunReport {
     pub air: AirReport,
+    /// Counters of the emulated air the source's bursts crossed.
+    pub medium: radiohost_testbed::air::AirStats,
     pub hosts: Vec<HostReport>,
     pub air_setup: ApplyReport,
     /// Radio had the whole burst -> its stage-1 packet was sent to the host.
@@ -165,9 +167,10 @@ pub fn run(mut cfg: RunConfig, progress: Arc<AtomicU64>) -> Result<RunReport, Ru
             send_drops,
         });
     }
-    let (air_report, emit_lag, stopped_early) = air_out??;
+    let (air_report, medium, emit_lag, stopped_early) = air_out??;
     Ok(RunReport {
         air: air_report,
+        medium,
         hosts: host_reports,
         air_setup,
         emit_lag: emit_lag.summary(),
@@ -241,7 +244,12 @@ fn flush_copies(
     Ok(())
 }
 
-type AirOut = (AirReport, LatencyHistogram, bool);
+type AirOut = (
+    AirReport,
+    radiohost_testbed::air::AirStats,
+    LatencyHistogram,
+    bool,
+);
 
 /// How long the air keeps running for late copies after the last verdict.
 const LINGER: Duration = Duration::from_millis(50);
@@ -329,7 +337,7 @@ fn air_loop(
             wait_readable(&sock, wait);
         }
     }
-    Ok((air.report(), lag, stopped_early))
+    Ok((air.report(), air.medium_stats(), lag, stopped_early))
 }
 
 fn flush_stage1(

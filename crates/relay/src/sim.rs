@@ -28,6 +28,8 @@ type InFlight = (u64, u64, usize, Vec<u8>);
 
 pub struct SimReport {
     pub air: AirReport,
+    /// Counters of the emulated air the source's bursts crossed.
+    pub medium: radiohost_testbed::air::AirStats,
     pub hosts: Vec<SchedulerCounters>,
     /// Every burst's outcome, in classification order.
     pub outcomes: Vec<BurstOutcome>,
@@ -96,8 +98,72 @@ pub fn simulate(
     }
     Ok(SimReport {
         air: air.report(),
+        medium: air.medium_stats(),
         hosts: schedulers.iter().map(|s| s.counters()).collect(),
         outcomes,
         end_ns: clock.now_ns(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use radiohost_testbed::LinkConfig;
+
+    use super::*;
+    use crate::air::LatePolicy;
+
+    fn link(delay_us: u64, loss: f64, seed: u64) -> LinkConfig {
+        LinkConfig {
+            delay: Duration::from_micros(delay_us),
+            loss,
+            seed,
+            ..LinkConfig::default()
+        }
+    }
+
+    /// The relays hand over what their air port received: with prompt hosts every
+    /// copy matches the source's burst, so every sample crossed the air intact.
+    #[test]
+    fn source_bursts_cross_the_air_to_the_relays() {
+        let cfg = AirConfig {
+            rate_sps: 10_000_000,
+            burst_samples: 100,
+            period_ticks: 1000,
+            bursts: 20,
+            start_tick: 500,
+            delta_ticks: 1500,
+            tolerance_ticks: 2,
+            deadline_ticks: 400,
+            late_policy: LatePolicy::Drop,
+            source_links: vec![link(5, 0.2, 1), link(9, 0.0, 2)],
+            dest_links: vec![link(3, 0.0, 3), link(2, 0.0, 4)],
+            tx_capacity_pkts: 16,
+        };
+        let r = simulate(cfg, |_, _| HostAction::After(0)).unwrap();
+        assert_eq!(r.outcomes.len(), 20);
+        let lost0 = r.air.relays[0].stage1_lost;
+        assert!(lost0 > 0, "the lossy link lost some bursts");
+        for rep in &r.air.relays {
+            assert_eq!(rep.corrupt, 0);
+            assert_eq!(rep.stage1_late_emissions + rep.stage1_unreadable, 0);
+        }
+        // Every delivered burst was one emission of 100 samples on the air.
+        assert_eq!(r.medium.emissions, 2 * 20 - lost0);
+        assert_eq!(r.medium.late_emissions, 0);
+        assert!(r.medium.samples_processed >= r.medium.emissions * 100);
+        let on_time: u64 = r
+            .outcomes
+            .iter()
+            .map(|o| o.copies().iter().filter(|c| c.offset() == Some(0)).count() as u64)
+            .sum();
+        assert_eq!(
+            on_time,
+            2 * 20 - lost0,
+            "every copy that crossed the air is on time: {:?} {:?}",
+            r.outcomes,
+            r.air.relays
+        );
+    }
 }

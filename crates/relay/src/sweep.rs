@@ -39,10 +39,22 @@ pub struct Condition {
 impl Condition {
     /// The four conditions, normal first: an RT run's mlockall outlives it.
     pub const ALL: [Condition; 4] = [
-        Condition { load: false, rt: false },
-        Condition { load: true, rt: false },
-        Condition { load: false, rt: true },
-        Condition { load: true, rt: true },
+        Condition {
+            load: false,
+            rt: false,
+        },
+        Condition {
+            load: true,
+            rt: false,
+        },
+        Condition {
+            load: false,
+            rt: true,
+        },
+        Condition {
+            load: true,
+            rt: true,
+        },
     ];
 
     pub fn label(&self) -> String {
@@ -104,7 +116,9 @@ impl SweepConfig {
             deadline_ticks: ticks(self.deadline),
             late_policy: self.late_policy,
             source_links: (0..self.relays as u64).map(with_seed).collect(),
-            dest_links: (0..self.relays as u64).map(|k| with_seed(100 + k)).collect(),
+            dest_links: (0..self.relays as u64)
+                .map(|k| with_seed(100 + k))
+                .collect(),
             tx_capacity_pkts: 256,
         }
     }
@@ -301,11 +315,19 @@ mod tests {
         assert_ne!(air.source_links[0].seed, air.source_links[1].seed);
         assert!(c.validate().is_ok());
         assert!(matches!(
-            SweepConfig { relays: 9, ..config() }.validate(),
+            SweepConfig {
+                relays: 9,
+                ..config()
+            }
+            .validate(),
             Err(SweepError::Relays(9))
         ));
         assert_eq!(
-            SweepConfig { deltas: vec![], ..config() }.deltas(),
+            SweepConfig {
+                deltas: vec![],
+                ..config()
+            }
+            .deltas(),
             vec![Duration::from_micros(200)]
         );
         // Normal conditions first: an RT run's mlockall would outlive it.

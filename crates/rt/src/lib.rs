@@ -50,6 +50,7 @@ pub mod spawn;
 pub mod stats;
 pub mod sys;
 pub mod time;
+pub mod versus;
 
 pub use clock::{monotonic_ns, tai_ns, Clock, ClockId, ManualClock, MonotonicClock, TaiClock};
 pub use config::{ApplyReport, ConfigError, Observed, Outcome, Policy, Step, ThreadConfig};

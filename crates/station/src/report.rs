@@ -88,6 +88,11 @@ pub struct RunReport {
     pub scheduler_busy: f64,
     /// Scheduler time per dispatched instruction (policy cost), microseconds.
     pub scheduler_us_per_dispatch: f64,
+    /// Messages (frame events, completions) whose sender found the scheduler's
+    /// bounded inbox full and waited: backpressure, nothing dropped.
+    pub inbox_full_waits: u64,
+    /// Completed frames the scheduler waited to queue for the truth checker.
+    pub checker_full_waits: u64,
     pub notes: Vec<String>,
 }
 
@@ -97,15 +102,23 @@ pub struct ReportBuilder {
     stages: Vec<LatencyHistogram>,
     stage_total_ns: [u128; Opcode::ALL.len()],
     pub records: Vec<FrameRecord>,
+    /// Waits on the bounded scheduler inbox and checker queue (set by the driver).
+    pub inbox_full_waits: u64,
+    pub checker_full_waits: u64,
 }
 
 impl Default for ReportBuilder {
     fn default() -> Self {
         Self {
             frame_latency: LatencyHistogram::new(),
-            stages: Opcode::ALL.iter().map(|_| LatencyHistogram::new()).collect(),
+            stages: Opcode::ALL
+                .iter()
+                .map(|_| LatencyHistogram::new())
+                .collect(),
             stage_total_ns: [0; Opcode::ALL.len()],
             records: Vec::new(),
+            inbox_full_waits: 0,
+            checker_full_waits: 0,
         }
     }
 }
@@ -218,6 +231,8 @@ impl ReportBuilder {
             scheduler_us_per_dispatch: meta.scheduler_busy_ns as f64
                 / 1e3
                 / meta.dispatches.max(1) as f64,
+            inbox_full_waits: self.inbox_full_waits,
+            checker_full_waits: self.checker_full_waits,
             notes: meta.notes,
         }
     }

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use radiohost_iq::Block;
 use radiohost_phy::FrameConfig;
@@ -89,4 +90,51 @@ fn air_frames_are_reproducible_and_noisy() {
     assert_ne!(x.digest(), z.digest());
     // Reading a frame already in the air's past fails instead of returning stale data.
     assert!(a.frame(0).is_err());
+}
+
+/// Any radio's RX stream is a source of blocks: an emulated radio whose RX
+/// channels are the air's antenna ports, one num-samps-and-done command per frame.
+#[test]
+fn frames_read_through_an_emulated_radio_decode() {
+    use radiohost_radio::emulated::{EmulatedPorts, EmulatedRadio};
+    use radiohost_radio::{Radio, StreamArgs, StreamCmd, StreamMode, Time};
+    use radiohost_station::ru::stream::read_frame;
+
+    let cfg = config("8x2");
+    let ctx = Arc::new(KernelContext::new(&cfg, 2).unwrap());
+    let mut air = UplinkAir::new(&cfg).unwrap();
+    let antennas: Vec<usize> = (0..cfg.antennas).collect();
+    let mut radio = EmulatedRadio::new(
+        air.air().clone(),
+        EmulatedPorts {
+            rx: antennas.clone(),
+            tx: Vec::new(),
+        },
+    )
+    .unwrap();
+    let mut rx = radio.rx_stream(&StreamArgs::channels(antennas)).unwrap();
+    let fl = cfg.frame_len();
+    let mut frames = Vec::new();
+    let mut truth = Vec::new();
+    for f in 0..3 {
+        truth.push(air.transmit_frame(f).unwrap().uplink_payload);
+        let at = Time::from_ticks(air.frame_tick(f), cfg.sample_rate);
+        rx.issue_stream_cmd(StreamCmd::at(StreamMode::NumSampsAndDone(fl as u64), at))
+            .unwrap();
+        let block = read_frame(&mut *rx, fl, cfg.sample_rate, Duration::from_secs(1)).unwrap();
+        assert_eq!(block.start_tick, air.frame_tick(f));
+        frames.push(BlockFrame {
+            frame: f,
+            block,
+            truth: None,
+        });
+    }
+    let mut rc = BlockRunConfig::new("8x2", DeviceSpec::split(1, 1, &[]));
+    rc.deadline_ns = 2_000_000_000;
+    let policy = make_policy("lroc", &ctx.shape, &PolicyParams::default()).unwrap();
+    let r = run_blocks(ctx, &rc, policy, frames).unwrap();
+    assert_eq!(r.report.completed, 3, "{:?}", r.report);
+    for p in &r.payloads {
+        assert_eq!(p.bits, truth[p.frame as usize], "frame {}", p.frame);
+    }
 }

@@ -484,7 +484,7 @@ pub fn format_duration(d: Duration) -> String {
 /// A size in the largest binary unit that divides it exactly: `64KiB`, `1500B`.
 pub fn format_size(bytes: usize) -> String {
     for (unit, scale) in [("GiB", 1usize << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
-        if bytes != 0 && bytes % scale == 0 {
+        if bytes != 0 && bytes.is_multiple_of(scale) {
             return format!("{}{unit}", bytes / scale);
         }
     }

@@ -7,10 +7,21 @@
 //! cross the node link, then the host link, and leave the emulator's socket at
 //! their modelled arrival time. Packets enter the shared host link in the order of
 //! the times they reach it, so concurrent nodes share it fairly.
+//!
+//! The nodes are front ends over one emulated air ([`EmulatorConfig::air`]): a trigger
+//! makes every node emit its TX buffers into the air at one tick (the largest of the
+//! nodes' [`NodeCore::earliest_trigger_tick`]: the air's present unless the air or a
+//! node's previous trigger window is already past it), and each node's RX buffers are
+//! what the air received from that tick. Without an air, the emulator builds an
+//! identity air on the host clock at [`WARP_RATE_HZ`], node `n` path `r` on port
+//! `4n + r`: TX comes back on the same node's RX as `WarpWord::tx_to_rx`.
 
 use crate::addressing::{Addressing, FramePayload};
-use crate::node::{NodeAction, NodeCore, NodeCounters, ReadJob};
+use crate::node::{
+    NodeAction, NodeCore, NodeCounters, NodePorts, ReadJob, BUFFER_SAMPLES, WARP_RATE_HZ,
+};
 use crate::wire::{self, SAMPLE_PACKET_OVERHEAD};
+use radiohost_testbed::air::{Air, AirClock, AirConfig};
 use radiohost_testbed::link::{Fate, Link, LinkConfig, LinkStats};
 use radiohost_testbed::pacing::tighten_timer_slack;
 use std::cmp::Reverse;
@@ -41,6 +52,37 @@ pub struct EmulatorConfig {
     /// Hosts allowed to talk to the nodes; empty means any. Datagrams from other
     /// addresses are dropped and counted.
     pub allowed_hosts: Vec<std::net::IpAddr>,
+    /// The air the nodes are front ends of, and which air ports each node's RF paths
+    /// are; `None`: an identity air of its own (see the module docs).
+    pub air: Option<(Air, PortMap)>,
+}
+
+/// Which air ports each node's RF paths are: `nodes[n]` for node index `n`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortMap {
+    pub nodes: Vec<NodePorts>,
+}
+
+impl PortMap {
+    /// Node index `n` path `r` on air port `4n + r`, both ways.
+    pub fn identity(nodes: usize) -> Self {
+        PortMap {
+            nodes: (0..nodes).map(NodePorts::identity).collect(),
+        }
+    }
+}
+
+/// The identity air an emulator builds when given none.
+fn identity_air(nodes: u16) -> io::Result<(Air, PortMap)> {
+    let ports = 4 * (nodes as usize).max(1);
+    let cfg = AirConfig {
+        history: BUFFER_SAMPLES,
+        max_pending: 4 * BUFFER_SAMPLES,
+        clock: AirClock::Real,
+        ..AirConfig::identity(WARP_RATE_HZ, ports)
+    };
+    let air = Air::new(cfg).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    Ok((air, PortMap::identity(nodes as usize)))
 }
 
 impl Default for EmulatorConfig {
@@ -65,6 +107,7 @@ impl Default for EmulatorConfig {
             host_links: 1,
             listen_for_triggers: true,
             allowed_hosts: Vec::new(),
+            air: None,
         }
     }
 }
@@ -147,8 +190,22 @@ impl Emulator {
             None
         };
         let trigger_addr = trigger.as_ref().map(|s| s.local_addr()).transpose()?;
+        let (air, map) = match &cfg.air {
+            Some(given) => given.clone(),
+            None => identity_air(cfg.nodes)?,
+        };
+        if map.nodes.len() < cfg.nodes as usize {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "the port map covers {} nodes but the emulator runs {}; give every node its air ports",
+                    map.nodes.len(),
+                    cfg.nodes
+                ),
+            ));
+        }
         let nodes: Vec<NodeCore> = (0..cfg.nodes)
-            .map(|n| NodeCore::new(cfg.first_node + n))
+            .map(|n| NodeCore::on_air(cfg.first_node + n, air.clone(), map.nodes[n as usize]))
             .collect();
         let shared = Arc::new(Mutex::new(Shared {
             nodes,
@@ -409,8 +466,15 @@ impl EventLoop {
                 }
                 let mut shared = self.shared.lock().expect("emulator lock");
                 let mut sink = [0u8; 64];
+                // One tick for every node, so their emissions line up in the air.
+                let tick = shared
+                    .nodes
+                    .iter()
+                    .map(NodeCore::earliest_trigger_tick)
+                    .max()
+                    .unwrap_or(0);
                 for node in shared.nodes.iter_mut() {
-                    node.handle(&buf[..n], &mut sink);
+                    node.handle_at(&buf[..n], &mut sink, tick);
                 }
             }
         }

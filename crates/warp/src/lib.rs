@@ -9,6 +9,8 @@
 //!   gap tracking, selective re-requests, stale-reply filtering and bounded retries.
 
 pub mod addressing;
+pub mod app;
+pub mod bench;
 pub mod checksum;
 pub mod emulator;
 pub mod host;

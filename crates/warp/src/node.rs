@@ -1,16 +1,26 @@
 //! A sans-IO emulated WARP v3 node: four RF interfaces, each with a TX and an RX
-//! buffer of 2^15 samples.
+//! buffer of 2^15 samples, as a front end over the one emulated air
+//! (`radiohost_testbed::air`).
 //!
 //! The core takes datagram bytes and returns what to send; the emulator driver owns
 //! sockets and pacing. Anything malformed, misaddressed or out of range is dropped
 //! and counted, never written into a buffer.
+//!
+//! RF path `r` of a node may have an air TX port and an air RX port ([`NodePorts`]). On
+//! a trigger at air tick `T` the node emits every TX buffer (Fix_16_15 words as floats)
+//! on its TX port from `T`; its RX buffers become what its RX ports received over
+//! `[T, T + 2^15)`, converted by a 14-bit ADC model (floor, saturating) to Fix_14_13.
+//! The capture is lazy, on the first read after the trigger, so every node triggered
+//! at `T` has emitted before any of them captures. Through an identity air a TX word
+//! `w` comes back as exactly `w.tx_to_rx()`.
 
 use crate::checksum::WriteChecksum;
 use crate::wire::{
     self, Datagram, Message, PacketType, ReadIqRequest, RfBuffer, SampleHeader, TransportHeader,
     BROADCAST_ID, CMD_READ_IQ, CMD_WRITE_IQ, SAMPLE_FLAG_RESET_CHECKSUM,
 };
-use radiohost_iq::WarpWord;
+use radiohost_iq::{Cf32, Ci16, WarpWord, FIX14_SCALE};
+use radiohost_testbed::air::{Air, AirClock, AirConfig};
 
 /// Samples per RF buffer on a WARP v3 node.
 pub const BUFFER_SAMPLES: usize = 1 << 15;
@@ -28,6 +38,11 @@ pub struct NodeCounters {
     pub reads_served: u64,
     pub triggers: u64,
     pub write_acks: u64,
+    /// TX samples the air refused (late or over its queue bound).
+    pub air_tx_dropped: u64,
+    /// RX captures the air could not serve (too old, or the air refused); the RX
+    /// buffers were zeroed.
+    pub air_rx_lost: u64,
 }
 
 impl NodeCounters {
@@ -89,8 +104,33 @@ pub enum NodeAction {
     Read(ReadJob),
 }
 
-/// A hook that turns a TX buffer into what the RX buffer receives on trigger.
-pub type Channel = Box<dyn FnMut(RfBuffer, &[WarpWord], &mut [WarpWord]) + Send>;
+/// Sample rate of a WARP v3 node's baseband (what a node's own air runs at).
+pub const WARP_RATE_HZ: f64 = 40e6;
+
+/// The air ports of a node's four RF paths (index = `RfBuffer::index()`); `None`: the
+/// path does not transmit into, or hears nothing from, the air.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodePorts {
+    pub tx: [Option<usize>; 4],
+    pub rx: [Option<usize>; 4],
+}
+
+impl NodePorts {
+    /// Node index `n` of an identity air: path `r` is air port `4n + r` both ways.
+    pub fn identity(n: usize) -> Self {
+        let p = |r: usize| Some(4 * n + r);
+        NodePorts {
+            tx: [p(0), p(1), p(2), p(3)],
+            rx: [p(0), p(1), p(2), p(3)],
+        }
+    }
+}
+
+/// The 14-bit ADC model: floor to Fix_14_13, saturating at the 14-bit range.
+pub fn adc_fix14(x: Cf32) -> WarpWord {
+    let q = |v: f32| (v * FIX14_SCALE).floor().clamp(-8192.0, 8191.0) as i16;
+    WarpWord::from_ci16(Ci16::new(q(x.re), q(x.im)))
+}
 
 pub struct NodeCore {
     id: u16,
@@ -98,13 +138,34 @@ pub struct NodeCore {
     rx: [Vec<WarpWord>; 4],
     checksum: WriteChecksum,
     trigger_mask: u32,
-    channel: Option<Channel>,
+    air: Air,
+    ports: NodePorts,
+    /// Air tick of the last trigger whose RX capture has not happened yet.
+    pending_capture: Option<u64>,
+    /// Earliest tick of the next trigger: after the previous trigger's buffers.
+    next_free: u64,
+    scratch: Vec<Cf32>,
     counters: NodeCounters,
 }
 
 impl NodeCore {
-    /// A node with WARPLab node ID `id`, answering every trigger ID.
+    /// A node with WARPLab node ID `id`, answering every trigger ID, on its own
+    /// 4-port identity air (simulated clock): TX path `r` loops back to RX path `r`.
     pub fn new(id: u16) -> Self {
+        let cfg = AirConfig {
+            history: BUFFER_SAMPLES,
+            max_pending: 2 * BUFFER_SAMPLES,
+            clock: AirClock::Simulated(radiohost_rt::ManualClock::new(0)),
+            ..AirConfig::identity(WARP_RATE_HZ, 4)
+        };
+        // Every field above is in range, so the air always builds.
+        let air = Air::new(cfg).unwrap_or_else(|e| unreachable!("node air: {e}"));
+        Self::on_air(id, air, NodePorts::identity(0))
+    }
+
+    /// A node with WARPLab node ID `id` whose RF paths are `ports` of `air`. Ports the
+    /// air does not have act as absent (the first trigger counts them as losses).
+    pub fn on_air(id: u16, air: Air, ports: NodePorts) -> Self {
         // Touch every page now so the first write or read is not slowed by page faults.
         let buf = || {
             let mut v = vec![WarpWord(0); BUFFER_SAMPLES];
@@ -120,9 +181,33 @@ impl NodeCore {
             rx: [buf(), buf(), buf(), buf()],
             checksum: WriteChecksum::default(),
             trigger_mask: u32::MAX,
-            channel: None,
+            air,
+            ports,
+            pending_capture: None,
+            next_free: 0,
+            scratch: vec![Cf32::new(0.0, 0.0); BUFFER_SAMPLES],
             counters: NodeCounters::default(),
         }
+    }
+
+    /// The air this node is a front end of.
+    pub fn air(&self) -> &Air {
+        &self.air
+    }
+
+    pub fn ports(&self) -> NodePorts {
+        self.ports
+    }
+
+    /// The tick a trigger now would use: the air's present, but not before what the
+    /// air has already processed (that would be late) nor inside this node's previous
+    /// trigger window. A driver triggering many nodes at once takes the largest over
+    /// them and passes it to [`Self::trigger_at`] / [`Self::handle_at`].
+    pub fn earliest_trigger_tick(&self) -> u64 {
+        self.air
+            .now_tick()
+            .max(self.air.horizon())
+            .max(self.next_free)
     }
 
     pub fn id(&self) -> u16 {
@@ -134,12 +219,6 @@ impl NodeCore {
         self.trigger_mask = mask;
     }
 
-    /// Replace the default TX->RX loopback (a shift right by 2 per half, Fix_16_15 to
-    /// Fix_14_13) with another channel.
-    pub fn set_channel(&mut self, channel: Channel) {
-        self.channel = Some(channel);
-    }
-
     pub fn counters(&self) -> &NodeCounters {
         &self.counters
     }
@@ -148,28 +227,84 @@ impl NodeCore {
         &self.tx[b.index()]
     }
 
-    pub fn rx_buffer(&self, b: RfBuffer) -> &[WarpWord] {
+    /// The RX buffer, capturing it from the air first if a trigger is pending.
+    pub fn rx_buffer(&mut self, b: RfBuffer) -> &[WarpWord] {
+        self.capture();
         &self.rx[b.index()]
     }
 
-    /// Copy every TX buffer to its RX buffer through the channel.
+    /// Triggers at [`Self::earliest_trigger_tick`].
     pub fn trigger(&mut self) {
+        let tick = self.earliest_trigger_tick();
+        self.trigger_at(tick);
+    }
+
+    /// Emits every TX buffer into the air from `tick`; the RX buffers will be what the
+    /// air received from `tick` (captured on the next read).
+    pub fn trigger_at(&mut self, tick: u64) {
         self.counters.triggers += 1;
+        // A capture still owed for an earlier trigger happens first: after this
+        // trigger its buffers would be overwritten anyway, and the air may forget it.
+        if self.pending_capture.is_some_and(|t| t != tick) {
+            self.capture();
+        }
         for b in RfBuffer::ALL {
-            let (tx, rx) = (&self.tx[b.index()], &mut self.rx[b.index()]);
-            match &mut self.channel {
-                Some(ch) => ch(b, tx, rx),
-                None => {
-                    for (r, t) in rx.iter_mut().zip(tx.iter()) {
-                        *r = t.tx_to_rx();
+            let Some(port) = self.ports.tx[b.index()] else {
+                continue;
+            };
+            for (s, w) in self.scratch.iter_mut().zip(&self.tx[b.index()]) {
+                *s = w.to_cf32_fix16();
+            }
+            if self.air.transmit(port, tick, &self.scratch).is_err() {
+                // Late or over the air's queue bound: the air counted what it dropped.
+                self.counters.air_tx_dropped += BUFFER_SAMPLES as u64;
+            }
+        }
+        self.pending_capture = Some(tick);
+        // Whole blocks: capturing this window processes the air to a block boundary,
+        // and the next trigger must not start before it.
+        let block = self.air.block() as u64;
+        self.next_free = tick
+            .saturating_add(BUFFER_SAMPLES as u64)
+            .div_ceil(block)
+            .saturating_mul(block);
+    }
+
+    /// Fills the RX buffers from the air for the pending trigger, if any.
+    fn capture(&mut self) {
+        let Some(tick) = self.pending_capture.take() else {
+            return;
+        };
+        for b in RfBuffer::ALL {
+            let rx = &mut self.rx[b.index()];
+            let Some(port) = self.ports.rx[b.index()] else {
+                rx.fill(WarpWord(0));
+                continue;
+            };
+            match self.air.receive(port, tick, &mut self.scratch) {
+                Ok(()) => {
+                    for (r, s) in rx.iter_mut().zip(&self.scratch) {
+                        *r = adc_fix14(*s);
                     }
+                }
+                Err(_) => {
+                    self.counters.air_rx_lost += 1;
+                    rx.fill(WarpWord(0));
                 }
             }
         }
     }
 
     /// Handle one datagram; replies are built in `out` (at least `wire::MAX_DATAGRAM`).
+    /// A trigger is taken at [`Self::earliest_trigger_tick`].
     pub fn handle(&mut self, bytes: &[u8], out: &mut [u8]) -> NodeAction {
+        let tick = self.earliest_trigger_tick();
+        self.handle_at(bytes, out, tick)
+    }
+
+    /// As [`Self::handle`], with the air tick a trigger datagram takes effect at (so a
+    /// driver gives every node of one trigger the same tick).
+    pub fn handle_at(&mut self, bytes: &[u8], out: &mut [u8], trigger_tick: u64) -> NodeAction {
         self.counters.received += 1;
         let Ok(Datagram { transport, message }) = wire::decode(bytes) else {
             self.counters.malformed += 1;
@@ -177,7 +312,7 @@ impl NodeCore {
         };
         if let Message::Trigger { trigger_ids } = message {
             if trigger_ids & self.trigger_mask != 0 {
-                self.trigger();
+                self.trigger_at(trigger_tick);
             }
             return NodeAction::None;
         }
@@ -210,6 +345,8 @@ impl NodeCore {
             return NodeAction::None;
         }
         self.counters.reads_served += 1;
+        // The reply packets are built from the RX buffers later; fill them now.
+        self.capture();
         NodeAction::Read(ReadJob {
             seq_num: t.seq_num,
             host_id: t.src_id,

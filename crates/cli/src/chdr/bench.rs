@@ -60,7 +60,14 @@ pub fn run(a: BenchArgs) -> Result<()> {
         );
         println!(
             "  {:<46} {:>8} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8}",
-            "RX->TX per packet (us)", "packets", "median", "p99", "p99.9", "max", "/block", "/floor"
+            "RX->TX per packet (us)",
+            "packets",
+            "median",
+            "p99",
+            "p99.9",
+            "max",
+            "/block",
+            "/floor"
         );
         for r in &r.rows {
             println!(

@@ -16,9 +16,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use radiohost_chdr::live::{self, RunConfig, RunReport};
 use radiohost_chdr::radio::{run_radio, RadioConfig};
-use radiohost_chdr::session::{
-    write_tx_recordings, SessionConfig, HOST_RX_EPID, RADIO_TX_EPID,
-};
+use radiohost_chdr::session::{write_tx_recordings, SessionConfig, HOST_RX_EPID, RADIO_TX_EPID};
 use radiohost_chdr::streamer::PollMode;
 use radiohost_chdr::tx::TxPolicy;
 use radiohost_dsp::spec::{parse_ports, ChannelModel, ChannelSpec};
@@ -371,42 +369,5 @@ fn emulate(a: EmulateArgs) -> Result<()> {
     if let Some(out) = &a.output {
         println!("  TX recordings written to {}-txN.sigmf-*", out.display());
     }
-    Ok(())
-}
-
-/// The demo's channel stage: emulated RX radio -> host streamer with a 2x2
-/// Rayleigh UPOLS channel -> emulated TX radio; verifies the transmitted samples
-/// against a direct convolution of the captured input.
-pub fn demo_stage() -> Result<()> {
-    println!("== channel stage: live 2x2 channel emulation over CHDR (UPOLS, B=256, 512 taps) ==");
-    // 2 MSa/s and 100 ms of TX slack: verifiable even on a loaded shared machine.
-    let mut session = SessionConfig::new(2, 2, 2e6, 512);
-    session.packets = 2000;
-    session.offset = Duration::from_millis(100);
-    session.capacity_pkts = 2048;
-    let cfg = RunConfig {
-        session,
-        external: None,
-        verify: true,
-    };
-    let spec = ChannelSpec {
-        taps_file: None,
-        model: ChannelModel::Rayleigh,
-        ports: Some((2, 2)),
-        default_ports: (2, 2),
-        model_taps: 512,
-        spacing: 1,
-        decay_db_per_tap: ChannelSpec::per_tap_decay(512, 30.0),
-        seed: 7,
-        doppler_hz: 10.0,
-        update_blocks: 64,
-        sinusoids: 16,
-    };
-    let r = live::chanemu(&cfg, &spec, 256, &AtomicBool::new(false))?;
-    report::print_run(&r);
-    anyhow::ensure!(
-        r.verification.as_ref().is_some_and(|v| v.passed()),
-        "channel stage: transmitted samples differ from the convolution of the input"
-    );
     Ok(())
 }

@@ -4,11 +4,11 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use plotters::prelude::*;
-use radiohost_chdr::radio::RadioReport;
 use radiohost_chdr::live::RunReport;
+use radiohost_chdr::radio::RadioReport;
+use radiohost_chdr::streamer::StreamerReport;
 use radiohost_chdr::verify::Verification;
 use radiohost_rt::stats::{LatencyHistogram, Summary as LatencySummary};
-use radiohost_chdr::streamer::StreamerReport;
 
 fn us(ns: u64) -> String {
     format!("{:.2}", ns as f64 / 1e3)

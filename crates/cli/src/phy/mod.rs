@@ -64,7 +64,7 @@ pub struct BenchArgs {
     json: bool,
     /// Time to measure each kernel, with a unit (e.g. 500ms, 2s; more is steadier).
     #[arg(long = "per-kernel", alias = "seconds", default_value = "500ms",
-          value_parser = radiohost_testbed::units::parse_duration)]
+          value_parser = radiohost_testbed::units::parse_positive_duration)]
     per_kernel: std::time::Duration,
 }
 
@@ -163,7 +163,10 @@ fn progress(n: u64, hidden: bool) -> indicatif::ProgressBar {
 
 fn bench(a: BenchArgs) -> Result<()> {
     let secs = a.per_kernel.as_secs_f64();
-    anyhow::ensure!(secs > 0.0 && secs <= 60.0, "--per-kernel must be in (0, 60s]");
+    anyhow::ensure!(
+        secs > 0.0 && secs <= 60.0,
+        "--per-kernel must be in (0, 60s]"
+    );
     let rep = radiohost_phy::bench::run(secs)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep.rows)?);

@@ -8,18 +8,16 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::{Args, Subcommand};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use radiohost_pmt::app::{parse_destination, read_psk, recv_to_file};
 use radiohost_pmt::sender::SenderEvent;
-use radiohost_pmt::sim::{object_for, PmtSim};
 use radiohost_pmt::udp::{self, Destination, Progress};
 use radiohost_pmt::{ReceiverConfig, SenderConfig};
-use radiohost_testbed::link::LinkConfig;
-use radiohost_testbed::units::parse_duration;
+use radiohost_testbed::units::{parse_duration, parse_positive_duration};
 
 #[derive(Subcommand)]
 pub enum PmtCmd {
@@ -58,7 +56,7 @@ pub struct SendArgs {
     segment: u16,
     /// A receiver silent this long is declared failed (the others carry on); a
     /// duration with its unit (e.g. 15s).
-    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    #[arg(long, default_value = "15s", value_parser = parse_positive_duration)]
     fail_timeout: Duration,
     /// Print the final report as JSON.
     #[arg(long)]
@@ -91,7 +89,7 @@ pub struct RecvArgs {
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     linger: Duration,
     /// Give up after this long without any packet (a duration with its unit, e.g. 30s).
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = parse_positive_duration)]
     idle: Duration,
     /// Print the final report as JSON.
     #[arg(long)]
@@ -290,73 +288,5 @@ fn recv(a: RecvArgs) -> Result<()> {
     Ok(())
 }
 
-/// Demo stage (called by `radiohost demo`): deliver 200 KB to three receivers over unequal lossy emulated links in
-/// the simulated network (virtual time), verify SHA-256, print times against floors.
-pub fn demo_stage() -> Result<()> {
-    println!("== stage: point-to-multipoint delivery (PMT, RTT groups, virtual time) ==");
-    let specs = [
-        "1Mbit,1%,delay=5ms",
-        "500kbit,5%,delay=20ms",
-        "250kbit,20%,delay=40ms",
-    ];
-    let links = specs
-        .iter()
-        .map(|s| LinkConfig::parse(s).map_err(anyhow::Error::from))
-        .collect::<Result<Vec<_>>>()?;
-    let size = 200_000;
-    let wall = Instant::now();
-    let mut sim = PmtSim::new(
-        size,
-        &links,
-        1,
-        SenderConfig::default(),
-        ReceiverConfig::default(),
-    )?;
-    sim.run(Duration::from_secs(120));
-    let out = sim.outcome();
-    let sha = object_for(size, 1);
-    println!(
-        "{} bytes to {} receivers, loss on data and ACKs",
-        sha.len(),
-        links.len()
-    );
-    println!(
-        "{:>26} {:>9} {:>9} {:>7} {:>6} {:>9}",
-        "link", "seconds", "floor_s", "ratio", "group", "SHA-256"
-    );
-    let mut bad = 0;
-    for (i, r) in out.receivers.iter().enumerate() {
-        let secs = r.seconds.unwrap_or(f64::NAN);
-        bad += usize::from(!r.intact);
-        println!(
-            "{:>26} {:>9.2} {:>9.2} {:>7.3} {:>6} {:>9}",
-            specs[i],
-            secs,
-            r.floor_seconds,
-            secs / r.floor_seconds,
-            out.trace
-                .iter()
-                .rev()
-                .find(|t| t.group.len() > i)
-                .map_or(0, |t| t.group[i]),
-            if r.intact { "verified" } else { "FAILED" }
-        );
-    }
-    println!(
-        "(simulated in {:.2} s of wall time)",
-        wall.elapsed().as_secs_f64()
-    );
-    ensure!(
-        bad == 0,
-        "{bad} receivers did not get the object byte-exact"
-    );
-    Ok(())
-}
-
 #[cfg(test)]
-mod tests {
-    #[test]
-    fn demo_stage_delivers_byte_exact() {
-        super::demo_stage().unwrap();
-    }
-}
+mod tests {}

@@ -8,9 +8,8 @@ use radiohost_rt::clock::{clock_read_cost_ns, ClockId};
 use radiohost_rt::cyclictest::{self, CyclictestRun};
 use radiohost_rt::pmqos::CpuDmaLatency;
 use radiohost_rt::probe::timer::TimerProbe;
-use radiohost_rt::probe::{effective_policy_label, LatencyRow, ProbeControl};
-use radiohost_rt::{ApplyReport, LatencyHistogram};
-use serde::Serialize;
+use radiohost_rt::probe::ProbeControl;
+use radiohost_rt::versus::{alternate, VersusReport};
 
 use radiohost_testbed::units;
 
@@ -40,28 +39,6 @@ pub struct BenchArgs {
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
-}
-
-#[derive(Serialize)]
-struct ToolRow {
-    tool: &'static str,
-    #[serde(flatten)]
-    row: LatencyRow,
-}
-
-#[derive(Serialize)]
-struct Ratio {
-    load: String,
-    median_ratio: f64,
-    p999_ratio: f64,
-}
-
-#[derive(Serialize)]
-struct BenchOut {
-    rows: Vec<ToolRow>,
-    ratios: Vec<Ratio>,
-    clock_read_ns: u64,
-    cyclictest_cmdline: String,
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
@@ -103,56 +80,31 @@ pub fn run(a: BenchArgs) -> Result<()> {
     } else {
         &[false, true]
     };
-    let mut out = BenchOut {
-        rows: Vec::new(),
-        ratios: Vec::new(),
-        clock_read_ns: clock_read_cost_ns(ClockId::Monotonic, 10_000),
-        cyclictest_cmdline: ct.cmdline(),
-    };
+    let mut out = VersusReport::new(&ct, clock_read_cost_ns(ClockId::Monotonic, 10_000));
     for &loaded in loads {
         let load = if loaded { "loaded" } else { "idle" };
         // One load instance for the whole alternating sequence, so both tools
-        // see the same background; alternating short rounds spreads the
-        // machine's own drift (other users, hypervisor) over both.
+        // see the same background.
         let (pair, _) = under_load(loaded, a.duration * 2 + Duration::from_secs(2), || {
-            alternate(&probe, &ct, a.rounds, load)
+            alternate(&probe, &ct, a.rounds, |probe, r| {
+                let control = ProbeControl::default();
+                let label = format!("radiohost {load} {}/{}", r + 1, a.rounds);
+                with_progress(&label, probe.samples, &control, || probe.run(&control))
+            })
         })?;
-        let (ours, theirs, report, gaps) = pair?;
+        let pair = pair?;
         if !a.json {
-            for p in report.problems() {
+            for p in pair.report.problems() {
                 eprintln!("warning: probe thread {}: {:?}", p.step, p.outcome);
             }
-            if gaps > 0 {
-                eprintln!("note: {gaps} cyclictest samples lost from its verbose output");
+            if pair.gaps > 0 {
+                eprintln!(
+                    "note: {} cyclictest samples lost from its verbose output",
+                    pair.gaps
+                );
             }
         }
-        let s_ours = ours.summary();
-        let s_theirs = theirs.summary();
-        let ratio = |a: u64, b: u64| {
-            if b == 0 {
-                f64::NAN
-            } else {
-                a as f64 / b as f64
-            }
-        };
-        out.ratios.push(Ratio {
-            load: load.into(),
-            median_ratio: ratio(s_ours.median_ns, s_theirs.median_ns),
-            p999_ratio: ratio(s_ours.p999_ns, s_theirs.p999_ns),
-        });
-        out.rows.push(ToolRow {
-            tool: "radiohost",
-            row: LatencyRow::new("timer", &effective_policy_label(&report), load, &s_ours),
-        });
-        let ct_policy = if cfg.policy.is_realtime() {
-            format!("{}:{}", cfg.policy, cfg.priority)
-        } else {
-            cfg.policy.to_string()
-        };
-        out.rows.push(ToolRow {
-            tool: "cyclictest",
-            row: LatencyRow::new("timer", &ct_policy, load, &s_theirs),
-        });
+        out.add(load, &ct, &pair);
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -164,16 +116,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
     );
     println!("cyclictest: {}", out.cyclictest_cmdline);
     println!("\nradiohost timer probe:");
-    let pick = |tool: &str| -> Vec<LatencyRow> {
-        out.rows
-            .iter()
-            .filter(|r| r.tool == tool)
-            .map(|r| r.row.clone())
-            .collect()
-    };
-    print_rows(&pick("radiohost"));
+    print_rows(&out.rows_of("radiohost"));
     println!("\ncyclictest:");
-    print_rows(&pick("cyclictest"));
+    print_rows(&out.rows_of("cyclictest"));
     println!("\nradiohost / cyclictest (1.0 = no overhead):");
     for r in &out.ratios {
         println!(
@@ -187,29 +132,4 @@ pub fn run(a: BenchArgs) -> Result<()> {
         out.clock_read_ns
     );
     Ok(())
-}
-
-/// Runs the probe and cyclictest `rounds` times each, alternating, and merges
-/// each tool's histograms. Returns ours, theirs, our thread's report and the
-/// number of samples missing from cyclictest's output.
-fn alternate(
-    probe: &TimerProbe,
-    ct: &CyclictestRun,
-    rounds: u32,
-    load: &str,
-) -> Result<(LatencyHistogram, LatencyHistogram, ApplyReport, u64)> {
-    let (mut ours, mut theirs, mut gaps) = (LatencyHistogram::new(), LatencyHistogram::new(), 0);
-    let mut report = None;
-    for r in 0..rounds {
-        let control = ProbeControl::default();
-        let label = format!("radiohost {load} {}/{rounds}", r + 1);
-        let run = with_progress(&label, probe.samples, &control, || probe.run(&control))?;
-        ours.merge(&run.histogram);
-        report.get_or_insert(run.report);
-        let parsed = ct.run()?;
-        theirs.merge(&parsed.histogram);
-        gaps += parsed.gaps;
-    }
-    let report = report.ok_or_else(|| anyhow::anyhow!("no rounds ran"))?;
-    Ok((ours, theirs, report, gaps))
 }

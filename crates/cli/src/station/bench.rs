@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use radiohost_station::bench::{run_bench, BenchConfig};
 use radiohost_station::ru::TransportKind;
 use radiohost_station::setup::{cpu_devices, load_config, parse_policies};
-use radiohost_testbed::units::parse_duration;
+use radiohost_testbed::units::parse_positive_duration;
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -37,7 +37,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 200)]
     pub frames: u64,
     /// Frame deadline with its unit (e.g. 4ms); by default max(4ms, 4 x the serial frame time).
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_positive_duration)]
     pub deadline: Option<Duration>,
     /// Subcarrier parts.
     #[arg(long, default_value_t = 4)]

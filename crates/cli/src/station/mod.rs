@@ -31,9 +31,3 @@ pub fn run(cmd: StationCmd) -> Result<()> {
         StationCmd::Simulate(a) => simulate::run(a),
     }
 }
-
-/// The baseband stage of `radiohost demo`: one RU over the in-process ring, the 8x2
-/// configuration, ~50 frames, LROC on 2 CPU devices.
-pub fn demo_stage() -> Result<()> {
-    run::demo_stage()
-}

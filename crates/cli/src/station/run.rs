@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use radiohost_station::ru::TransportKind;
 use radiohost_station::setup::{load_config, parse_policies, run_policies, RunConfig};
-use radiohost_testbed::units::parse_duration;
+use radiohost_testbed::units::parse_positive_duration;
 
 use super::common::{breakdown_svg, cdf_svg, print_breakdown, print_table};
 
@@ -39,10 +39,10 @@ pub struct RunArgs {
     #[arg(long, default_value = "ring")]
     pub transport: TransportKind,
     /// Frame period, a duration with its unit (e.g. 1ms, 500us).
-    #[arg(long, default_value = "1ms", value_parser = parse_duration)]
+    #[arg(long, default_value = "1ms", value_parser = parse_positive_duration)]
     pub frame_period: Duration,
     /// Deadline after a frame's first packet, a duration with its unit (e.g. 4ms).
-    #[arg(long, default_value = "4ms", value_parser = parse_duration)]
+    #[arg(long, default_value = "4ms", value_parser = parse_positive_duration)]
     pub deadline: Duration,
     /// Subcarrier parts ZF, EqDemod and Precode are split into.
     #[arg(long, default_value_t = 4)]
@@ -121,50 +121,6 @@ pub fn run(a: RunArgs) -> Result<()> {
     }
     if reports.iter().any(|r| r.decode_errors > 0) {
         bail!("some frames decoded to bits that differ from the truth (see decoded_ok)");
-    }
-    Ok(())
-}
-
-/// The baseband stage of `radiohost demo`.
-pub fn demo_stage() -> Result<()> {
-    let (config, config_name) = load_config(std::path::Path::new("8x2"))?;
-    let rc = RunConfig {
-        config,
-        config_name,
-        devices: 2,
-        workers: 1,
-        pin: true,
-        rus: 1,
-        frames: 50,
-        transport: TransportKind::Ring,
-        frame_period_ns: 2_000_000,
-        deadline_ns: 20_000_000,
-        parts: 4,
-        remove_device_at: None,
-        bank_frames: 4,
-        verify_downlink: true,
-    };
-    let r = run_policies(&rc.setup()?, &["lroc".to_string()])?.remove(0);
-    println!(
-        "== massive-MIMO baseband: 8x2, 1 RU over the in-process ring, {} frames every 2 ms, LROC on 2 CPU devices ==",
-        r.frames
-    );
-    println!(
-        "  decoded {} (bits and emulated users match the truth: {}), missed {}, rejected/failed {}",
-        r.completed,
-        r.decoded_ok,
-        r.missed,
-        r.rejected + r.failed
-    );
-    println!(
-        "  frame latency mean {:.3} ms, P99 {:.3} ms, max {:.3} ms; {:.2} Mbit/s decoded",
-        r.mean_ms, r.p99_ms, r.max_ms, r.decoded_mbps
-    );
-    if r.decode_errors > 0 {
-        bail!("{} frames decoded to wrong bits", r.decode_errors);
-    }
-    if r.completed == 0 {
-        bail!("no frame completed: {:?}", r.notes);
     }
     Ok(())
 }

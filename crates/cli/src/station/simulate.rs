@@ -14,7 +14,7 @@ use radiohost_station::policy::PolicyParams;
 use radiohost_station::setup::parse_policies;
 use radiohost_station::sim::{ChurnEvent, CostModel, SimConfig, SimResult};
 use radiohost_station::sweep::{p9999_over_lroc, sweep, SweepConfig};
-use radiohost_testbed::units::parse_duration;
+use radiohost_testbed::units::parse_positive_duration;
 
 #[derive(clap::Args, Debug)]
 pub struct SimulateArgs {
@@ -55,10 +55,10 @@ pub struct SimulateArgs {
     #[arg(long, default_value_t = 2000)]
     pub frames: u64,
     /// Frame period, a duration with its unit (e.g. 1ms, 500us).
-    #[arg(long, default_value = "1ms", value_parser = parse_duration)]
+    #[arg(long, default_value = "1ms", value_parser = parse_positive_duration)]
     pub frame_period: Duration,
     /// Deadline after a frame's first symbol arrives, with its unit (e.g. 3ms).
-    #[arg(long, default_value = "3ms", value_parser = parse_duration)]
+    #[arg(long, default_value = "3ms", value_parser = parse_positive_duration)]
     pub deadline: Duration,
     /// Devices leaving or joining: comma list of remove:DEV@TIME / add:DEV@TIME, e.g.
     /// remove:1@200ms,add:1@400ms.

@@ -1,10 +1,13 @@
 //! `warp emulate|read|write|trigger`.
 
-use super::{connect, host_config, parse_node_list, test_waveform, LinkArgs, NetArgs};
-use anyhow::{bail, Context, Result};
+use super::{LinkArgs, NetArgs};
+use anyhow::{Context, Result};
 use clap::Args;
-use radiohost_iq::sigmf::{self, DataType, Meta};
-use radiohost_iq::{Ci16, WarpWord};
+use radiohost_iq::WarpWord;
+use radiohost_testbed::units::{parse_duration, parse_positive_duration, parse_sample_rate};
+use radiohost_warp::app::{
+    connect, host_config, parse_node_list, save_rx_sigmf, test_waveform, tx_from_sigmf,
+};
 use radiohost_warp::emulator::Emulator;
 use radiohost_warp::host::{HostConfig, Mode, WarpHost};
 use radiohost_warp::RfBuffer;
@@ -22,18 +25,18 @@ pub struct EmulateArgs {
     net: NetArgs,
     #[command(flatten)]
     links: LinkArgs,
-    /// Stop after this many seconds (default: run until Ctrl-C).
-    #[arg(long)]
-    duration: Option<f64>,
+    /// Stop after this long, a duration with its unit (e.g. 30s; default: run until Ctrl-C).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
 }
 
 pub fn emulate(a: EmulateArgs) -> Result<()> {
-    let cfg = a.links.emulator_config(a.nodes, &a.net)?;
+    let cfg = a.links.network(a.nodes, &a.net).emulator_config()?;
     let emu = Emulator::start(cfg.clone()).context("starting the emulated nodes")?;
     let first = emu.node_addrs().first().copied();
     let last = emu.node_addrs().last().copied();
     eprintln!(
-        "{} emulated WARP v3 nodes on {} .. {} ({} frames, node links {}, {} host link(s) of {}); triggers on {}",
+        "{} emulated WARP v3 nodes on {} .. {} ({} frames, node links {} bit/s, {} host link(s) of {} bit/s); triggers on {}",
         a.nodes,
         first.map_or("-".into(), |x| x.to_string()),
         last.map_or("-".into(), |x| x.to_string()),
@@ -49,9 +52,7 @@ pub fn emulate(a: EmulateArgs) -> Result<()> {
     let started = Instant::now();
     let flag = emu.stop_flag();
     while !flag.load(Ordering::Relaxed) {
-        if a.duration
-            .is_some_and(|d| started.elapsed().as_secs_f64() >= d)
-        {
+        if a.duration.is_some_and(|d| started.elapsed() >= d) {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -96,9 +97,9 @@ pub struct HostArgs {
     /// One node after another instead of all at once.
     #[arg(long)]
     serial: bool,
-    /// Quiet period before missing replies are re-requested, in milliseconds.
-    #[arg(long, default_value_t = 20)]
-    timeout_ms: u64,
+    /// Quiet period before missing replies are re-requested, a duration with its unit.
+    #[arg(long = "timeout", alias = "timeout-ms", default_value = "20ms", value_parser = parse_positive_duration)]
+    timeout: Duration,
     /// Re-request rounds before giving up on a node.
     #[arg(long, default_value_t = 5)]
     retries: u32,
@@ -111,7 +112,7 @@ impl HostArgs {
         let addrs: Vec<SocketAddr> = ids.iter().map(|&id| addressing.node_addr(id)).collect();
         let per_iface = ids.len().div_ceil(self.interfaces.len());
         let cfg = HostConfig {
-            timeout: Duration::from_millis(self.timeout_ms),
+            timeout: self.timeout,
             retries: self.retries,
             mode: if self.serial {
                 Mode::Serial
@@ -157,8 +158,8 @@ pub struct ReadArgs {
     /// Directory for one SigMF recording per node (node<ID>_rf<B>).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Sample rate written into the recordings' metadata.
-    #[arg(long, default_value_t = 40e6)]
+    /// Sample rate written into the recordings' metadata, with its unit (e.g. 40MS/s).
+    #[arg(long, default_value = "40MS/s", value_parser = parse_sample_rate)]
     sample_rate: f64,
 }
 
@@ -179,22 +180,7 @@ pub fn read(a: ReadArgs) -> Result<()> {
         a.samples
     );
     if let Some(dir) = a.out {
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        for (id, words) in ids.iter().zip(&data) {
-            // RX words are Fix_14_13; store them at full 16-bit scale.
-            let samples: Vec<Ci16> = words
-                .iter()
-                .map(|w| {
-                    let (i, q) = w.fix14_values();
-                    Ci16::new(i << 2, q << 2)
-                })
-                .collect();
-            let meta = Meta::new(DataType::Ci16Le, a.sample_rate)
-                .hw(format!("WARP v3 node {id} RF{:?}", a.buffer))
-                .description("RX buffer read by radiohost warp read (Fix_14_13 scaled to 16 bits)");
-            let base = dir.join(format!("node{id}_rf{:?}", a.buffer));
-            sigmf::write_ci16(&base, &meta, &samples)?;
-        }
+        save_rx_sigmf(&dir, &ids, &data, a.buffer, a.sample_rate)?;
         println!("saved {} recordings in {}", ids.len(), dir.display());
     }
     Ok(())
@@ -221,25 +207,7 @@ pub fn write(a: WriteArgs) -> Result<()> {
     let (mut host, ids) = a.host.connect()?;
     let data: Vec<Vec<WarpWord>> = match &a.input {
         None => ids.iter().map(|&id| test_waveform(id, a.samples)).collect(),
-        Some(path) => {
-            let rec = sigmf::read(path)?;
-            let channels = rec.meta.channels();
-            if channels != 1 && channels != ids.len() {
-                bail!(
-                    "{} has {channels} channels but {} nodes were given",
-                    path.display(),
-                    ids.len()
-                );
-            }
-            (0..ids.len())
-                .map(|k| {
-                    rec.channel_cf32(if channels == 1 { 0 } else { k })
-                        .into_iter()
-                        .map(WarpWord::from_cf32_fix16)
-                        .collect()
-                })
-                .collect()
-        }
+        Some(path) => tx_from_sigmf(path, ids.len())?,
     };
     let refs: Vec<&[WarpWord]> = data.iter().map(|d| d.as_slice()).collect();
     let idx: Vec<usize> = (0..ids.len()).collect();
@@ -277,10 +245,4 @@ pub fn trigger(a: TriggerArgs) -> Result<()> {
     host.trigger(a.ids)?;
     println!("trigger {:#x} sent to {}", a.ids, addressing.trigger_addr());
     Ok(())
-}
-
-pub(super) fn emulator_for_bench(
-    cfg: radiohost_warp::emulator::EmulatorConfig,
-) -> Result<Emulator> {
-    Emulator::start(cfg).context("starting emulated nodes")
 }

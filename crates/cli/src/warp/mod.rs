@@ -4,15 +4,11 @@
 mod bench;
 mod commands;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, Subcommand};
-use radiohost_iq::WarpWord;
 use radiohost_testbed::units::parse_rate;
-use radiohost_testbed::LinkConfig;
-use radiohost_warp::emulator::EmulatorConfig;
-use radiohost_warp::host::{HostConfig, NodeTarget, WarpHost};
+use radiohost_warp::app::NetworkSpec;
 use radiohost_warp::{Addressing, FramePayload};
-use std::net::SocketAddr;
 
 #[derive(Subcommand)]
 pub enum WarpCmd {
@@ -82,15 +78,15 @@ impl NetArgs {
 /// Link model options of an emulated network.
 #[derive(Args, Clone, Debug)]
 pub struct LinkArgs {
-    /// Capacity of each node's link.
-    #[arg(long, default_value = "1G")]
-    pub link_rate: String,
+    /// Capacity of each node's link, a rate with its unit (e.g. 1Gbit).
+    #[arg(long, default_value = "1G", value_parser = parse_rate)]
+    pub link_rate: f64,
     /// Extra link spec items for node links, e.g. "1%,delay=20us" (see testbed link specs).
     #[arg(long, default_value = "")]
     pub link: String,
-    /// Capacity of each shared host link.
-    #[arg(long, default_value = "10G")]
-    pub host_link_rate: String,
+    /// Capacity of each shared host link, a rate with its unit (e.g. 10Gbit).
+    #[arg(long, default_value = "10G", value_parser = parse_rate)]
+    pub host_link_rate: f64,
     /// Only answer these host addresses (repeatable; default: any). Others are
     /// dropped and counted.
     #[arg(long = "allow-host")]
@@ -101,102 +97,16 @@ pub struct LinkArgs {
 }
 
 impl LinkArgs {
-    pub fn emulator_config(&self, nodes: u16, net: &NetArgs) -> Result<EmulatorConfig> {
-        let defaults = EmulatorConfig::default();
-        let mut node_link = LinkConfig::parse(&self.link).context("--link")?;
-        node_link.rate_bps = parse_rate(&self.link_rate).context("--link-rate")?;
-        if node_link.delay.is_zero() {
-            node_link.delay = defaults.node_link.delay;
-        }
-        node_link.queue_limit_bytes = node_link
-            .queue_limit_bytes
-            .min(defaults.node_link.queue_limit_bytes);
-        let mut host_link = defaults.host_link.clone();
-        host_link.rate_bps = parse_rate(&self.host_link_rate).context("--host-link-rate")?;
-        Ok(EmulatorConfig {
+    pub fn network(&self, nodes: u16, net: &NetArgs) -> NetworkSpec {
+        NetworkSpec {
             nodes,
             addressing: net.addressing(),
             payload: net.payload(),
-            node_link,
-            host_link,
+            node_rate: self.link_rate,
+            node_link: self.link.clone(),
+            host_rate: self.host_link_rate,
             host_links: self.host_links as usize,
             allowed_hosts: self.allowed_hosts.clone(),
-            ..defaults
-        })
-    }
-}
-
-/// Parse "0-3,7" into node IDs.
-pub fn parse_node_list(text: &str) -> Result<Vec<u16>> {
-    let mut out = Vec::new();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (u16, u16) = (a.parse()?, b.parse()?);
-                anyhow::ensure!(a <= b, "node range {part} goes backwards");
-                out.extend(a..=b);
-            }
-            None => out.push(
-                part.parse()
-                    .with_context(|| format!("node {part:?} is not a number"))?,
-            ),
         }
     }
-    anyhow::ensure!(!out.is_empty(), "no nodes given");
-    Ok(out)
-}
-
-/// A host for nodes `ids` at `addrs`, node i talking through local interface
-/// `interface_of(i)` of `cfg.interfaces`.
-pub fn connect(
-    ids: &[u16],
-    addrs: &[SocketAddr],
-    interface_of: impl Fn(usize) -> usize,
-    cfg: HostConfig,
-) -> Result<WarpHost> {
-    let targets = ids
-        .iter()
-        .zip(addrs)
-        .enumerate()
-        .map(|(i, (&id, &addr))| NodeTarget {
-            id,
-            addr,
-            interface: interface_of(i),
-        })
-        .collect();
-    Ok(WarpHost::new(cfg, targets)?)
-}
-
-/// Host settings for `interfaces`, frame size and trigger address; the rest default.
-pub fn host_config(
-    interfaces: &[SocketAddr],
-    payload: FramePayload,
-    trigger_addr: SocketAddr,
-) -> HostConfig {
-    HostConfig {
-        interfaces: interfaces.to_vec(),
-        payload,
-        trigger_addr,
-        ..Default::default()
-    }
-}
-
-/// A distinct, recognisable test waveform per node: a complex tone at a
-/// node-specific frequency with a node-specific amplitude, as Fix_16_15 words.
-pub fn test_waveform(node: u16, samples: usize) -> Vec<WarpWord> {
-    let freq = (node as f32 + 1.0) / 64.0;
-    let amp = 0.5 + 0.02 * (node % 16) as f32;
-    (0..samples)
-        .map(|n| {
-            let phase = std::f32::consts::TAU * freq * n as f32;
-            WarpWord::from_cf32_fix16(radiohost_iq::Cf32::from_polar(amp, phase))
-        })
-        .collect()
-}
-
-/// The local addresses a host uses for `links` host links on loopback.
-pub fn loopback_interfaces(links: usize) -> Vec<SocketAddr> {
-    (0..links.max(1))
-        .map(|i| SocketAddr::from(([127, 0, 0, 1 + i as u8], 0)))
-        .collect()
 }

@@ -92,6 +92,23 @@ impl UplinkAir {
         frame.saturating_mul(self.cfg.frame_len() as u64)
     }
 
+    /// The users transmit frame `frame` into the air at its tick (without anyone
+    /// receiving it yet: read it off the RX ports directly, or through a radio on
+    /// [`UplinkAir::air`]); returns the users' truth.
+    ///
+    /// # Errors
+    /// A frame whose ticks the air has already processed (late), or a generator
+    /// error.
+    pub fn transmit_frame(&mut self, frame: u64) -> Result<UserUplink, UplinkAirError> {
+        let users = self.generator.uplink_users(frame)?;
+        let fl = self.cfg.frame_len();
+        let start = self.frame_tick(frame);
+        for (k, wave) in users.waveforms.chunks_exact(fl).enumerate() {
+            self.air.transmit(k, start, wave)?;
+        }
+        Ok(users)
+    }
+
     /// The users transmit frame `frame` at its tick; returns what the antennas
     /// received over that frame (`M` ports x `frame_len`) and the users' truth.
     /// Frames must be read in increasing order (the air's past is final).
@@ -99,12 +116,9 @@ impl UplinkAir {
     /// # Errors
     /// A frame read out of order (late emission or too old), or a generator error.
     pub fn frame(&mut self, frame: u64) -> Result<(Block, UserUplink), UplinkAirError> {
-        let users = self.generator.uplink_users(frame)?;
+        let users = self.transmit_frame(frame)?;
         let fl = self.cfg.frame_len();
         let start = self.frame_tick(frame);
-        for (k, wave) in users.waveforms.chunks_exact(fl).enumerate() {
-            self.air.transmit(k, start, wave)?;
-        }
         let block = self.air.receive_block(&self.antenna_ports, start, fl)?;
         // The simulated clock follows the frames read (the end of this frame).
         if let Some(clock) = self.air.simulated_clock() {

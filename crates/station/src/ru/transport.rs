@@ -14,13 +14,18 @@ pub enum TransportKind {
     Ring,
 }
 
+/// A transport name that is neither `udp` nor `ring`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown transport `{0}`: use udp or ring")]
+pub struct UnknownTransport(pub String);
+
 impl std::str::FromStr for TransportKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownTransport;
+    fn from_str(s: &str) -> Result<Self, UnknownTransport> {
         match s {
             "udp" => Ok(TransportKind::Udp),
             "ring" => Ok(TransportKind::Ring),
-            o => Err(format!("unknown transport `{o}`: use udp or ring")),
+            o => Err(UnknownTransport(o.to_string())),
         }
     }
 }

@@ -357,6 +357,8 @@ pub fn run_driver(
         d.report.frame(r);
     }
     let mut out = d.out;
+    d.report.inbox_full_waits = out.inbox_full_waits;
+    d.report.checker_full_waits = out.checker_full_waits;
     out.report = d.report;
     out.payloads = payloads;
     Ok(out)

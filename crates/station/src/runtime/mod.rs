@@ -157,3 +157,51 @@ pub fn frame_pool(
         FrameSlot::new(&c)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_inbox_makes_senders_wait_and_counts_it() {
+        let (tx, rx) = driver_channel();
+        for symbol in 0..DRIVER_INBOX_CAPACITY {
+            tx.send(DriverMsg::InputReady { frame: 0, symbol }).unwrap();
+        }
+        assert_eq!(tx.full_waits(), 0);
+        let late = tx.clone();
+        let sender = std::thread::spawn(move || {
+            late.send(DriverMsg::InputReady {
+                frame: 1,
+                symbol: 0,
+            })
+        });
+        // The counter moves before the sender blocks; then make room for it.
+        while tx.full_waits() == 0 {
+            std::thread::yield_now();
+        }
+        assert!(matches!(
+            rx.recv().unwrap(),
+            DriverMsg::InputReady {
+                frame: 0,
+                symbol: 0
+            }
+        ));
+        sender.join().unwrap().unwrap();
+        assert_eq!(tx.full_waits(), 1);
+        // Nothing was dropped: every message, the late one last, is still there.
+        let rest: Vec<_> = rx.try_iter().collect();
+        assert_eq!(rest.len(), DRIVER_INBOX_CAPACITY);
+        assert!(matches!(
+            rest.last(),
+            Some(DriverMsg::InputReady { frame: 1, .. })
+        ));
+        drop(rx);
+        assert!(tx
+            .send(DriverMsg::InputReady {
+                frame: 2,
+                symbol: 0
+            })
+            .is_err());
+    }
+}

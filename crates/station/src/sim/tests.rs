@@ -134,7 +134,10 @@ fn settings_are_checked() {
     ] {
         assert!(simulate("lroc", &bad).is_err());
     }
-    assert_eq!("add:1@2.5ms".parse::<ChurnEvent>().unwrap().at_ns, 2_500_000);
+    assert_eq!(
+        "add:1@2.5ms".parse::<ChurnEvent>().unwrap().at_ns,
+        2_500_000
+    );
     assert_eq!("add:1@800us".parse::<ChurnEvent>().unwrap().at_ns, 800_000);
     for bad in ["add:1@-1ms", "add:1@ms", "add:1@150"] {
         assert!(matches!(

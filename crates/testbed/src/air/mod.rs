@@ -224,6 +224,7 @@ pub struct Air {
     tx_ports: usize,
     rx_ports: usize,
     history: usize,
+    block: usize,
     clock: AirClockState,
 }
 
@@ -248,7 +249,7 @@ impl Air {
     /// Builds the air; validates every field.
     pub fn new(cfg: AirConfig) -> Result<Air, AirError> {
         let (rate_hz, tx_ports, rx_ports) = (cfg.rate_hz, cfg.tx_ports, cfg.rx_ports);
-        let history = cfg.history;
+        let (history, block) = (cfg.history, cfg.block);
         let clock = match &cfg.clock {
             AirClock::Real => AirClockState::Real {
                 origin_ns: radiohost_rt::monotonic_ns(),
@@ -262,6 +263,7 @@ impl Air {
             tx_ports,
             rx_ports,
             history,
+            block,
             clock,
         })
     }
@@ -285,6 +287,11 @@ impl Air {
     /// Number of RX ports.
     pub fn rx_ports(&self) -> usize {
         self.rx_ports
+    }
+
+    /// The processing block: the horizon is always a multiple of it.
+    pub fn block(&self) -> usize {
+        self.block
     }
 
     /// RX samples kept per port (also the longest single receive).

@@ -418,10 +418,18 @@ impl World {
                         self.stats.channel_updates += 1;
                     }
                 }
-                let ins: Vec<&[Cf32]> = self.inputs.iter().map(Vec::as_slice).collect();
-                let mut outs: Vec<&mut [Cf32]> =
-                    self.outputs.iter_mut().map(Vec::as_mut_slice).collect();
-                conv.process_block(&ins, &mut outs)?;
+                // Port lists on the stack: a convolved air has at most MAX_PORTS a side,
+                // and the block loop must not allocate.
+                let (tx, rx) = (self.inputs.len(), self.outputs.len());
+                let mut ins: [&[Cf32]; MAX_PORTS] = [&[]; MAX_PORTS];
+                for (slot, input) in ins.iter_mut().zip(&self.inputs) {
+                    *slot = input;
+                }
+                let mut outs: [&mut [Cf32]; MAX_PORTS] = std::array::from_fn(|_| &mut [][..]);
+                for (slot, output) in outs.iter_mut().zip(self.outputs.iter_mut()) {
+                    *slot = output;
+                }
+                conv.process_block(&ins[..tx], &mut outs[..rx])?;
             }
         }
         if let Some(std) = self.noise_std {

@@ -28,9 +28,18 @@ fn rates_refuse_bare_numbers_zero_and_unknown_units() {
         parse_rate("1ms").unwrap_err().problem,
         UnitProblem::UnknownUnit(_)
     ));
-    assert_eq!(parse_rate("fast").unwrap_err().problem, UnitProblem::NotANumber);
-    assert_eq!(parse_rate("-1G").unwrap_err().problem, UnitProblem::Negative);
-    assert_eq!(parse_rate("1e999G").unwrap_err().problem, UnitProblem::TooLarge);
+    assert_eq!(
+        parse_rate("fast").unwrap_err().problem,
+        UnitProblem::NotANumber
+    );
+    assert_eq!(
+        parse_rate("-1G").unwrap_err().problem,
+        UnitProblem::Negative
+    );
+    assert_eq!(
+        parse_rate("1e999G").unwrap_err().problem,
+        UnitProblem::TooLarge
+    );
 }
 
 #[test]
@@ -41,9 +50,15 @@ fn durations_in_every_unit() {
     assert_eq!(parse_duration("7ns").unwrap(), Duration::from_nanos(7));
     assert_eq!(parse_duration("2 s").unwrap(), Duration::from_secs(2));
     assert_eq!(parse_duration("1.5min").unwrap(), Duration::from_secs(90));
-    assert_eq!(parse_duration("2.5ms").unwrap(), Duration::from_micros(2500));
+    assert_eq!(
+        parse_duration("2.5ms").unwrap(),
+        Duration::from_micros(2500)
+    );
     assert_eq!(parse_duration("1e-3s").unwrap(), Duration::from_millis(1));
-    assert_eq!(parse_duration("0.0000015ms").unwrap(), Duration::from_nanos(2));
+    assert_eq!(
+        parse_duration("0.0000015ms").unwrap(),
+        Duration::from_nanos(2)
+    );
     assert_eq!(parse_duration("0ms").unwrap(), Duration::ZERO);
     assert_eq!(parse_time("1.5ms").unwrap(), Time::from_us(1500));
 }
@@ -59,8 +74,14 @@ fn duration_errors_name_the_units_and_an_example() {
         let e = parse_duration(bad).unwrap_err();
         assert!(e.to_string().contains("duration"), "{bad}: {e}");
     }
-    assert_eq!(parse_duration("-1s").unwrap_err().problem, UnitProblem::Negative);
-    assert_eq!(parse_duration("1e30s").unwrap_err().problem, UnitProblem::TooLarge);
+    assert_eq!(
+        parse_duration("-1s").unwrap_err().problem,
+        UnitProblem::Negative
+    );
+    assert_eq!(
+        parse_duration("1e30s").unwrap_err().problem,
+        UnitProblem::TooLarge
+    );
     assert_eq!(
         parse_duration("0.1ns").unwrap_err().problem,
         UnitProblem::BelowResolution
@@ -91,7 +112,10 @@ fn sizes_are_exact_bytes() {
         parse_size("1 parsec").unwrap_err().problem,
         UnitProblem::UnknownUnit(_)
     ));
-    assert_eq!(parse_size("1e40GiB").unwrap_err().problem, UnitProblem::TooLarge);
+    assert_eq!(
+        parse_size("1e40GiB").unwrap_err().problem,
+        UnitProblem::TooLarge
+    );
 }
 
 #[test]
@@ -112,7 +136,10 @@ fn frequencies_and_sample_rates() {
 fn formatters_write_what_the_parsers_read() {
     assert_eq!(format_duration(Duration::from_micros(2500)), "2.5ms");
     assert_eq!(format_duration(Duration::ZERO), "0s");
-    assert_eq!(format_duration(Duration::from_nanos(1_000_000_001)), "1.000000001s");
+    assert_eq!(
+        format_duration(Duration::from_nanos(1_000_000_001)),
+        "1.000000001s"
+    );
     assert_eq!(format_size(65536), "64KiB");
     assert_eq!(format_size(1500), "1500B");
     assert_eq!(format_rate(10e6), "10Mbit/s");

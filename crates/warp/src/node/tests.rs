@@ -172,3 +172,62 @@ fn bad_datagrams_are_counted_and_never_written() {
     assert_eq!(node.handle(&pkt[..n], &mut [0u8; 16]), NodeAction::None);
     assert_eq!(node.counters().out_of_range, 2);
 }
+
+/// Two nodes on one air: node 0 transmits on path C, node 1 hears it on path A through
+/// a channel of gain 0.5, one sample late; node 0's own RX hears nothing.
+#[test]
+fn nodes_on_a_shared_air_hear_each_other_through_its_channel() {
+    use radiohost_dsp::MimoTaps;
+    use radiohost_testbed::air::AirChannel;
+    let mut taps = MimoTaps::zeros(1, 1, 2).unwrap();
+    taps.path_mut(0, 0)[1] = Cf32::new(0.5, 0.0);
+    let air = Air::new(AirConfig {
+        channel: AirChannel::Static(taps),
+        history: BUFFER_SAMPLES,
+        ..AirConfig::identity(WARP_RATE_HZ, 1)
+    })
+    .unwrap();
+    let tx_only = NodePorts {
+        tx: [None, None, Some(0), None],
+        rx: [None; 4],
+    };
+    let rx_only = NodePorts {
+        tx: [None; 4],
+        rx: [Some(0), None, None, None],
+    };
+    let mut a = NodeCore::on_air(0, air.clone(), tx_only);
+    let mut b = NodeCore::on_air(1, air.clone(), rx_only);
+    let words: Vec<WarpWord> = (0..64i16)
+        .map(|i| WarpWord::from_ci16(Ci16::new(i * 256 + 4, -i * 128 + 4)))
+        .collect();
+    write_packet(&mut a, 0, 10, &words, SAMPLE_FLAG_RESET_CHECKSUM, false);
+    let tick = a.earliest_trigger_tick().max(b.earliest_trigger_tick());
+    a.trigger_at(tick);
+    b.trigger_at(tick);
+    let rx = b.rx_buffer(RfBuffer::A).to_vec();
+    assert_eq!(rx[10], WarpWord(0));
+    for (i, w) in words.iter().enumerate() {
+        let s = w.to_ci16();
+        let want = WarpWord::from_ci16(Ci16::new(s.re >> 3, s.im >> 3));
+        assert_eq!(rx[11 + i], want, "sample {i}");
+    }
+    assert!(a.rx_buffer(RfBuffer::C).iter().all(|w| w.0 == 0));
+    assert_eq!(b.counters().air_rx_lost, 0);
+    // A later trigger starts after the first one's window.
+    assert!(a.earliest_trigger_tick() >= tick + BUFFER_SAMPLES as u64);
+}
+
+/// Repeated triggers without reads never make a node's emission late.
+#[test]
+fn back_to_back_triggers_stay_on_time() {
+    let mut node = NodeCore::new(3);
+    let words = [WarpWord::from_ci16(Ci16::new(4000, -4000)); 8];
+    write_packet(&mut node, 3, 0, &words, SAMPLE_FLAG_RESET_CHECKSUM, false);
+    for _ in 0..5 {
+        node.trigger();
+    }
+    assert_eq!(node.rx_buffer(RfBuffer::C)[..8], [words[0].tx_to_rx(); 8]);
+    assert_eq!(node.air().stats().late_emissions, 0);
+    assert_eq!(node.counters().air_tx_dropped, 0);
+    assert_eq!(node.counters().triggers, 5);
+}
