@@ -9,9 +9,15 @@
 //! port `p`, which RX core `p` hears; TX core `q` plays into air port `R + q` (`R` RX
 //! cores), heard by no core, so RX carries exactly the test signal as before.
 //!
-//! An RX packet is captured one air block after its last sample's time, so TX played
-//! at "now" is in the air before anyone reads that tick; TX samples later than that
-//! are counted by the air as late (see [`RadioReport::air`]).
+//! TX samples go into the air as soon as their packet is accepted (the air holds
+//! emissions ahead of its horizon), not when their time comes, so a loop that stalls
+//! cannot make timed TX late on the air; the TX core still plays out against the clock
+//! for its events, flow-control credit and the recording. An RX packet is captured one
+//! air block after its last sample's time, so TX accepted at "now" is in the air before
+//! anyone reads that tick; TX samples later than that are counted by the air as late
+//! (see [`RadioReport::air`]).
+//!
+//! [`RadioAir::tx_loopback`] is the air where TX core `c` is heard on RX core `c`.
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
@@ -96,25 +102,48 @@ pub struct RadioAir {
 }
 
 impl RadioAir {
+    /// An identity air on the host clock at `rate_sps` where TX core `c` is heard,
+    /// unchanged, on RX core `c`, and no test signal: RX carries exactly what was
+    /// transmitted (zeros elsewhere). TX cores beyond the RX cores reach no one.
+    pub fn tx_loopback(cfg: &RadioConfig) -> Result<Self, RadioError> {
+        let (rx, tx) = (cfg.rx_dst_epids.len(), cfg.tx_epids.len());
+        Ok(RadioAir {
+            air: Self::identity_air(cfg, rx.max(tx))?,
+            rx_ports: (0..rx).collect(),
+            tx_ports: (0..tx).collect(),
+            test_signal_ports: Vec::new(),
+            start_tick: Some(Self::first_tick(cfg)),
+        })
+    }
+
     /// The air [`run_radio_on`] uses (see the module docs).
     pub fn test_signal_loopback(cfg: &RadioConfig) -> Result<Self, RadioError> {
         let (rx, tx) = (cfg.rx_dst_epids.len(), cfg.tx_epids.len());
-        let spp = cfg.samples_per_packet;
-        let air = Air::new(AirConfig {
-            block: 128,
-            history: (4 * spp).max(1 << 16),
-            max_pending: 1 << 22,
-            clock: AirClock::Real,
-            ..AirConfig::identity(cfg.rate_sps, (rx + tx).max(1))
-        })?;
         Ok(RadioAir {
-            air,
+            air: Self::identity_air(cfg, rx + tx)?,
             rx_ports: (0..rx).collect(),
             tx_ports: (rx..rx + tx).collect(),
             test_signal_ports: (0..rx).collect(),
-            // This air starts with the radio: its tick 0 is the radio's start.
-            start_tick: Some((cfg.start_delay.as_secs_f64() * cfg.rate_sps) as u64),
+            start_tick: Some(Self::first_tick(cfg)),
         })
+    }
+
+    /// A noiseless identity air of `ports` ports on the host clock at the radio's rate.
+    fn identity_air(cfg: &RadioConfig, ports: usize) -> Result<Air, RadioError> {
+        check_rate(cfg)?;
+        Ok(Air::new(AirConfig {
+            block: 128,
+            history: (4 * cfg.samples_per_packet).max(1 << 16),
+            max_pending: 1 << 22,
+            clock: AirClock::Real,
+            ..AirConfig::identity(cfg.rate_sps, ports.max(1))
+        })?)
+    }
+
+    /// The air starts with the radio: its tick 0 is the radio's start, and the first RX
+    /// sample comes `start_delay` later.
+    fn first_tick(cfg: &RadioConfig) -> u64 {
+        (cfg.start_delay.as_secs_f64() * cfg.rate_sps) as u64
     }
 }
 
@@ -421,6 +450,15 @@ pub fn run_radio_on_air(
             });
             match res {
                 Ok(Some(arrival)) => {
+                    // Into the air now, ahead of its time: the core plays every queued
+                    // sample at exactly its tick, and an emission ahead of the horizon
+                    // waits in the air, so a stalled loop cannot make it late.
+                    if let Some(samples) = core.queued_at(arrival.queued_tick) {
+                        tx_scratch.clear();
+                        tx_scratch.extend(samples.iter().map(|s| s.to_cf32()));
+                        // Late or refused samples are counted by the air.
+                        let _ = air.transmit(tx_ports[port], arrival.queued_tick, &tx_scratch);
+                    }
                     if let Some(rx_ts) = arrival.rx_timestamp {
                         let captured = epoch_real + (rx_ts as f64 * ns_per_tick) as i64;
                         e2e.record_signed(arrival_real - captured);
@@ -445,14 +483,11 @@ pub fn run_radio_on_air(
         for (port, core) in tx_cores.iter_mut().enumerate() {
             let rec = &mut recordings[port];
             let mut statuses = Vec::new();
-            let (air, air_port, scratch) = (&air, tx_ports[port], &mut tx_scratch);
+            // Queued samples went into the air on arrival and zero fill adds nothing:
+            // playing out only keeps the core's clock, events and credit, and records.
             core.advance(
                 now,
                 &mut |tick, samples: &[Ci16]| {
-                    scratch.clear();
-                    scratch.extend(samples.iter().map(|s| s.to_cf32()));
-                    // Late or refused samples are counted by the air.
-                    let _ = air.transmit(air_port, tick, scratch);
                     if !cfg.record {
                         return;
                     }

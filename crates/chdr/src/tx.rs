@@ -83,6 +83,11 @@ pub enum TxAction {
 pub struct TxArrival {
     pub timestamp: u64,
     pub samples: usize,
+    /// Tick of the first sample queued for playout (after `timestamp` when the packet's
+    /// late part was dropped); [`TxCore::queued_at`] gives the queued samples.
+    pub queued_tick: u64,
+    /// Samples queued for playout (`samples` less a dropped late part).
+    pub queued: usize,
     /// Metadata word 0, where the host streamer puts the RX timestamp.
     pub rx_timestamp: Option<u64>,
     /// `timestamp - now` at arrival, in ticks (negative: late).
@@ -186,6 +191,16 @@ impl TxCore {
 
     pub fn queued_packets(&self) -> usize {
         self.queue.len()
+    }
+
+    /// The samples of the packet queued to play from `tick` (e.g.
+    /// [`TxArrival::queued_tick`] right after `on_datagram`), whole even once
+    /// [`Self::advance`] has begun playing it. Every queued sample is played at exactly
+    /// its own tick, so a driver may put these on the air as soon as they arrive.
+    pub fn queued_at(&self, tick: u64) -> Option<&[Ci16]> {
+        let pos = self.queue.partition_point(|q| q.ts < tick);
+        let q = self.queue.get(pos).filter(|q| q.ts == tick)?;
+        self.slots.get(q.slot).and_then(|s| s.get(..q.len))
     }
 
     /// The EPID statuses should be addressed to (learned from INIT).
@@ -376,6 +391,8 @@ impl TxCore {
         Some(TxArrival {
             timestamp: p.timestamp.unwrap_or(ts),
             samples: n,
+            queued_tick: ts,
+            queued: len,
             rx_timestamp: p.metadata_words().next(),
             margin_ticks: margin,
         })
@@ -563,6 +580,31 @@ mod tests {
         assert_eq!(out.len(), 16);
         assert!(out[8..11].iter().all(|&(_, s)| s == Ci16::default()));
         assert!(out[11..].iter().all(|&(t, s)| s == Ci16::new(t as i16, 1)));
+    }
+
+    #[test]
+    fn arrival_names_the_queued_part_and_queued_at_gives_it() {
+        let mut tx = core(TxPolicy::ZeroFill);
+        let mut act = |_: TxAction| {};
+        let a = tx.on_datagram(&packet(0, 100), 0, &mut act).unwrap().unwrap();
+        assert_eq!((a.timestamp, a.queued_tick, a.queued), (100, 100, SPP));
+        assert_eq!(tx.queued_at(100), Some(&samples(100)[..]));
+        // 3 samples late: only the on-time part is queued, from tick 111.
+        let a = tx.on_datagram(&packet(1, 108), 111, &mut act).unwrap().unwrap();
+        assert_eq!((a.timestamp, a.queued_tick, a.queued), (108, 111, SPP - 3));
+        assert_eq!(tx.queued_at(111), Some(&samples(108)[3..]));
+        assert_eq!(tx.queued_at(108), None);
+        assert_eq!(tx.queued_at(101), None);
+        // What advance plays is exactly what queued_at gave.
+        let mut out = Vec::new();
+        tx.advance(116, &mut |t, s: &[Ci16]| out.push((t, s.to_vec())), &mut act);
+        let played: Vec<Ci16> = out
+            .iter()
+            .filter(|(t, _)| *t >= 111)
+            .flat_map(|(_, s)| s.clone())
+            .collect();
+        assert_eq!(played, samples(108)[3..]);
+        assert_eq!(tx.queued_at(111), None, "played and freed");
     }
 
     #[test]

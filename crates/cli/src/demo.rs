@@ -154,6 +154,9 @@ fn print_stage(s: &StageReport) {
         })
         .collect();
     println!("   {}", counters.join(", "));
+    for n in &s.notes {
+        println!("   note: {n}");
+    }
     for f in &s.failures {
         println!("   FAILED: {f}");
     }
@@ -220,15 +223,16 @@ fn timeline_svg(path: &Path, r: &DemoReport) -> Result<()> {
     chart
         .configure_mesh()
         .disable_y_mesh()
-        .y_labels(names.len())
-        .y_label_formatter(&|v| {
-            let i = names.len() as f64 - v - 0.5;
-            names
-                .get(i.round().max(0.0) as usize)
-                .map_or(String::new(), |s| s.to_string())
-        })
+        .y_labels(0)
         .x_desc("milliseconds since start")
         .draw()
+        .map_err(|e| err(&e))?;
+    // Stage names inside the plot, at the left of their rows (row 0 on top).
+    chart
+        .draw_series(names.iter().enumerate().map(|(row, name)| {
+            let y = (names.len() - 1 - row) as f64 + 0.5;
+            Text::new(name.to_string(), (end * 0.003, y), ("sans-serif", 14))
+        }))
         .map_err(|e| err(&e))?;
     for span in &r.timeline {
         let row = names

@@ -6,11 +6,13 @@ mod chdr;
 mod demo;
 mod gpu;
 mod phy;
+mod plot;
 mod pmt;
 mod relay;
 mod rt;
 mod station;
 mod testbed_cmd;
+mod ui;
 mod warp;
 
 use anyhow::Result;

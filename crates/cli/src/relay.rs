@@ -4,22 +4,20 @@
 //! The on-time fraction against delta, idle and loaded, with and without
 //! real-time thread setup, says which delta a deployment can rely on.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
 use radiohost_relay::air::LatePolicy;
-use radiohost_relay::sweep::{
-    measure, missing_causes, recommended_delta, Condition, SweepConfig, SweepRow,
-};
+use radiohost_relay::sweep::{measure, recommended_delta, Condition, SweepConfig, SweepRow};
 use radiohost_rt::cpulist;
 use radiohost_testbed::{units, LinkConfig};
 
-mod plot;
+use crate::plot::{self, Axis, LineChart, Series};
+use crate::ui::with_progress;
 
 /// `radiohost relay ...`
 #[derive(Subcommand)]
@@ -165,7 +163,11 @@ fn run_cmd(a: RunArgs) -> Result<()> {
                 let mut out = Vec::new();
                 for delta in cfg.deltas() {
                     let label = format!("{} delta {}us", c.label(), delta.as_micros());
-                    out.push(with_progress(&cfg, delta, c, &label, !a.json)?);
+                    let bursts = Arc::new(AtomicU64::new(0));
+                    let (counter, run) = (|| bursts.load(Ordering::Relaxed), bursts.clone());
+                    out.push(with_progress(&label, cfg.bursts, !a.json, counter, || {
+                        measure(&cfg, delta, c, run)
+                    })?);
                 }
                 Ok(out)
             },
@@ -185,45 +187,12 @@ fn run_cmd(a: RunArgs) -> Result<()> {
         print_rows(&rows, a.target);
     }
     if let Some(path) = &a.svg {
-        plot::on_time_svg(path, &rows, a.target)?;
+        on_time_svg(path, &rows, a.target)?;
         if !a.json {
             println!("plot written to {}", path.display());
         }
     }
     Ok(())
-}
-
-/// One sweep point with a progress bar fed by the run's burst counter.
-fn with_progress(
-    cfg: &SweepConfig,
-    delta: Duration,
-    c: Condition,
-    label: &str,
-    show_progress: bool,
-) -> Result<SweepRow> {
-    let progress = Arc::new(AtomicU64::new(0));
-    let bar = if show_progress {
-        ProgressBar::new(cfg.bursts)
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{msg:>24} [{bar:30}] {pos}/{len} bursts")
-            .map_err(|e| anyhow!("progress style: {e}"))?
-            .progress_chars("=> "),
-    );
-    bar.set_message(label.to_string());
-    let p = progress.clone();
-    let row = std::thread::scope(|s| {
-        let h = s.spawn(move || measure(cfg, delta, c, p));
-        while !h.is_finished() {
-            bar.set_position(progress.load(Ordering::Relaxed));
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        h.join()
-    });
-    bar.finish_and_clear();
-    Ok(row.map_err(|_| anyhow!("the relay run panicked"))??)
 }
 
 fn us(ns: u64) -> f64 {
@@ -271,51 +240,11 @@ fn print_rows(rows: &[SweepRow], target: f64) {
     }
     println!();
     // Where each relay's copies went: late ones, and one cause per missing one.
-    let mut lines = Vec::new();
-    for r in rows {
-        for i in 0..r.report.air.relays.len() {
-            let (late, missing, causes, unaccounted) = missing_causes(&r.report, i);
-            if late == 0 && missing == 0 {
-                continue;
-            }
-            let mut l = format!(
-                "  {} delta {:.0}us relay {i}: late {late}, missing {missing}",
-                r.condition().label(),
-                r.delta_us
-            );
-            let named: Vec<String> = causes
-                .iter()
-                .filter(|(_, n)| *n > 0)
-                .map(|(c, n)| format!("{c} {n}"))
-                .collect();
-            if !named.is_empty() {
-                l.push_str(&format!(" ({})", named.join(", ")));
-            }
-            if unaccounted != 0 {
-                l.push_str(&format!(" [{unaccounted} without a counted cause]"));
-            }
-            lines.push(l);
-        }
-        if r.report.air.in_flight_copies > 0 {
-            lines.push(format!(
-                "  {} delta {:.0}us: {} copies were still on their way when the run ended",
-                r.condition().label(),
-                r.delta_us,
-                r.report.air.in_flight_copies
-            ));
-        }
-        if r.report.stopped_early {
-            lines.push(format!(
-                "  {} delta {:.0}us: the run overran its time bound; open bursts were counted missing",
-                r.condition().label(),
-                r.delta_us
-            ));
-        }
-    }
-    if !lines.is_empty() {
+    let notes: Vec<String> = rows.iter().flat_map(SweepRow::notes).collect();
+    if !notes.is_empty() {
         println!("copies sent late by the relay radios, and why copies were missing:");
-        for l in lines {
-            println!("{l}");
+        for l in notes {
+            println!("  {l}");
         }
         println!();
     }
@@ -354,6 +283,44 @@ fn print_rows(rows: &[SweepRow], target: f64) {
             ),
         }
     }
+}
+
+/// Bursts not on time (%) against delta, both log scales: the tail that
+/// decides a deployment (99.9% on time = 0.1% not) stays readable.
+fn on_time_svg(path: &Path, rows: &[SweepRow], target: f64) -> Result<()> {
+    let lo = rows.iter().map(|r| r.delta_us).fold(f64::INFINITY, f64::min);
+    let hi = rows.iter().map(|r| r.delta_us).fold(0.0, f64::max);
+    if !lo.is_finite() {
+        bail!("nothing to plot");
+    }
+    // Floor: half a burst of the largest run (a run with none missed sits there).
+    let bursts = rows.iter().map(|r| r.bursts).max().unwrap_or(1).max(1);
+    let floor = 50.0 / bursts as f64;
+    let (lo, hi) = (lo / 1.3, (hi * 1.3).max(lo * 2.0));
+    let mut chart = LineChart::new(
+        "cooperative relay: bursts not on time vs delta",
+        Axis::log("delta after RX timestamp (us, log)", lo..hi),
+        Axis::log(
+            format!("bursts not on time (%, log; {floor:.3} = none of {bursts})"),
+            floor.min(100.0 - target) * 0.8..150.0,
+        ),
+    );
+    let miss_target = vec![(lo, 100.0 - target), (hi, 100.0 - target)];
+    let label = format!("target: {target}% on time");
+    chart.push(Series::new(label, miss_target, plot::color(7)).width(1).markers(0).opacity(0.5));
+    let mut conditions: Vec<Condition> = rows.iter().map(SweepRow::condition).collect();
+    conditions.dedup();
+    for (i, c) in conditions.into_iter().enumerate() {
+        let mut pts: Vec<(f64, f64)> = rows
+            .iter()
+            .filter(|r| r.condition() == c)
+            .map(|r| (r.delta_us, (100.0 * (1.0 - r.on_time_fraction)).max(floor)))
+            .collect();
+        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+        chart.push(Series::new(c.label(), pts, plot::color(i)));
+    }
+    chart.legend = plotters::prelude::SeriesLabelPosition::UpperRight;
+    chart.write(path, (900, 540))
 }
 
 #[cfg(test)]

@@ -1,25 +1,26 @@
 //! `radiohost rt`: machine audit, latency probes and the cyclictest comparison.
 
 mod bench;
-mod plot;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use radiohost_rt::audit::{self, AuditInputs, AuditRequest, Finding};
-use radiohost_rt::load::{Load, LoadConfig, LoadStats};
+use radiohost_rt::load::LoadStats;
 use radiohost_rt::pmqos::CpuDmaLatency;
 use radiohost_rt::probe::timer::TimerProbe;
-use radiohost_rt::probe::udp::{self, UdpPeer, UdpProbe};
-use radiohost_rt::probe::{effective_policy_label, LatencyRow, ProbeControl, ProbeRun};
-use radiohost_rt::{cpulist, Policy, RtThreadBuilder, ThreadConfig};
+use radiohost_rt::probe::udp::{UdpPeer, UdpProbe};
+use radiohost_rt::probe::{effective_policy_label, study_config, study_plan};
+use radiohost_rt::probe::{LatencyRow, ProbeControl, ProbeRun};
+use radiohost_rt::process::{self, EchoProcess};
+use radiohost_rt::{cpulist, Policy, ThreadConfig};
 use radiohost_testbed::units;
+
+use crate::plot;
+use crate::ui::with_progress;
 
 /// `radiohost rt ...`
 #[derive(Subcommand)]
@@ -85,26 +86,15 @@ pub struct ThreadArgs {
 }
 
 impl ThreadArgs {
-    /// The requested configuration: RT policies also lock memory and prefault
-    /// the stack (the study's "RT" setup); `other` is plain normal scheduling.
+    /// The requested configuration, as the study sets it up.
     pub fn config(&self) -> ThreadConfig {
-        let policy = Policy::from(self.policy);
-        let rt = policy.is_realtime();
-        ThreadConfig {
-            policy,
-            priority: if rt { self.priority } else { 0 },
-            cpus: self.cpu.clone().map(|c| c.0),
-            lock_memory: rt && !self.no_mlock,
-            prefault_stack_bytes: if rt { self.prefault_kib * 1024 } else { 0 },
-        }
-    }
-
-    /// Normal scheduling on the same CPUs: the baseline of `--compare`.
-    pub fn normal_config(&self) -> ThreadConfig {
-        ThreadConfig {
-            cpus: self.cpu.clone().map(|c| c.0),
-            ..ThreadConfig::default()
-        }
+        study_config(
+            self.policy.into(),
+            self.priority,
+            self.cpu.clone().map(|c| c.0),
+            !self.no_mlock,
+            self.prefault_kib * 1024,
+        )
     }
 }
 
@@ -215,7 +205,10 @@ pub fn run(cmd: RtCmd) -> Result<()> {
         RtCmd::Probe(a) => probe(a),
         RtCmd::Bench(a) => bench::run(a),
         RtCmd::Echo(a) => echo(a),
-        RtCmd::Load(a) => load(a),
+        RtCmd::Load(a) => {
+            process::serve_load(a.duration, a.ignore_stdin)?;
+            Ok(())
+        }
     }
 }
 
@@ -258,144 +251,58 @@ pub struct Measured {
     pub load: Option<LoadStats>,
 }
 
-/// Runs `f` with a progress bar fed by the probe's sample counter.
-pub fn with_progress<T: Send>(
-    label: &str,
-    expected: u64,
-    control: &ProbeControl,
-    f: impl FnOnce() -> T + Send,
-) -> T {
-    let bar = indicatif::ProgressBar::new(expected);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{msg:>28} [{bar:30}] {pos}/{len} {eta}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    bar.set_message(label.to_string());
-    let out = std::thread::scope(|s| {
-        let h = s.spawn(f);
-        while !h.is_finished() {
-            bar.set_position(control.samples());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        h.join()
-    });
-    bar.finish_and_clear();
-    match out {
-        Ok(v) => v,
-        Err(p) => std::panic::resume_unwind(p),
-    }
+/// This binary with `args`: the helper processes are its own subcommands.
+fn this_binary<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> Result<Command> {
+    let exe = std::env::current_exe().context("finding the radiohost executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.args(args);
+    Ok(cmd)
 }
 
-/// Runs `f` under the background load, started as a separate `radiohost rt
-/// load` process (so this process's mlockall does not change the load) and
-/// given half a second to ramp up; returns the work the load did.
+/// Runs `f` under the background load (when `loaded`), started as a separate
+/// `radiohost rt load` process so this process's mlockall does not change it.
 pub fn under_load<T>(
     loaded: bool,
     bound: Duration,
     f: impl FnOnce() -> T,
 ) -> Result<(T, Option<LoadStats>)> {
-    if !loaded {
-        return Ok((f(), None));
-    }
-    let exe = std::env::current_exe().context("finding the radiohost executable")?;
-    let mut child = Command::new(exe)
-        .args(["rt", "load", "--duration"])
-        .arg(format!(
-            "{}ms",
-            (bound + Duration::from_secs(5)).as_millis()
-        ))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .context("starting the background load process")?;
-    std::thread::sleep(Duration::from_millis(500));
-    let out = f();
-    drop(child.stdin.take()); // end-of-file: the load stops and reports
-    let output = child
-        .wait_with_output()
-        .context("waiting for the load process")?;
-    let stats = serde_json::from_slice(&output.stdout).with_context(|| {
-        format!(
-            "the load process printed `{}` instead of its statistics",
-            String::from_utf8_lossy(&output.stdout).trim()
-        )
-    })?;
-    Ok((out, Some(stats)))
+    let limit = format!("{}ms", (bound + Duration::from_secs(5)).as_millis());
+    let cmd = match loaded {
+        true => Some(this_binary(["rt", "load", "--duration", &limit])?),
+        false => None,
+    };
+    Ok(process::under_load(cmd, f)?)
 }
 
-fn load(a: LoadArgs) -> Result<()> {
-    let load = Load::start(&LoadConfig::kernel_build_like(a.duration))
-        .context("starting the background load")?;
-    if a.ignore_stdin {
-        std::thread::sleep(a.duration);
-    } else {
-        // Returns at end-of-file (parent done) or error; bounded by a watchdog.
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        std::thread::spawn(move || {
-            let mut sink = Vec::new();
-            let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
-            let _ = tx.send(());
-        });
-        let _ = rx.recv_timeout(a.duration);
-    }
-    println!("{}", serde_json::to_string(&load.stop())?);
-    Ok(())
-}
-
-struct EchoProcess(Child);
-
-impl Drop for EchoProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn spawn_echo_process(cfg: &ThreadArgs, bound: Duration) -> Result<(EchoProcess, SocketAddr)> {
-    let exe = std::env::current_exe().context("finding the radiohost executable")?;
-    let mut cmd = Command::new(exe);
-    cmd.args(["rt", "echo", "--bind", "127.0.0.1:0", "--policy"])
-        .arg(format!("{:?}", cfg.policy).to_lowercase())
-        .args(["--priority", &cfg.priority.to_string()])
-        .args(["--prefault-kib", &cfg.prefault_kib.to_string()])
-        .args(["--max-duration", &format!("{}s", bound.as_secs() + 10)]);
+/// `radiohost rt echo` with the echo side's thread setup, as a child process.
+fn spawn_echo_process(cfg: &ThreadArgs, bound: Duration) -> Result<EchoProcess> {
+    let policy = format!("{:?}", cfg.policy).to_lowercase();
+    let (priority, prefault) = (cfg.priority.to_string(), cfg.prefault_kib.to_string());
+    let limit = format!("{}s", bound.as_secs() + 10);
+    let mut cmd = this_binary(["rt", "echo", "--bind", "127.0.0.1:0", "--policy", &policy])?;
+    cmd.args(["--priority", &priority, "--prefault-kib", &prefault]);
+    cmd.args(["--max-duration", &limit]);
     if let Some(c) = &cfg.cpu {
         cmd.args(["--cpu", &cpulist::format(&c.0)]);
     }
     if cfg.no_mlock {
         cmd.arg("--no-mlock");
     }
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stdin(Stdio::null())
-        .spawn()
-        .context("starting the echo process")?;
-    let stdout = child.stdout.take().context("echo process has no stdout")?;
-    let child = EchoProcess(child);
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .context("reading the echo process's address")?;
-    let addr = line
-        .trim()
-        .strip_prefix("listening ")
-        .and_then(|a| a.parse().ok())
-        .with_context(|| format!("echo process printed `{}`, not its address", line.trim()))?;
-    Ok((child, addr))
+    Ok(EchoProcess::start(cmd)?)
 }
 
 /// One probe run: mode, thread setup, optional load.
 fn measure(a: &ProbeArgs, cfg: &ThreadConfig, loaded: bool) -> Result<Measured> {
-    let interval = a.interval;
     let control = ProbeControl::default();
-    let samples = (a.duration.as_nanos() / interval.as_nanos().max(1)).max(1) as u64;
     let load_label = if loaded { "loaded" } else { "idle" };
     let label = format!("{:?} {} {load_label}", a.mode, cfg.policy).to_lowercase();
+    let show = !a.json;
+    let progress = || control.samples();
     let (run, load) = match a.mode {
         Mode::Timer => {
-            let probe = TimerProbe::for_duration(cfg.clone(), interval, a.duration);
+            let probe = TimerProbe::for_duration(cfg.clone(), a.interval, a.duration);
             under_load(loaded, a.duration, || {
-                with_progress(&label, samples, &control, || {
+                with_progress(&label, probe.samples, show, progress, || {
                     probe.run(&control).map_err(anyhow::Error::from)
                 })
             })?
@@ -408,24 +315,25 @@ fn measure(a: &ProbeArgs, cfg: &ThreadConfig, loaded: bool) -> Result<Measured> 
             }
             let mut _process = None;
             let peer = if a.processes {
-                let (p, addr) = spawn_echo_process(&echo_args, a.duration)?;
-                _process = Some(p);
+                let p = spawn_echo_process(&echo_args, a.duration)?;
+                let addr = p.addr;
+                _process = Some(p); // killed when the run is over
                 UdpPeer::Remote(addr)
             } else {
                 let mut c = echo_args.config();
                 c.lock_memory = false; // process-wide; the pinger's setting decides
                 UdpPeer::Thread(c)
             };
-            let probe = UdpProbe::for_duration(cfg.clone(), peer, interval, a.duration);
+            let probe = UdpProbe::for_duration(cfg.clone(), peer, a.interval, a.duration);
             under_load(loaded, a.duration, || {
-                with_progress(&label, samples, &control, || {
+                with_progress(&label, probe.samples, show, progress, || {
                     probe.run(&control).map_err(anyhow::Error::from)
                 })
             })?
         }
         // The streamer keeps its own counters; no progress bar.
         Mode::Pipeline => under_load(loaded, a.duration, || {
-            radiohost_chdr::session::probe_pipeline(cfg, interval, a.duration)
+            radiohost_chdr::session::probe_pipeline(cfg, a.interval, a.duration)
                 .map_err(anyhow::Error::from)
         })?,
     };
@@ -436,12 +344,8 @@ fn measure(a: &ProbeArgs, cfg: &ThreadConfig, loaded: bool) -> Result<Measured> 
         Mode::Udp if a.processes => "udp-process",
         Mode::Udp => "udp",
     };
-    let row = LatencyRow::new(
-        mode,
-        &effective_policy_label(&run.report),
-        load_label,
-        &run.histogram.summary(),
-    );
+    let policy = effective_policy_label(&run.report);
+    let row = LatencyRow::new(mode, &policy, load_label, &run.histogram.summary());
     Ok(Measured { row, run, load })
 }
 
@@ -451,21 +355,9 @@ fn probe(a: ProbeArgs) -> Result<()> {
         Some(us) => Some(CpuDmaLatency::request(us).context("--pm-qos-us")?),
         None => None,
     };
-    // Normal runs first: memory locking is process-wide and cannot be undone
-    // cleanly, so the RT runs come last.
-    let plan: Vec<(ThreadConfig, bool)> = if a.compare {
-        vec![
-            (a.thread.normal_config(), false),
-            (a.thread.normal_config(), true),
-            (a.thread.config(), false),
-            (a.thread.config(), true),
-        ]
-    } else {
-        vec![(a.thread.config(), a.load)]
-    };
     let mut results = Vec::new();
-    for (cfg, loaded) in &plan {
-        let m = measure(&a, cfg, *loaded)?;
+    for (cfg, loaded) in study_plan(&a.thread.config(), a.compare, a.load) {
+        let m = measure(&a, &cfg, loaded)?;
         if a.json {
             println!("{}", serde_json::to_string(&m.row)?);
         }
@@ -479,13 +371,13 @@ fn probe(a: ProbeArgs) -> Result<()> {
     if let Some(path) = &a.plot {
         let series: Vec<_> = results
             .iter()
-            .map(|m| (plot::series_label(&m.row), &m.run.histogram))
+            .map(|m| {
+                let r = &m.row;
+                (format!("{} {} {}", r.mode, r.policy, r.load), &m.run.histogram)
+            })
             .collect();
-        plot::histogram_svg(
-            path,
-            &format!("{:?} probe latency", a.mode).to_lowercase(),
-            &series,
-        )?;
+        let title = format!("{:?} probe latency", a.mode).to_lowercase();
+        plot::latency_histograms(&title, &series).write(path, (900, 540))?;
         if !a.json {
             println!("plot: {}", path.display());
         }
@@ -553,26 +445,7 @@ fn print_extras(results: &[Measured]) {
 }
 
 fn echo(a: EchoArgs) -> Result<()> {
-    let sock = udp::bind_echo(a.bind)?;
-    let addr = sock.local_addr()?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let t = RtThreadBuilder::new("rt-echo")
-        .config(a.thread.config())
-        .spawn(move |_| udp::echo_loop(&sock, &flag))?;
-    for p in t.report().problems() {
-        tracing::warn!(step = %p.step, "echo thread setup: {:?}", p.outcome);
-    }
-    println!("listening {addr}");
-    use std::io::Write;
-    std::io::stdout().flush()?;
-    let deadline = std::time::Instant::now() + a.max_duration;
-    while std::time::Instant::now() < deadline && !t.is_finished() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let echoed = t.join().map_err(|e| anyhow::anyhow!("{e}"))??;
-    tracing::info!(echoed, "echo finished");
+    process::serve_echo(a.bind, a.thread.config(), a.max_duration)?;
     Ok(())
 }
 
@@ -581,36 +454,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rt_policies_lock_and_prefault_normal_does_not() {
+    fn cpu_lists_parse_and_thread_flags_reach_the_config() {
+        assert!(parse_cpus("").is_err());
+        assert_eq!(parse_cpus("0-2"), Ok(Cpus(vec![0, 1, 2])));
         let args = ThreadArgs {
-            policy: PolicyArg::Fifo,
+            policy: PolicyArg::Rr,
             priority: 70,
             cpu: Some(Cpus(vec![1])),
-            no_mlock: false,
+            no_mlock: true,
             prefault_kib: 128,
         };
         let c = args.config();
-        assert_eq!(
-            (c.policy, c.priority, c.lock_memory),
-            (Policy::Fifo, 70, true)
-        );
-        assert_eq!(
-            (c.prefault_stack_bytes, c.cpus),
-            (128 * 1024, Some(vec![1]))
-        );
-        let n = args.normal_config();
-        assert_eq!(
-            (n.policy, n.priority, n.lock_memory),
-            (Policy::Other, 0, false)
-        );
-        assert_eq!(n.cpus, Some(vec![1]));
-        let other = ThreadArgs {
-            policy: PolicyArg::Other,
-            ..args
-        };
-        assert_eq!(other.config().priority, 0);
-        assert!(!other.config().lock_memory);
-        assert!(parse_cpus("").is_err());
-        assert_eq!(parse_cpus("0-2"), Ok(Cpus(vec![0, 1, 2])));
+        assert_eq!((c.policy, c.priority, c.lock_memory), (Policy::Rr, 70, false));
+        assert_eq!((c.prefault_stack_bytes, c.cpus), (128 * 1024, Some(vec![1])));
     }
 }

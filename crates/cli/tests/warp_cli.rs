@@ -27,7 +27,7 @@ fn radiohost(args: &[&str]) -> std::process::Output {
 fn emulator_process_serves_write_trigger_read() {
     let ports = ["--base-port", "23000", "--trigger-port", "23900"];
     let emu = Command::new(BIN)
-        .args(["warp", "emulate", "--nodes", "3", "--duration", "30"])
+        .args(["warp", "emulate", "--nodes", "3", "--duration", "30s"])
         .args(ports)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -115,8 +115,8 @@ fn a_missing_emulator_gives_an_actionable_error() {
         "100",
         "--retries",
         "1",
-        "--timeout-ms",
-        "5",
+        "--timeout",
+        "5ms",
         "--base-port",
         "23500",
         "--trigger-port",
@@ -158,7 +158,7 @@ fn bad_arguments_are_explained() {
         "--link",
         "1G,wobble=3",
         "--duration",
-        "0",
+        "1s",
     ]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("wobble"));
@@ -221,7 +221,7 @@ fn warplab_addressing_works_inside_a_namespace() {
             "2",
             "--warplab-addressing",
             "--duration",
-            "30",
+            "30s",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())

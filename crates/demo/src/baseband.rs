@@ -47,20 +47,25 @@ pub fn run(
     let devices = DeviceSpec::split(cfg.workers, 1, &cores);
     let mut run_cfg = BlockRunConfig::new(&format!("{}x{}", fc.antennas, fc.users), devices);
     run_cfg.deadline_ns = (cfg.deadline_ms * 1e6) as u64;
-    let frames = captured.frames.iter().enumerate().map(|(f, b)| BlockFrame {
-        frame: f as u64,
-        block: b.clone(),
-        truth: None,
+    // When each frame is handed in: the station pulls the next block as soon as
+    // a frame slot is free, so this is the frame's arrival at the station.
+    let mut handed_in_ms = vec![0.0f64; captured.frames.len()];
+    let frames = captured.frames.iter().enumerate().map(|(f, b)| {
+        handed_in_ms[f] = t0.elapsed().as_secs_f64() * 1e3;
+        BlockFrame {
+            frame: f as u64,
+            block: b.clone(),
+            truth: None,
+        }
     });
-    let started = Instant::now();
     let out = run_blocks(ctx, &run_cfg, policy, frames)?;
-    let base_ms = started.duration_since(t0).as_secs_f64() * 1e3;
     for r in &out.records {
+        let start_ms = handed_in_ms.get(r.frame as usize).copied().unwrap_or(0.0);
         timeline.push(Span {
             stage: "baseband",
             frame: Some(r.frame),
-            start_ms: base_ms,
-            end_ms: base_ms + r.latency_ns as f64 / 1e6,
+            start_ms,
+            end_ms: start_ms + r.latency_ns as f64 / 1e6,
         });
     }
 

@@ -40,8 +40,7 @@ use radiohost_chdr::tx::{TxAction, TxConfig, TxCore, TxCounters, TxPolicy};
 use radiohost_chdr::wire::{ChdrHeader, StreamCommand, StreamCommandOp, WireError};
 use radiohost_iq::Cf32;
 use radiohost_iq::Ci16;
-use radiohost_rt::ManualClock;
-use radiohost_rt::{LatencyHistogram, Summary};
+use radiohost_rt::{LatencyHistogram, ManualClock, Summary, Time};
 use radiohost_testbed::air as medium;
 use radiohost_testbed::{Fate, Link, LinkConfig, LinkStats};
 
@@ -270,7 +269,7 @@ impl Air {
             ));
         }
         let n = cfg.burst_samples;
-        let to_ticks = |d: Duration| duration_to_ticks(d, cfg.rate_sps);
+        let to_ticks = |d: Duration| Time::from(d).to_ticks(cfg.rate_sps as f64);
         // Bursts in flight at once, bounded by the time a burst can stay open.
         // The source emits (and announces) bursts this far ahead of their tick.
         let lead_ticks = SOURCE_LEAD_TICKS.max(cfg.period_ticks);
@@ -389,12 +388,14 @@ impl Air {
         source_tick + self.nominal_sr[relay] + self.cfg.delta_ticks + self.nominal_rd[relay]
     }
 
+    /// Tick `ticks` as the links' time.
     fn dur(&self, ticks: u64) -> Duration {
-        ticks_to_duration(ticks, self.cfg.rate_sps)
+        self.medium.time_of(ticks).as_duration()
     }
 
+    /// The nearest tick of the links' time `d`.
     fn ticks(&self, d: Duration) -> u64 {
-        duration_to_ticks(d, self.cfg.rate_sps)
+        Time::from(d).to_ticks(self.medium.rate_hz())
     }
 
     fn take_buffer(&mut self) -> Vec<Ci16> {
@@ -410,8 +411,7 @@ impl Air {
     /// whether and when the burst reaches its relay, and the burst is emitted on
     /// that relay's air path at that tick.
     fn emit_source(&mut self, now: u64) {
-        self.medium_clock
-            .set_ns(ticks_to_duration(now, self.cfg.rate_sps).as_nanos() as u64);
+        self.medium_clock.set_ns(self.medium.time_of(now).ns());
         let bytes = relay_packet_len(self.cfg.burst_samples);
         let mut intended = [0u64; MAX_RELAYS];
         while self.next_burst < self.cfg.bursts
@@ -757,7 +757,7 @@ impl Air {
     fn record(&mut self, o: &BurstOutcome) {
         for c in o.copies() {
             if let Some(off) = c.offset() {
-                let ns = ticks_to_ns_signed(off, self.cfg.rate_sps);
+                let ns = offset_ns(off, self.medium.rate_hz());
                 self.offsets.record_signed(ns);
                 self.min_offset = Some(self.min_offset.map_or(ns, |m| m.min(ns)));
                 self.max_offset = Some(self.max_offset.map_or(ns, |m| m.max(ns)));
@@ -766,7 +766,7 @@ impl Air {
                 arrived_offset: Some(off),
             } = c
             {
-                let ns = ticks_to_ns_signed(*off, self.cfg.rate_sps);
+                let ns = offset_ns(*off, self.medium.rate_hz());
                 self.max_offset = Some(self.max_offset.map_or(ns, |m| m.max(ns)));
             }
         }
@@ -837,15 +837,13 @@ impl Air {
     }
 }
 
-pub fn ticks_to_duration(ticks: u64, rate_sps: u64) -> Duration {
-    Duration::from_nanos((ticks as u128 * 1_000_000_000 / rate_sps as u128) as u64)
-}
-
-/// Rounded to the nearest tick.
-pub fn duration_to_ticks(d: Duration, rate_sps: u64) -> u64 {
-    ((d.as_nanos() * rate_sps as u128 + 500_000_000) / 1_000_000_000) as u64
-}
-
-pub fn ticks_to_ns_signed(ticks: i64, rate_sps: u64) -> i64 {
-    (ticks as i128 * 1_000_000_000 / rate_sps as i128) as i64
+/// A signed tick offset in ns, to the nearest ns ([`Time`] is unsigned: the sign is
+/// kept apart); saturates.
+fn offset_ns(ticks: i64, rate_hz: f64) -> i64 {
+    let ns = i64::try_from(Time::from_ticks(ticks.unsigned_abs(), rate_hz).ns()).unwrap_or(i64::MAX);
+    if ticks < 0 {
+        -ns
+    } else {
+        ns
+    }
 }

@@ -2,7 +2,8 @@
 //! relay host on its own thread configured with [`ThreadConfig`] (the
 //! time-critical part), talking CHDR over loopback UDP with kernel receive
 //! timestamps. Radio time is `CLOCK_REALTIME` (the clock of the kernel's
-//! timestamps) mapped to ticks at the sample rate.
+//! timestamps) since the run's start, as [`Time`], mapped to ticks at the sample rate
+//! with [`Time::to_ticks`] / [`Time::from_ticks`].
 //!
 //! What a relay host must do within `delta` of a burst's RX timestamp: wait
 //! for its last sample (one burst duration), get it from the radio (the air
@@ -17,14 +18,12 @@ use std::time::{Duration, Instant};
 
 use radiohost_chdr::net::{self, RecvBatch, SendBatch};
 use radiohost_chdr::wire::ChdrHeader;
+use radiohost_rt::clock::realtime_ns;
 use radiohost_rt::{
-    ApplyReport, LatencyHistogram, RtThreadBuilder, SpawnError, Summary, ThreadConfig,
+    ApplyReport, LatencyHistogram, RtThreadBuilder, SpawnError, Summary, ThreadConfig, Time,
 };
 
-use crate::air::{
-    duration_to_ticks, radio_tx_epid, relay_of_epid, ticks_to_duration, Air, AirConfig, AirError,
-    AirReport,
-};
+use crate::air::{radio_tx_epid, relay_of_epid, Air, AirConfig, AirError, AirReport};
 use crate::schedule::{RelayScheduler, SchedulerConfig, SchedulerCounters};
 use crate::tag::relay_packet_len;
 
@@ -79,22 +78,21 @@ pub struct RunReport {
     pub stopped_early: bool,
 }
 
-/// Radio time: ticks since `epoch_ns` (CLOCK_REALTIME) at `rate_sps`.
-#[derive(Clone, Copy, Debug)]
-struct TickClock {
-    epoch_ns: i64,
-    rate_sps: u64,
+/// `CLOCK_REALTIME` now, the clock of the kernel's receive timestamps.
+fn realtime() -> Time {
+    Time::from_ns(realtime_ns())
 }
 
-impl TickClock {
-    fn ticks(&self, realtime_ns: i64) -> u64 {
-        let ns = (realtime_ns - self.epoch_ns).max(0) as u128;
-        (ns * self.rate_sps as u128 / 1_000_000_000) as u64
-    }
+/// A kernel receive timestamp (`CLOCK_REALTIME` ns), or now when there is none.
+fn stamp_or_now(kernel_rx_ns: Option<i64>) -> Time {
+    kernel_rx_ns
+        .and_then(|ns| u64::try_from(ns).ok())
+        .map_or_else(realtime, Time::from_ns)
+}
 
-    fn ns(&self, ticks: u64) -> i64 {
-        self.epoch_ns + ticks_to_duration(ticks, self.rate_sps).as_nanos() as i64
-    }
+/// Signed `a - b` in ns (a latency that may come out negative).
+fn signed_ns(a: Time, b: Time) -> i64 {
+    (a.ns() as i128 - b.ns() as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
 fn udp_socket() -> io::Result<UdpSocket> {
@@ -107,16 +105,15 @@ fn udp_socket() -> io::Result<UdpSocket> {
 
 /// Run the relay network in real time. `progress` counts classified bursts.
 pub fn run(mut cfg: RunConfig, progress: Arc<AtomicU64>) -> Result<RunReport, RunError> {
-    let rate = cfg.air.rate_sps;
+    // The air refuses a rate of 0; `max` keeps the conversion below defined until then.
+    let rate = cfg.air.rate_sps.max(1) as f64;
     let n = cfg.air.burst_samples;
-    cfg.air.start_tick = duration_to_ticks(cfg.lead, rate.max(1));
+    cfg.air.start_tick = Time::from(cfg.lead).to_ticks(rate);
     // Validate before any thread starts.
     let air = Air::new(cfg.air.clone())?;
     let relays = air.relays();
-    let clock = TickClock {
-        epoch_ns: net::realtime_ns(),
-        rate_sps: rate,
-    };
+    // Radio tick 0.
+    let epoch = realtime();
     let air_sock = udp_socket()?;
     air_sock.set_nonblocking(true)?;
     let air_addr = air_sock.local_addr()?;
@@ -137,19 +134,18 @@ pub fn run(mut cfg: RunConfig, progress: Arc<AtomicU64>) -> Result<RunReport, Ru
         let busy = cfg.busy_poll;
         let t = RtThreadBuilder::new(format!("relay-host-{i}"))
             .config(cfg.relay_thread.clone())
-            .spawn(move |_| relay_host(sock, air_addr, sched, clock, busy, &stop))?;
+            .spawn(move |_| relay_host(sock, air_addr, sched, epoch, rate, busy, &stop))?;
         hosts.push(t);
     }
     let started = Instant::now();
-    let bound = cfg.lead
-        + ticks_to_duration(
-            cfg.air.bursts * cfg.air.period_ticks + cfg.air.delta_ticks + cfg.air.deadline_ticks,
-            rate,
-        )
-        + Duration::from_secs(5);
+    let run_ticks = (cfg.air.bursts.saturating_mul(cfg.air.period_ticks))
+        .saturating_add(cfg.air.delta_ticks)
+        .saturating_add(cfg.air.deadline_ticks);
+    let bound = (Time::from(cfg.lead) + Time::from_ticks(run_ticks, rate) + Time::from_secs(5))
+        .as_duration();
     let air_thread = RtThreadBuilder::new("relay-air")
         .config(cfg.air_thread.clone())
-        .spawn(move |_| air_loop(air, air_sock, host_addrs, clock, bound, progress))?;
+        .spawn(move |_| air_loop(air, air_sock, host_addrs, epoch, bound, progress))?;
     let air_setup = air_thread.report().clone();
     let air_out = air_thread
         .join()
@@ -186,7 +182,8 @@ fn relay_host(
     sock: UdpSocket,
     air: SocketAddr,
     mut sched: RelayScheduler,
-    clock: TickClock,
+    epoch: Time,
+    rate: f64,
     busy: bool,
     stop: &AtomicBool,
 ) -> Result<HostOut, RunError> {
@@ -195,15 +192,15 @@ fn relay_host(
     let mut tx = SendBatch::new(32, RelayScheduler::out_len(n));
     let dest = net::to_sockaddr(&air);
     let mut hist = LatencyHistogram::new();
-    let mut stamps: Vec<i64> = Vec::with_capacity(32);
+    let mut stamps: Vec<Time> = Vec::with_capacity(32);
     let mut send_drops = 0u64;
     let mut idle_checks = 0u32;
     loop {
         let got = rx.recv(&sock, !busy)?;
         for i in 0..got {
             let d = rx.get(i);
-            let k = d.kernel_rx_ns.unwrap_or_else(net::realtime_ns);
-            let now = clock.ticks(k);
+            let k = stamp_or_now(d.kernel_rx_ns);
+            let now = (k - epoch).to_ticks(rate);
             let pushed = tx.try_push(&dest, |b| {
                 Ok::<_, io::Error>(sched.on_stage1(d.bytes, now, b).ok().map(|s| s.len))
             })?;
@@ -231,15 +228,15 @@ fn relay_host(
 fn flush_copies(
     tx: &mut SendBatch,
     sock: &UdpSocket,
-    stamps: &mut Vec<i64>,
+    stamps: &mut Vec<Time>,
     hist: &mut LatencyHistogram,
     send_drops: &mut u64,
 ) -> io::Result<()> {
     let r = tx.flush(sock)?;
-    let done = net::realtime_ns();
+    let done = realtime();
     *send_drops += r.dropped as u64;
     for k in stamps.drain(..) {
-        hist.record_signed(done - k);
+        hist.record_signed(signed_ns(done, k));
     }
     Ok(())
 }
@@ -255,18 +252,19 @@ type AirOut = (
 const LINGER: Duration = Duration::from_millis(50);
 
 /// Spin (rather than sleep) this close to a stage-1 hand-over.
-const SPIN_NS: i64 = 25_000;
+const SPIN: Time = Time::from_us(25);
 
 fn air_loop(
     mut air: Air,
     sock: UdpSocket,
     hosts: Vec<SocketAddr>,
-    clock: TickClock,
+    epoch: Time,
     bound: Duration,
     progress: Arc<AtomicU64>,
 ) -> Result<AirOut, RunError> {
     radiohost_testbed::pacing::tighten_timer_slack();
     let n = air.config().burst_samples;
+    let rate = air.config().rate_sps as f64;
     let relays = air.relays();
     let dests: Vec<_> = hosts.iter().map(net::to_sockaddr).collect();
     let mut out = SendBatch::new(64, relay_packet_len(n));
@@ -281,11 +279,11 @@ fn air_loop(
         progress.fetch_add(1, Ordering::Relaxed);
     };
     loop {
-        let now = clock.ticks(net::realtime_ns());
+        let now = (realtime() - epoch).to_ticks(rate);
         // Stage-1 hand-over first: it is the timing-critical step.
         while let Some(s) = air.poll_stage1(now, &mut stage1)? {
             if out.is_full() {
-                flush_stage1(&mut out, &sock, &mut dues, &clock, &mut lag)?;
+                flush_stage1(&mut out, &sock, &mut dues, epoch, rate, &mut lag)?;
             }
             out.push(&dests[s.relay], |b| {
                 b[..s.len].copy_from_slice(&stage1[..s.len]);
@@ -293,13 +291,13 @@ fn air_loop(
             })?;
             dues.push(s.due);
         }
-        flush_stage1(&mut out, &sock, &mut dues, &clock, &mut lag)?;
+        flush_stage1(&mut out, &sock, &mut dues, epoch, rate, &mut lag)?;
         // Host TX packets, stamped with their kernel arrival time.
         loop {
             let got = inb.recv(&sock, false)?;
             for i in 0..got {
                 let d = inb.get(i);
-                let arrival = clock.ticks(d.kernel_rx_ns.unwrap_or_else(net::realtime_ns));
+                let arrival = (stamp_or_now(d.kernel_rx_ns) - epoch).to_ticks(rate);
                 let relay = ChdrHeader::parse(d.bytes)
                     .ok()
                     .and_then(|h| relay_of_epid(h.dst_epid, relays))
@@ -324,16 +322,17 @@ fn air_loop(
             break;
         }
         let wake = air.next_wake().unwrap_or(now + 1);
-        let wait = clock.ns(wake) - net::realtime_ns();
+        // Zero once `wake` has passed (Time saturates).
+        let wait = (epoch + Time::from_ticks(wake, rate)) - realtime();
         // Sleep, but wake at once for host TX packets; spin only before a
         // stage-1 hand-over, the one step whose lateness the hosts would pay.
         if air.next_stage1_due() == Some(wake) {
-            if wait > SPIN_NS {
-                wait_readable(&sock, wait - SPIN_NS);
-            } else if wait > 0 {
+            if wait > SPIN {
+                wait_readable(&sock, wait - SPIN);
+            } else if wait > Time::ZERO {
                 std::hint::spin_loop();
             }
-        } else if wait > 0 {
+        } else if wait > Time::ZERO {
             wait_readable(&sock, wait);
         }
     }
@@ -344,22 +343,24 @@ fn flush_stage1(
     out: &mut SendBatch,
     sock: &UdpSocket,
     dues: &mut Vec<u64>,
-    clock: &TickClock,
+    epoch: Time,
+    rate: f64,
     lag: &mut LatencyHistogram,
 ) -> io::Result<()> {
     if out.is_empty() {
         return Ok(());
     }
     out.flush(sock)?;
-    let done = net::realtime_ns();
+    let done = realtime();
     for due in dues.drain(..) {
-        lag.record_signed(done - clock.ns(due));
+        lag.record_signed(signed_ns(done, epoch + Time::from_ticks(due, rate)));
     }
     Ok(())
 }
 
-/// Sleep until `sock` is readable or `ns` pass.
-fn wait_readable(sock: &UdpSocket, ns: i64) {
+/// Sleep until `sock` is readable or `wait` passes.
+fn wait_readable(sock: &UdpSocket, wait: Time) {
+    let ns = wait.ns();
     use std::os::fd::AsRawFd;
     let mut pfd = libc::pollfd {
         fd: sock.as_raw_fd(),
@@ -367,7 +368,7 @@ fn wait_readable(sock: &UdpSocket, ns: i64) {
         revents: 0,
     };
     let ts = libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_sec: (ns / 1_000_000_000).min(libc::time_t::MAX as u64) as libc::time_t,
         tv_nsec: (ns % 1_000_000_000) as libc::c_long,
     };
     // SAFETY: one valid pollfd, a valid timespec, no signal mask.

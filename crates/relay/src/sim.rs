@@ -7,9 +7,9 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use radiohost_rt::{Clock, ManualClock};
+use radiohost_rt::{Clock, ManualClock, Time};
 
-use crate::air::{radio_tx_epid, ticks_to_duration, Air, AirConfig, AirError, AirReport};
+use crate::air::{radio_tx_epid, Air, AirConfig, AirError, AirReport};
 use crate::classify::BurstOutcome;
 use crate::schedule::{RelayScheduler, SchedulerConfig, SchedulerCounters};
 
@@ -42,7 +42,7 @@ pub fn simulate(
     cfg: AirConfig,
     mut host: impl FnMut(usize, u64) -> HostAction,
 ) -> Result<SimReport, AirError> {
-    let rate = cfg.rate_sps;
+    let rate = cfg.rate_sps as f64;
     let n = cfg.burst_samples;
     let delta = cfg.delta_ticks;
     let mut air = Air::new(cfg)?;
@@ -88,7 +88,7 @@ pub fn simulate(
         match next {
             Some(t) => {
                 now = t.max(now + 1);
-                clock.set_ns(ticks_to_duration(now, rate).as_nanos() as u64);
+                clock.set_ns(Time::from_ticks(now, rate).ns());
             }
             None => {
                 air.finish(&mut |o| outcomes.push(*o));

@@ -7,10 +7,10 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
-use radiohost_rt::ThreadConfig;
+use radiohost_rt::{ThreadConfig, Time};
 use radiohost_testbed::LinkConfig;
 
-use crate::air::{duration_to_ticks, LatePolicy};
+use crate::air::LatePolicy;
 use crate::run::{run, RunConfig, RunError, RunReport};
 use crate::{Air, AirConfig, AirError, MAX_RELAYS};
 
@@ -104,7 +104,7 @@ impl SweepConfig {
             seed: self.link.seed.wrapping_mul(1_000).wrapping_add(k),
             ..self.link.clone()
         };
-        let ticks = |d: Duration| duration_to_ticks(d, self.rate_sps);
+        let ticks = |d: Duration| Time::from(d).to_ticks(self.rate_sps as f64);
         AirConfig {
             rate_sps: self.rate_sps,
             burst_samples: self.burst_samples,
@@ -203,6 +203,48 @@ impl SweepRow {
             let s = h.rx_to_tx;
             (a.max(s.median_ns), b.max(s.p999_ns), c.max(s.max_ns))
         })
+    }
+}
+
+impl SweepRow {
+    /// What went wrong in this run, one line each: per relay its late copies
+    /// and the counted cause of every missing one; copies still in flight at
+    /// the end; an overrun of the time bound. Empty when nothing did.
+    pub fn notes(&self) -> Vec<String> {
+        let (rep, c) = (&self.report, self.condition().label());
+        let at = format!("{c} delta {:.0}us", self.delta_us);
+        let mut lines = Vec::new();
+        for i in 0..rep.air.relays.len() {
+            let (late, missing, causes, unaccounted) = missing_causes(rep, i);
+            if late == 0 && missing == 0 {
+                continue;
+            }
+            let mut l = format!("{at} relay {i}: late {late}, missing {missing}");
+            let named: Vec<String> = causes
+                .iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(c, n)| format!("{c} {n}"))
+                .collect();
+            if !named.is_empty() {
+                l.push_str(&format!(" ({})", named.join(", ")));
+            }
+            if unaccounted != 0 {
+                l.push_str(&format!(" [{unaccounted} without a counted cause]"));
+            }
+            lines.push(l);
+        }
+        if rep.air.in_flight_copies > 0 {
+            lines.push(format!(
+                "{at}: {} copies were still on their way when the run ended",
+                rep.air.in_flight_copies
+            ));
+        }
+        if rep.stopped_early {
+            lines.push(format!(
+                "{at}: the run overran its time bound; open bursts were counted missing"
+            ));
+        }
+        lines
     }
 }
 

@@ -12,7 +12,8 @@
 //!   trait with a manual clock for simulations.
 //! - [`stats`]: HDR latency histogram with min/median/P99/P99.9/max/jitter.
 //! - [`probe`]: latency probes (timer wake-up, UDP ping-pong) and [`load`], a
-//!   bounded background load shaped like a parallel kernel build.
+//!   bounded background load shaped like a parallel kernel build; [`process`]
+//!   runs the load and the UDP echo as child processes.
 //! - [`cyclictest`]: runs Debian's cyclictest and parses its samples, the
 //!   baseline the timer probe is compared against.
 //!
@@ -46,6 +47,7 @@ pub mod cyclictest;
 pub mod load;
 pub mod pmqos;
 pub mod probe;
+pub mod process;
 pub mod spawn;
 pub mod stats;
 pub mod sys;

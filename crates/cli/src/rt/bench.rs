@@ -13,7 +13,8 @@ use radiohost_rt::versus::{alternate, VersusReport};
 
 use radiohost_testbed::units;
 
-use super::{print_rows, under_load, with_progress, ThreadArgs};
+use super::{print_rows, under_load, ThreadArgs};
+use crate::ui::with_progress;
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -89,7 +90,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
             alternate(&probe, &ct, a.rounds, |probe, r| {
                 let control = ProbeControl::default();
                 let label = format!("radiohost {load} {}/{}", r + 1, a.rounds);
-                with_progress(&label, probe.samples, &control, || probe.run(&control))
+                let progress = || control.samples();
+                with_progress(&label, probe.samples, !a.json, progress, || probe.run(&control))
             })
         })?;
         let pair = pair?;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::config::ApplyReport;
+use crate::config::{ApplyReport, Policy, ThreadConfig};
 use crate::spawn::SpawnError;
 use crate::stats::{LatencyHistogram, Summary};
 
@@ -129,6 +129,45 @@ impl LatencyRow {
     }
 }
 
+/// A probe thread's setup as the study defines it: RT policies also lock
+/// memory (when `lock_memory`) and prefault the stack; `Other` is plain normal
+/// scheduling, whatever else was asked.
+pub fn study_config(
+    policy: Policy,
+    priority: i32,
+    cpus: Option<Vec<usize>>,
+    lock_memory: bool,
+    prefault_bytes: usize,
+) -> ThreadConfig {
+    let rt = policy.is_realtime();
+    ThreadConfig {
+        policy,
+        priority: if rt { priority } else { 0 },
+        cpus,
+        lock_memory: rt && lock_memory,
+        prefault_stack_bytes: if rt { prefault_bytes } else { 0 },
+    }
+}
+
+/// The runs of a probe as (thread setup, loaded): `config` once, or with
+/// `compare` the study's four, normal scheduling on the same CPUs first
+/// (memory locking is process-wide and cannot be undone, so RT runs go last).
+pub fn study_plan(config: &ThreadConfig, compare: bool, loaded: bool) -> Vec<(ThreadConfig, bool)> {
+    if !compare {
+        return vec![(config.clone(), loaded)];
+    }
+    let normal = ThreadConfig {
+        cpus: config.cpus.clone(),
+        ..ThreadConfig::default()
+    };
+    vec![
+        (normal.clone(), false),
+        (normal, true),
+        (config.clone(), false),
+        (config.clone(), true),
+    ]
+}
+
 /// The policy label for rows: what the kernel reported after configuration,
 /// with the priority for RT policies (`fifo:80`), so a refused request shows
 /// up as `other` instead of pretending.
@@ -137,5 +176,28 @@ pub fn effective_policy_label(report: &ApplyReport) -> String {
         Some(p) if p.is_realtime() => format!("{p}:{}", report.after.priority),
         Some(p) => p.to_string(),
         None => format!("policy#{}", report.after.policy_raw),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rt_policies_lock_and_prefault_normal_does_not() {
+        let c = study_config(Policy::Fifo, 70, Some(vec![1]), true, 128 * 1024);
+        assert_eq!((c.policy, c.priority, c.lock_memory), (Policy::Fifo, 70, true));
+        assert_eq!((c.prefault_stack_bytes, c.cpus.clone()), (128 * 1024, Some(vec![1])));
+        let plan = study_plan(&c, true, false);
+        let n = &plan[0].0;
+        assert_eq!((n.policy, n.priority, n.lock_memory), (Policy::Other, 0, false));
+        assert_eq!(n.cpus, Some(vec![1]));
+        let loads: Vec<bool> = plan.iter().map(|p| p.1).collect();
+        assert_eq!(loads, [false, true, false, true]);
+        assert_eq!(plan[3].0, c);
+        assert_eq!(study_plan(&c, false, true), vec![(c, true)]);
+        let other = study_config(Policy::Other, 70, None, true, 128 * 1024);
+        assert_eq!((other.priority, other.lock_memory), (0, false));
+        assert_eq!(other.prefault_stack_bytes, 0);
     }
 }

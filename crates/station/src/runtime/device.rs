@@ -86,6 +86,8 @@ pub(crate) struct CpuDevice {
     workers: Vec<RtThread<()>>,
     /// What the kernel refused when pinning (reported once, then carried on).
     pub pin_problems: Vec<String>,
+    /// What each worker runs with, as the rt layer read it back after setup.
+    pub thread_setup: Vec<String>,
 }
 
 impl CpuDevice {
@@ -104,6 +106,7 @@ impl CpuDevice {
         });
         let mut workers = Vec::new();
         let mut pin_problems = Vec::new();
+        let mut thread_setup = Vec::new();
         for w in 0..spec.workers.max(1) {
             let mut cfg = ThreadConfig::default();
             if !spec.cores.is_empty() {
@@ -123,6 +126,7 @@ impl CpuDevice {
                     worker: w,
                     source,
                 })?;
+            thread_setup.push(format!("w{w} {}", t.report().summary()));
             pin_problems.extend(
                 t.report()
                     .problems()
@@ -134,6 +138,7 @@ impl CpuDevice {
             shared,
             workers,
             pin_problems,
+            thread_setup,
         })
     }
 
@@ -296,6 +301,7 @@ mod tests {
             shared,
             workers: Vec::new(),
             pin_problems: Vec::new(),
+            thread_setup: Vec::new(),
         };
         Rig {
             dev,

@@ -391,6 +391,10 @@ impl Driver {
             self.ctx.clone(),
             self.tx.clone(),
         )?;
+        self.out.notes.push(format!(
+            "device {id} threads (rt layer): {}",
+            dev.thread_setup.join(", ")
+        ));
         self.out
             .notes
             .extend(dev.pin_problems.iter().take(1).cloned());

@@ -6,6 +6,7 @@ use radiohost_dsp::{MimoConvolver, MimoTaps, SwapMode};
 use radiohost_iq::Cf32;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rand_distr::StandardNormal;
 
 use super::{
     AirChannel, AirConfig, AirError, AirStats, PortKind, MAX_BLOCK, MAX_EMISSIONS, MAX_HISTORY,
@@ -437,7 +438,8 @@ impl World {
             for (n, out) in self.outputs.iter_mut().enumerate() {
                 let mut rng = ChaCha8Rng::seed_from_u64(noise_seed(self.seed, n as u64, index));
                 for y in out.iter_mut() {
-                    let (re, im) = gaussian_pair(&mut rng);
+                    let re: f32 = rng.sample(StandardNormal);
+                    let im: f32 = rng.sample(StandardNormal);
                     *y += Cf32::new(re * std, im * std);
                 }
             }
@@ -463,13 +465,4 @@ fn noise_seed(seed: u64, port: u64, block: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
-}
-
-/// Two independent standard normal values (Box-Muller).
-fn gaussian_pair(rng: &mut ChaCha8Rng) -> (f32, f32) {
-    let u1: f64 = 1.0 - rng.gen::<f64>();
-    let u2: f64 = rng.gen::<f64>();
-    let r = (-2.0 * u1.ln()).sqrt();
-    let a = 2.0 * std::f64::consts::PI * u2;
-    ((r * a.cos()) as f32, (r * a.sin()) as f32)
 }
