@@ -200,7 +200,7 @@ impl PacketProcessor for ChannelProcessor {
         self.outputs
     }
 
-    fn process(&mut self, input: &Block, output: &mut Block) {
+    fn process(&mut self, input: &Block<Ci16>, output: &mut Block<Ci16>) {
         let (spp, b) = (self.spp, self.block);
         for p in 0..self.inputs {
             for (f, s) in self.in_f[p * spp..(p + 1) * spp]
@@ -257,8 +257,8 @@ mod tests {
         spp: usize,
         packets: usize,
     ) -> Vec<Vec<Ci16>> {
-        let mut input = Block::new(m, spp);
-        let mut output = Block::new(n, spp);
+        let mut input = Block::<Ci16>::zeros(m, spp, 0.0, 0).unwrap();
+        let mut output = Block::<Ci16>::zeros(n, spp, 0.0, 0).unwrap();
         let mut got: Vec<Vec<Ci16>> = vec![Vec::new(); n];
         for k in 0..packets {
             for p in 0..m {

@@ -112,6 +112,8 @@ pub enum StreamerError {
     PacketTooLarge { samples: usize, max: usize },
     #[error("encoding a packet failed: {0}")]
     Wire(#[from] WireError),
+    #[error("cannot allocate the processing blocks: {0}")]
+    Block(#[from] radiohost_iq::BlockError),
 }
 
 /// Something the streamer noticed, in the order it happened.
@@ -214,8 +216,8 @@ struct Core<P> {
     inbox_cap: usize,
     /// End of the last processed packet time: older deliveries are late.
     processed_until: Option<u64>,
-    in_block: Block,
-    out_block: Block,
+    in_block: Block<Ci16>,
+    out_block: Block<Ci16>,
     credit: Vec<CreditSender>,
     tx_seq: Vec<u16>,
     ctl_seq: u16,
@@ -291,7 +293,7 @@ pub fn run_streamer_on<P: PacketProcessor>(
             pin_error = Some(pin_error.map_or(msg.clone(), |p| format!("{p}; {msg}")));
         }
     }
-    let mut core = Core::new(cfg, proc, pkt_len);
+    let mut core = Core::new(cfg, proc, pkt_len)?;
     let mut rx = RecvBatch::new(core.cfg.batch, MAX_PACKET_BYTES);
     core.send_init(&sock)?;
     let mut last_rx = Instant::now();
@@ -340,14 +342,14 @@ pub fn run_streamer_on<P: PacketProcessor>(
 }
 
 impl<P: PacketProcessor> Core<P> {
-    fn new(cfg: StreamerConfig, proc: P, pkt_len: usize) -> Self {
+    fn new(cfg: StreamerConfig, proc: P, pkt_len: usize) -> Result<Self, StreamerError> {
         let ins = cfg.rx_epids.len();
         let outs = cfg.tx_epids.len();
         let spp = cfg.samples_per_packet;
         // Room for the reorder window plus a burst of scheduling delay per port.
         let inbox_cap = 2 * (cfg.reorder_window.next_power_of_two() + 64);
         let batch = cfg.batch.max(1) * (outs + cfg.subscribers.len() + 1);
-        Core {
+        Ok(Core {
             reorder: (0..ins)
                 .map(|_| Reorder::new(cfg.reorder_window, MAX_PACKET_BYTES))
                 .collect(),
@@ -360,8 +362,8 @@ impl<P: PacketProcessor> Core<P> {
                 .collect(),
             inbox_cap,
             processed_until: None,
-            in_block: Block::new(ins, spp),
-            out_block: Block::new(outs, spp),
+            in_block: Block::zeros(ins, spp, 0.0, 0)?,
+            out_block: Block::zeros(outs, spp, 0.0, 0)?,
             credit: (0..outs)
                 .map(|p| CreditSender::new(cfg.host_epid.wrapping_add(p as u16)))
                 .collect(),
@@ -387,7 +389,7 @@ impl<P: PacketProcessor> Core<P> {
             user_hist: LatencyHistogram::new(),
             proc,
             cfg,
-        }
+        })
     }
 
     fn event(&mut self, e: StreamEvent) {

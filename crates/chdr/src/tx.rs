@@ -586,18 +586,28 @@ mod tests {
     fn arrival_names_the_queued_part_and_queued_at_gives_it() {
         let mut tx = core(TxPolicy::ZeroFill);
         let mut act = |_: TxAction| {};
-        let a = tx.on_datagram(&packet(0, 100), 0, &mut act).unwrap().unwrap();
+        let a = tx
+            .on_datagram(&packet(0, 100), 0, &mut act)
+            .unwrap()
+            .unwrap();
         assert_eq!((a.timestamp, a.queued_tick, a.queued), (100, 100, SPP));
         assert_eq!(tx.queued_at(100), Some(&samples(100)[..]));
         // 3 samples late: only the on-time part is queued, from tick 111.
-        let a = tx.on_datagram(&packet(1, 108), 111, &mut act).unwrap().unwrap();
+        let a = tx
+            .on_datagram(&packet(1, 108), 111, &mut act)
+            .unwrap()
+            .unwrap();
         assert_eq!((a.timestamp, a.queued_tick, a.queued), (108, 111, SPP - 3));
         assert_eq!(tx.queued_at(111), Some(&samples(108)[3..]));
         assert_eq!(tx.queued_at(108), None);
         assert_eq!(tx.queued_at(101), None);
         // What advance plays is exactly what queued_at gave.
         let mut out = Vec::new();
-        tx.advance(116, &mut |t, s: &[Ci16]| out.push((t, s.to_vec())), &mut act);
+        tx.advance(
+            116,
+            &mut |t, s: &[Ci16]| out.push((t, s.to_vec())),
+            &mut act,
+        );
         let played: Vec<Ci16> = out
             .iter()
             .filter(|(t, _)| *t >= 111)

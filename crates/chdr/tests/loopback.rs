@@ -283,7 +283,7 @@ impl PacketProcessor for SlowOnce {
     fn outputs(&self) -> usize {
         1
     }
-    fn process(&mut self, input: &Block, output: &mut Block) {
+    fn process(&mut self, input: &Block<Ci16>, output: &mut Block<Ci16>) {
         if self.frame == self.at {
             thread::sleep(self.sleep);
         }

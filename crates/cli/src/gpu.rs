@@ -16,6 +16,8 @@ use radiohost_phy::FrameConfig;
 use radiohost_station::isa::Opcode;
 use radiohost_station::shape::FrameShape;
 
+use crate::table::Table;
+
 /// `radiohost gpu ...`
 #[derive(Subcommand)]
 pub enum GpuCmd {
@@ -246,33 +248,23 @@ fn describe(a: &DescribeArgs) -> Result<()> {
         "{name} ({} antennas x {} users, FFT {}, {} parts) on {} — resources from {source}",
         cfg.antennas, cfg.users, cfg.fft_size, shape.parts, gpu.name
     );
-    println!(
-        "{:<9} {:<13} {:>6} {:>7} {:>5} {:>8} {:>8} {:>9} {:>9} {:>5}",
-        "opcode",
-        "kernel",
-        "CTAs",
-        "threads",
-        "regs",
-        "smem B",
-        "CTAs/SM",
-        "limiter",
-        "occupancy",
-        "SMs"
-    );
+    let t = Table::new("<9 <13 >6 >7 >5 >8 >8 >9 >9 >5");
+    t.header("opcode|kernel|CTAs|threads|regs|smem B|CTAs/SM|limiter|occupancy|SMs");
     for r in &table.rows {
-        println!(
-            "{:<9} {:<13} {:>6} {:>7} {:>5} {:>8} {:>8} {:>9} {:>8.0}% {:>5}",
-            r.opcode.name(),
-            r.kernel,
-            r.shape.ctas,
-            r.shape.threads_per_cta,
-            r.shape.regs_per_thread,
-            r.shape.smem_per_cta,
-            r.occupancy.ctas_per_sm,
-            format!("{:?}", r.occupancy.limiter),
-            r.occupancy.warp_occupancy * 100.0,
-            r.occupancy.sms_needed
-        );
+        let (s, o) = (&r.shape, &r.occupancy);
+        let (limiter, occupancy) = (format!("{:?}", o.limiter), o.warp_occupancy * 100.0);
+        t.row(&[
+            &r.opcode.name(),
+            &r.kernel,
+            &s.ctas,
+            &s.threads_per_cta,
+            &s.regs_per_thread,
+            &s.smem_per_cta,
+            &o.ctas_per_sm,
+            &limiter,
+            &format!("{occupancy:.0}%"),
+            &o.sms_needed,
+        ]);
     }
     let needs: Vec<String> = Opcode::ALL
         .iter()
@@ -324,15 +316,17 @@ fn bench(a: &BenchArgs) -> Result<()> {
         "{} on {} ({} runs per opcode; CPU = one thread of this host, same run)",
         rep.config, rep.gpu, rep.runs
     );
-    println!(
-        "{:<9} {:>5} {:>12} {:>12} {:>12} {:>9}",
-        "opcode", "SMs", "GPU mean us", "GPU P99 us", "CPU us", "CPU/GPU"
-    );
+    let t = Table::new("<9 >5 >12.1 >12.1 >12.1 >9.1");
+    t.header("opcode|SMs|GPU mean us|GPU P99 us|CPU us|CPU/GPU");
     for r in &rep.rows {
-        println!(
-            "{:<9} {:>5} {:>12.1} {:>12.1} {:>12.1} {:>9.1}",
-            r.opcode, r.sms, r.gpu_mean_us, r.gpu_p99_us, r.cpu_us, r.cpu_over_gpu
-        );
+        t.row(&[
+            &r.opcode,
+            &r.sms,
+            &r.gpu_mean_us,
+            &r.gpu_p99_us,
+            &r.cpu_us,
+            &r.cpu_over_gpu,
+        ]);
     }
     Ok(())
 }

@@ -11,6 +11,7 @@ mod pmt;
 mod relay;
 mod rt;
 mod station;
+mod table;
 mod testbed_cmd;
 mod ui;
 mod warp;

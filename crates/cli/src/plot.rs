@@ -138,7 +138,11 @@ pub fn write_panels(
     if let Some(t) = title {
         root = root.titled(t, ("sans-serif", 20)).map_err(|e| err(&e))?;
     }
-    for (area, chart) in root.split_evenly((charts.len().max(1), 1)).iter().zip(charts) {
+    for (area, chart) in root
+        .split_evenly((charts.len().max(1), 1))
+        .iter()
+        .zip(charts)
+    {
         draw(area, chart).map_err(|e| err(&e))?;
     }
     root.present().map_err(|e| err(&e))
@@ -211,7 +215,10 @@ pub fn latency_histograms(title: &str, hists: &[(String, &LatencyHistogram)]) ->
             }
             let us = ns as f64 / 1e3;
             (lo, hi, top) = (lo.min(us), hi.max(us), top.max(count as f64));
-            segments.last_mut().into_iter().for_each(|s| s.push((us, count as f64)));
+            segments
+                .last_mut()
+                .into_iter()
+                .for_each(|s| s.push((us, count as f64)));
         }
         for (k, seg) in segments.into_iter().filter(|s| !s.is_empty()).enumerate() {
             let s = Series::new(label.clone(), seg, color(i)).markers(2);
@@ -219,12 +226,19 @@ pub fn latency_histograms(title: &str, hists: &[(String, &LatencyHistogram)]) ->
         }
     }
     // Whole decades around the data.
-    let lo = if lo.is_finite() { 10f64.powf(lo.max(0.01).log10().floor()) } else { 1.0 };
+    let lo = if lo.is_finite() {
+        10f64.powf(lo.max(0.01).log10().floor())
+    } else {
+        1.0
+    };
     let hi = 10f64.powf(hi.max(lo * 10.0).log10().ceil());
     let mut chart = LineChart::new(
         title,
         Axis::log("latency (us, log)", lo..hi),
-        Axis::log("samples per bucket (20 buckets/decade, log)", 0.8..top * 2.0),
+        Axis::log(
+            "samples per bucket (20 buckets/decade, log)",
+            0.8..top * 2.0,
+        ),
     );
     chart.series = series;
     chart.legend = SeriesLabelPosition::UpperRight;

@@ -17,6 +17,7 @@ use radiohost_rt::cpulist;
 use radiohost_testbed::{units, LinkConfig};
 
 use crate::plot::{self, Axis, LineChart, Series};
+use crate::table::Table;
 use crate::ui::with_progress;
 
 /// `radiohost relay ...`
@@ -200,43 +201,28 @@ fn us(ns: u64) -> f64 {
 }
 
 fn print_rows(rows: &[SweepRow], target: f64) {
-    println!(
-        "{:<14} {:>7} {:>8} {:>9} {:>6} {:>7} {:>9} {:>24} {:>10} {:>10}",
-        "condition",
-        "delta",
-        "bursts",
-        "on time",
-        "late",
-        "missing",
-        "any copy",
-        "host rx->tx p50/p99.9/max",
-        "hand-over",
-        "late max"
-    );
-    println!(
-        "{:<14} {:>7} {:>8} {:>9} {:>6} {:>7} {:>9} {:>24} {:>10} {:>10}",
-        "", "us", "", "%", "", "", "on time %", "us", "p99.9 us", "us"
-    );
+    let t = Table::new("<14 >7.0 >8 >9.3 >6 >7 >9.3 >24 >10.1 >10");
+    t.header("condition|delta|bursts|on time|late|missing|any copy|host rx->tx p50/p99.9/max|hand-over|late max");
+    t.header("|us||%|||on time %|us|p99.9 us|us");
     for r in rows {
         let rep = &r.report;
         let (p50, p999, max) = r.slowest_host();
         let pct = |n: u64| 100.0 * n as f64 / r.bursts.max(1) as f64;
-        println!(
-            "{:<14} {:>7.0} {:>8} {:>9.3} {:>6} {:>7} {:>9.3} {:>24} {:>10.1} {:>10}",
-            r.condition().label(),
-            r.delta_us,
-            r.bursts,
-            pct(r.on_time),
-            r.late,
-            r.missing,
-            pct(r.any_on_time),
-            format!("{:.1}/{:.1}/{:.1}", us(p50), us(p999), us(max)),
-            us(rep.emit_lag.p999_ns),
-            rep.air
-                .max_offset_ns
-                .filter(|&o| o > 0)
-                .map_or("-".to_string(), |o| format!("{:.1}", o as f64 / 1000.0)),
-        );
+        let host = format!("{:.1}/{:.1}/{:.1}", us(p50), us(p999), us(max));
+        let late_max = rep.air.max_offset_ns.filter(|&o| o > 0);
+        let late_max = late_max.map_or("-".to_string(), |o| format!("{:.1}", o as f64 / 1000.0));
+        t.row(&[
+            &r.condition().label(),
+            &r.delta_us,
+            &r.bursts,
+            &pct(r.on_time),
+            &r.late,
+            &r.missing,
+            &pct(r.any_on_time),
+            &host,
+            &us(rep.emit_lag.p999_ns),
+            &late_max,
+        ]);
     }
     println!();
     // Where each relay's copies went: late ones, and one cause per missing one.
@@ -288,7 +274,10 @@ fn print_rows(rows: &[SweepRow], target: f64) {
 /// Bursts not on time (%) against delta, both log scales: the tail that
 /// decides a deployment (99.9% on time = 0.1% not) stays readable.
 fn on_time_svg(path: &Path, rows: &[SweepRow], target: f64) -> Result<()> {
-    let lo = rows.iter().map(|r| r.delta_us).fold(f64::INFINITY, f64::min);
+    let lo = rows
+        .iter()
+        .map(|r| r.delta_us)
+        .fold(f64::INFINITY, f64::min);
     let hi = rows.iter().map(|r| r.delta_us).fold(0.0, f64::max);
     if !lo.is_finite() {
         bail!("nothing to plot");
@@ -307,7 +296,12 @@ fn on_time_svg(path: &Path, rows: &[SweepRow], target: f64) -> Result<()> {
     );
     let miss_target = vec![(lo, 100.0 - target), (hi, 100.0 - target)];
     let label = format!("target: {target}% on time");
-    chart.push(Series::new(label, miss_target, plot::color(7)).width(1).markers(0).opacity(0.5));
+    chart.push(
+        Series::new(label, miss_target, plot::color(7))
+            .width(1)
+            .markers(0)
+            .opacity(0.5),
+    );
     let mut conditions: Vec<Condition> = rows.iter().map(SweepRow::condition).collect();
     conditions.dedup();
     for (i, c) in conditions.into_iter().enumerate() {

@@ -20,6 +20,7 @@ use radiohost_rt::{cpulist, Policy, ThreadConfig};
 use radiohost_testbed::units;
 
 use crate::plot;
+use crate::table::Table;
 use crate::ui::with_progress;
 
 /// `radiohost rt ...`
@@ -373,7 +374,10 @@ fn probe(a: ProbeArgs) -> Result<()> {
             .iter()
             .map(|m| {
                 let r = &m.row;
-                (format!("{} {} {}", r.mode, r.policy, r.load), &m.run.histogram)
+                (
+                    format!("{} {} {}", r.mode, r.policy, r.load),
+                    &m.run.histogram,
+                )
             })
             .collect();
         let title = format!("{:?} probe latency", a.mode).to_lowercase();
@@ -399,24 +403,21 @@ fn print_setup(results: &[Measured]) {
 
 /// The study's table: one row per run, µs.
 pub fn print_rows(rows: &[LatencyRow]) {
-    println!(
-        "{:<12} {:<9} {:<7} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "mode", "policy", "load", "samples", "min us", "median", "p99", "p99.9", "max", "jitter"
-    );
+    let t = Table::new("<12 <9 <7 >8 >9.1 >9.1 >9.1 >9.1 >9.1 >9.1");
+    t.header("mode|policy|load|samples|min us|median|p99|p99.9|max|jitter");
     for r in rows {
-        println!(
-            "{:<12} {:<9} {:<7} {:>8} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
-            r.mode,
-            r.policy,
-            r.load,
-            r.samples,
-            r.min_us,
-            r.median_us,
-            r.p99_us,
-            r.p999_us,
-            r.max_us,
-            r.jitter_us
-        );
+        t.row(&[
+            &r.mode,
+            &r.policy,
+            &r.load,
+            &r.samples,
+            &r.min_us,
+            &r.median_us,
+            &r.p99_us,
+            &r.p999_us,
+            &r.max_us,
+            &r.jitter_us,
+        ]);
     }
     println!("jitter = width of the shortest interval holding 99.9% of samples");
 }
@@ -465,7 +466,13 @@ mod tests {
             prefault_kib: 128,
         };
         let c = args.config();
-        assert_eq!((c.policy, c.priority, c.lock_memory), (Policy::Rr, 70, false));
-        assert_eq!((c.prefault_stack_bytes, c.cpus), (128 * 1024, Some(vec![1])));
+        assert_eq!(
+            (c.policy, c.priority, c.lock_memory),
+            (Policy::Rr, 70, false)
+        );
+        assert_eq!(
+            (c.prefault_stack_bytes, c.cpus),
+            (128 * 1024, Some(vec![1]))
+        );
     }
 }

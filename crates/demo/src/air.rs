@@ -3,7 +3,6 @@
 //! trigger (stage 2, "air"); the host reads every node's RX buffers in parallel
 //! over the WARPLab wire protocol through `radio::warp` (stage 3, "transport").
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use radiohost_dsp::channel::{draw_rayleigh, PowerDelayProfile};
@@ -17,7 +16,6 @@ use radiohost_radio::{
 use radiohost_rt::ManualClock;
 use radiohost_testbed::air::{Air, AirChannel, AirClock, AirConfig};
 use radiohost_warp::emulator::{Emulator, EmulatorConfig, PortMap};
-use radiohost_warp::host::{HostConfig, NodeTarget};
 use radiohost_warp::node::NodePorts;
 use radiohost_warp::{Addressing, RfBuffer};
 use rand::SeedableRng;
@@ -94,33 +92,8 @@ fn start_nodes(cfg: &DemoConfig, air: &Air) -> Result<(Emulator, WarpRadio), Dem
         air: Some((air.clone(), antenna_ports(cfg))),
         ..Default::default()
     };
-    let emu = Emulator::start(ecfg.clone()).map_err(DemoError::Emulator)?;
-    let trigger = emu.trigger_addr().ok_or_else(|| {
-        DemoError::Emulator(std::io::Error::other(
-            "the node emulator has no trigger socket",
-        ))
-    })?;
-    let nodes = emu
-        .node_addrs()
-        .iter()
-        .enumerate()
-        .map(|(i, &addr)| NodeTarget {
-            id: i as u16,
-            addr,
-            interface: 0,
-        })
-        .collect();
-    let radio = WarpRadio::connect(WarpConfig {
-        host: HostConfig {
-            interfaces: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
-            payload: ecfg.payload,
-            trigger_addr: trigger,
-            ..Default::default()
-        },
-        nodes,
-        paths_per_node: paths,
-        trigger_ids: 1,
-    })?;
+    let emu = Emulator::start(ecfg).map_err(DemoError::Emulator)?;
+    let radio = WarpRadio::connect(WarpConfig::for_emulator(&emu, paths)?)?;
     Ok((emu, radio))
 }
 

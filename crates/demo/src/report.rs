@@ -160,12 +160,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bits_pack_msb_first() {
-        assert_eq!(pack_bits(&[1, 0, 0, 0, 0, 0, 0, 1, 1]), vec![0x81, 0x80]);
-        assert_eq!(pack_bits(&[]), Vec::<u8>::new());
-    }
-
-    #[test]
     fn part_digests_depend_on_the_split() {
         assert_ne!(
             sha256_parts([&b"ab"[..], &b"c"[..]]),

@@ -1,11 +1,14 @@
 //! [`Block`]: the timestamped multi-port sample block every stage passes.
 //!
-//! A block holds `ports x len` complex samples (port-major: port 0's samples,
-//! then port 1's, ...), the sample-clock tick of its first sample, the sample
-//! rate, and UHD-style burst flags. Ticks are integers on the sample clock; use
+//! A block holds `ports x len` samples (port-major: port 0's samples, then port
+//! 1's, ...), the sample-clock tick of its first sample, the sample rate, and
+//! UHD-style burst flags. The sample type is `Cf32` for processing and `Ci16`
+//! where wire samples are handled without conversion (the CHDR streamer's packet
+//! processors). Ticks are integers on the sample clock; use
 //! `radiohost_rt::Time::from_ticks` to turn them into time.
 
 use crate::Cf32;
+use bytemuck::Pod;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
@@ -19,7 +22,7 @@ pub enum BlockError {
         got: usize,
         expected: usize,
     },
-    #[error("sample rate {0} Hz is not a positive finite number")]
+    #[error("sample rate {0} Hz is not a finite number >= 0 (0 = not known)")]
     BadRate(f64),
     #[error("block of {ports} ports x {len} samples is too large to allocate")]
     TooLarge { ports: usize, len: usize },
@@ -27,13 +30,14 @@ pub enum BlockError {
 
 /// Timestamped samples on one or more ports (antennas, channels).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Block {
+pub struct Block<S = Cf32> {
     ports: usize,
     len: usize,
-    data: Vec<Cf32>,
+    data: Vec<S>,
     /// Sample-clock tick of the first sample of every port.
     pub start_tick: u64,
-    /// Samples per second per port.
+    /// Samples per second per port; 0 where the producer does not know it (a
+    /// packet processor inside a streamer sees samples, not the radio's rate).
     pub rate_hz: f64,
     /// First block of a burst (UHD `start_of_burst`).
     pub start_of_burst: bool,
@@ -46,14 +50,14 @@ pub struct Block {
 const MAX_SAMPLES: usize = 1 << 31;
 
 fn check_rate(rate_hz: f64) -> Result<(), BlockError> {
-    if rate_hz.is_finite() && rate_hz > 0.0 {
+    if rate_hz.is_finite() && rate_hz >= 0.0 {
         Ok(())
     } else {
         Err(BlockError::BadRate(rate_hz))
     }
 }
 
-impl Block {
+impl<S: Pod + Default> Block<S> {
     /// A zeroed block.
     pub fn zeros(
         ports: usize,
@@ -72,7 +76,7 @@ impl Block {
         Ok(Block {
             ports,
             len,
-            data: vec![Cf32::new(0.0, 0.0); total],
+            data: vec![S::default(); total],
             start_tick,
             rate_hz,
             start_of_burst: false,
@@ -82,7 +86,7 @@ impl Block {
 
     /// A block from one vector per port; all must have the same length.
     pub fn from_ports(
-        ports: Vec<Vec<Cf32>>,
+        ports: Vec<Vec<S>>,
         rate_hz: f64,
         start_tick: u64,
     ) -> Result<Self, BlockError> {
@@ -94,7 +98,7 @@ impl Block {
                 expected: first,
             });
         }
-        let mut block = Block::zeros(ports.len(), first, rate_hz, start_tick)?;
+        let mut block = Self::zeros(ports.len(), first, rate_hz, start_tick)?;
         for (i, p) in ports.iter().enumerate() {
             block.port_mut(i).copy_from_slice(p);
         }
@@ -120,41 +124,41 @@ impl Block {
     }
 
     /// Port `i`'s samples. Panics if `i >= ports()` (a programming error).
-    pub fn port(&self, i: usize) -> &[Cf32] {
+    pub fn port(&self, i: usize) -> &[S] {
         &self.data[i * self.len..(i + 1) * self.len]
     }
 
-    pub fn port_mut(&mut self, i: usize) -> &mut [Cf32] {
+    pub fn port_mut(&mut self, i: usize) -> &mut [S] {
         &mut self.data[i * self.len..(i + 1) * self.len]
     }
 
     /// Every port's samples, one slice each.
-    pub fn port_slices(&self) -> Vec<&[Cf32]> {
+    pub fn port_slices(&self) -> Vec<&[S]> {
         (0..self.ports).map(|i| self.port(i)).collect()
     }
 
     /// Every port's samples, mutable.
-    pub fn port_slices_mut(&mut self) -> Vec<&mut [Cf32]> {
+    pub fn port_slices_mut(&mut self) -> Vec<&mut [S]> {
         if self.len == 0 {
-            return (0..self.ports).map(|_| <&mut [Cf32]>::default()).collect();
+            return (0..self.ports).map(|_| <&mut [S]>::default()).collect();
         }
         self.data.chunks_mut(self.len).collect()
     }
 
     /// All samples, port-major.
-    pub fn as_slice(&self) -> &[Cf32] {
+    pub fn as_slice(&self) -> &[S] {
         &self.data
     }
 
-    /// SHA-256 over the block's shape, start tick and samples (little-endian
-    /// f32 pairs): two blocks with equal digests carry the same samples at the
+    /// SHA-256 over the block's shape, start tick and samples (their
+    /// little-endian bytes): two blocks with equal digests carry the same samples at the
     /// same time. The demo chains stages by these digests.
     pub fn digest(&self) -> [u8; 32] {
         let mut h = Sha256::new();
         h.update((self.ports as u64).to_le_bytes());
         h.update((self.len as u64).to_le_bytes());
         h.update(self.start_tick.to_le_bytes());
-        h.update(bytemuck::cast_slice::<Cf32, u8>(&self.data));
+        h.update(bytemuck::cast_slice::<S, u8>(&self.data));
         h.finalize().into()
     }
 }
@@ -170,7 +174,7 @@ mod tests {
 
     #[test]
     fn ports_are_independent_and_ordered() {
-        let b = Block::from_ports(
+        let b = Block::<Cf32>::from_ports(
             vec![vec![Cf32::new(1.0, 0.0); 3], vec![Cf32::new(0.0, 2.0); 3]],
             1e6,
             100,
@@ -183,24 +187,28 @@ mod tests {
 
     #[test]
     fn bad_shapes_are_errors_not_panics() {
-        assert_eq!(Block::from_ports(vec![], 1.0, 0), Err(BlockError::NoPorts));
+        assert_eq!(Block::<Cf32>::from_ports(vec![], 1.0, 0), Err(BlockError::NoPorts));
         assert!(matches!(
-            Block::from_ports(vec![vec![Cf32::default(); 2], vec![]], 1.0, 0),
+            Block::<Cf32>::from_ports(vec![vec![Cf32::default(); 2], vec![]], 1.0, 0),
             Err(BlockError::RaggedPorts { port: 1, .. })
         ));
         assert!(matches!(
-            Block::zeros(1, 4, 0.0, 0),
+            Block::<Cf32>::zeros(1, 4, -1.0, 0),
             Err(BlockError::BadRate(_))
         ));
         assert!(matches!(
-            Block::zeros(usize::MAX, 2, 1.0, 0),
+            Block::<Cf32>::zeros(1, 4, f64::NAN, 0),
+            Err(BlockError::BadRate(_))
+        ));
+        assert!(matches!(
+            Block::<Cf32>::zeros(usize::MAX, 2, 1.0, 0),
             Err(BlockError::TooLarge { .. })
         ));
     }
 
     #[test]
     fn digest_changes_with_samples_and_time() {
-        let a = Block::zeros(2, 8, 1e6, 0).unwrap();
+        let a = Block::<Cf32>::zeros(2, 8, 1e6, 0).unwrap();
         let mut b = a.clone();
         assert_eq!(a.digest(), b.digest());
         b.port_mut(1)[7] = Cf32::new(1e-9, 0.0);
@@ -213,7 +221,7 @@ mod tests {
 
     #[test]
     fn empty_blocks_have_empty_ports() {
-        let mut b = Block::zeros(3, 0, 1e6, 5).unwrap();
+        let mut b = Block::<crate::Ci16>::zeros(3, 0, 0.0, 5).unwrap();
         assert!(b.is_empty());
         assert_eq!(b.port_slices_mut().len(), 3);
     }

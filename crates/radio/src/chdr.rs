@@ -24,8 +24,8 @@
 //! Samples are sc16 on the wire (full scale 1.0): a loopback is exact to 2^-15.
 
 use crate::{
-    check_channels, AsyncEvent, Cf32, Radio, RadioError, RadioInfo, RxErrorCode, RxMetadata,
-    RxStreamer, StreamArgs, StreamCmd, StreamMode, Time, TxMetadata, TxStreamer,
+    check_buffers, check_channels, AsyncEvent, Cf32, Radio, RadioError, RadioInfo, RxErrorCode,
+    RxMetadata, RxStreamer, StreamArgs, StreamCmd, StreamMode, Time, TxMetadata, TxStreamer,
 };
 use radiohost_chdr::flow::{CreditSender, StatusAction};
 use radiohost_chdr::wire::{
@@ -436,15 +436,13 @@ impl RxStreamer for ChdrRx {
         md: &mut RxMetadata,
         timeout: Duration,
     ) -> Result<usize, RadioError> {
-        if buffs.len() != self.channels.len() {
-            return Err(RadioError::BufferCount(buffs.len(), self.channels.len()));
-        }
+        let len = check_buffers(buffs, self.channels.len())?;
         *md = RxMetadata::default();
         if std::mem::take(&mut self.late) {
             md.error = RxErrorCode::LateCommand;
             return Ok(0);
         }
-        let want = buffs.iter().map(|b| b.len()).min().unwrap_or(0) as u64;
+        let want = len as u64;
         if want == 0 {
             return Ok(0);
         }
@@ -580,15 +578,7 @@ impl TxStreamer for ChdrTx {
         md: &TxMetadata,
         timeout: Duration,
     ) -> Result<usize, RadioError> {
-        if buffs.len() != self.channels.len() {
-            return Err(RadioError::BufferCount(buffs.len(), self.channels.len()));
-        }
-        let n = buffs[0].len();
-        if buffs.iter().any(|b| b.len() != n) {
-            return Err(RadioError::InvalidArgument(
-                "every channel's buffer must have the same length".into(),
-            ));
-        }
+        let n = check_buffers(buffs, self.channels.len())?;
         if n == 0 && !md.end_of_burst {
             return Ok(0);
         }

@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 use radiohost_testbed::air::{Air, AirConfig, AirError};
 
 use crate::{
-    check_channels, AsyncEvent, Cf32, Radio, RadioError, RadioInfo, RxErrorCode, RxMetadata,
-    RxStreamer, StreamArgs, StreamCmd, StreamMode, Time, TxMetadata, TxStreamer,
+    check_buffers, check_channels, AsyncEvent, Cf32, Radio, RadioError, RadioInfo, RxErrorCode,
+    RxMetadata, RxStreamer, StreamArgs, StreamCmd, StreamMode, Time, TxMetadata, TxStreamer,
 };
 
 const BACKEND: &str = "emulated";
@@ -319,15 +319,7 @@ impl RxStreamer for EmulatedRx {
         timeout: Duration,
     ) -> Result<usize, RadioError> {
         *md = RxMetadata::default();
-        if buffs.len() != self.ports.len() {
-            return Err(RadioError::BufferCount(buffs.len(), self.ports.len()));
-        }
-        let len = buffs.first().map_or(0, |b| b.len());
-        if buffs.iter().any(|b| b.len() != len) {
-            return Err(RadioError::InvalidArgument(
-                "every channel's buffer must have the same length".into(),
-            ));
-        }
+        let len = check_buffers(buffs, self.ports.len())?;
         if std::mem::take(&mut self.late) {
             md.error = RxErrorCode::LateCommand;
             return Ok(0);
@@ -447,15 +439,7 @@ impl TxStreamer for EmulatedTx {
         md: &TxMetadata,
         _timeout: Duration,
     ) -> Result<usize, RadioError> {
-        if buffs.len() != self.ports.len() {
-            return Err(RadioError::BufferCount(buffs.len(), self.ports.len()));
-        }
-        let len = buffs.first().map_or(0, |b| b.len());
-        if buffs.iter().any(|b| b.len() != len) {
-            return Err(RadioError::InvalidArgument(
-                "every channel's buffer must have the same length".into(),
-            ));
-        }
+        let len = check_buffers(buffs, self.ports.len())?;
         if len == 0 && !md.end_of_burst {
             return Ok(0);
         }

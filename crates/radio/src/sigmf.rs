@@ -19,8 +19,8 @@
 //! and writes the metadata with `core:sha512`.
 
 use crate::{
-    check_channels, AsyncEvent, Cf32, Radio, RadioError, RadioInfo, RxErrorCode, RxMetadata,
-    RxStreamer, StreamArgs, StreamCmd, StreamMode, Time, TxMetadata, TxStreamer,
+    check_buffers, check_channels, AsyncEvent, Cf32, Radio, RadioError, RadioInfo, RxErrorCode,
+    RxMetadata, RxStreamer, StreamArgs, StreamCmd, StreamMode, Time, TxMetadata, TxStreamer,
 };
 use radiohost_iq::sigmf::{self, Capture, DataType, Meta};
 use sha2::{Digest, Sha512};
@@ -480,11 +480,9 @@ impl RxStreamer for SigMfRx {
         md: &mut RxMetadata,
         _timeout: Duration,
     ) -> Result<usize, RadioError> {
-        if buffs.len() != self.channels.len() {
-            return Err(RadioError::BufferCount(buffs.len(), self.channels.len()));
-        }
+        let len = check_buffers(buffs, self.channels.len())?;
         *md = RxMetadata::default();
-        let want = buffs.iter().map(|b| b.len()).min().unwrap_or(0) as u64;
+        let want = len as u64;
         if want == 0 {
             return Ok(0);
         }
@@ -539,9 +537,7 @@ impl TxStreamer for SigMfTx {
         md: &TxMetadata,
         _timeout: Duration,
     ) -> Result<usize, RadioError> {
-        if buffs.len() != self.channels.len() {
-            return Err(RadioError::BufferCount(buffs.len(), self.channels.len()));
-        }
+        let n = check_buffers(buffs, self.channels.len())?;
         let mut s = lock(&self.shared);
         let rate = s.rate;
         let Some(rec) = s.recorder.as_mut() else {
@@ -550,7 +546,6 @@ impl TxStreamer for SigMfTx {
             ));
         };
         // Channels not in this streamer are written as zeros.
-        let n = buffs.first().map_or(0, |b| b.len());
         let zeros = vec![Cf32::default(); n];
         let mut full: Vec<&[Cf32]> = vec![&zeros; rec.channels];
         for (b, &c) in buffs.iter().zip(&self.channels) {

@@ -225,3 +225,18 @@ pub fn check_channels(
         None => Ok(()),
     }
 }
+
+/// Checks a `send`/`recv` call's buffers: one per streamer channel, all the
+/// same length. Returns that length; shared by every backend.
+pub fn check_buffers<B: AsRef<[Cf32]>>(buffs: &[B], channels: usize) -> Result<usize, RadioError> {
+    if buffs.len() != channels {
+        return Err(RadioError::BufferCount(buffs.len(), channels));
+    }
+    let len = buffs.first().map_or(0, |b| b.as_ref().len());
+    if buffs.iter().any(|b| b.as_ref().len() != len) {
+        return Err(RadioError::InvalidArgument(
+            "every channel's buffer must have the same length".into(),
+        ));
+    }
+    Ok(len)
+}

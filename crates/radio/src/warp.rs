@@ -28,14 +28,16 @@
 //! no interface commands.
 
 use crate::{
-    check_channels, AsyncEvent, Cf32, Radio, RadioError, RadioInfo, RxErrorCode, RxMetadata,
-    RxStreamer, StreamArgs, StreamCmd, StreamMode, Time, TxMetadata, TxStreamer,
+    check_buffers, check_channels, AsyncEvent, Cf32, Radio, RadioError, RadioInfo, RxErrorCode,
+    RxMetadata, RxStreamer, StreamArgs, StreamCmd, StreamMode, Time, TxMetadata, TxStreamer,
 };
 use radiohost_iq::WarpWord;
+use radiohost_warp::emulator::Emulator;
 use radiohost_warp::host::{HostConfig, NodeTarget, TransportError, WarpHost};
 use radiohost_warp::node::BUFFER_SAMPLES;
 use radiohost_warp::RfBuffer;
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -53,6 +55,37 @@ pub struct WarpConfig {
     pub paths_per_node: usize,
     /// Trigger bitmask broadcast for TX and RX.
     pub trigger_ids: u32,
+}
+
+impl WarpConfig {
+    /// Every node of an in-process emulator, from one loopback interface, with
+    /// `paths_per_node` channels each.
+    pub fn for_emulator(emu: &Emulator, paths_per_node: usize) -> Result<Self, RadioError> {
+        let trigger_addr = emu.trigger_addr().ok_or_else(|| {
+            RadioError::InvalidArgument("the node emulator has no trigger socket".into())
+        })?;
+        let nodes = emu
+            .node_addrs()
+            .iter()
+            .enumerate()
+            .map(|(i, &addr)| NodeTarget {
+                id: i as u16,
+                addr,
+                interface: 0,
+            })
+            .collect();
+        Ok(WarpConfig {
+            host: HostConfig {
+                interfaces: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
+                payload: emu.payload(),
+                trigger_addr,
+                ..Default::default()
+            },
+            nodes,
+            paths_per_node,
+            trigger_ids: 1,
+        })
+    }
 }
 
 fn transport(e: TransportError) -> RadioError {
@@ -373,11 +406,9 @@ impl RxStreamer for WarpRx {
         md: &mut RxMetadata,
         timeout: Duration,
     ) -> Result<usize, RadioError> {
-        if buffs.len() != self.channels.len() {
-            return Err(RadioError::BufferCount(buffs.len(), self.channels.len()));
-        }
+        let len = check_buffers(buffs, self.channels.len())?;
         *md = RxMetadata::default();
-        let want = buffs.iter().map(|b| b.len()).min().unwrap_or(0);
+        let want = len;
         if want == 0 {
             return Ok(0);
         }
@@ -474,15 +505,7 @@ impl TxStreamer for WarpTx {
         md: &TxMetadata,
         _timeout: Duration,
     ) -> Result<usize, RadioError> {
-        if buffs.len() != self.channels.len() {
-            return Err(RadioError::BufferCount(buffs.len(), self.channels.len()));
-        }
-        let n = buffs[0].len();
-        if buffs.iter().any(|b| b.len() != n) {
-            return Err(RadioError::InvalidArgument(
-                "every channel's buffer must have the same length".into(),
-            ));
-        }
+        let n = check_buffers(buffs, self.channels.len())?;
         if md.start_of_burst || self.staged[0].is_empty() {
             self.staged.iter_mut().for_each(Vec::clear);
             self.burst_time = md.time;

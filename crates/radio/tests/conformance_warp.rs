@@ -19,31 +19,8 @@ fn start(nodes: u16, paths: usize) -> Result<Guarded<Emulator>, RadioError> {
         addressing: Addressing::LOOPBACK.with_ports(0, 0),
         ..Default::default()
     };
-    let emu = Emulator::start(cfg.clone())?;
-    let trigger = emu
-        .trigger_addr()
-        .ok_or_else(|| RadioError::InvalidArgument("the emulator has no trigger socket".into()))?;
-    let targets = emu
-        .node_addrs()
-        .iter()
-        .enumerate()
-        .map(|(i, &addr)| NodeTarget {
-            id: i as u16,
-            addr,
-            interface: 0,
-        })
-        .collect();
-    let radio = WarpRadio::connect(WarpConfig {
-        host: HostConfig {
-            interfaces: vec![SocketAddr::from(([127, 0, 0, 1], 0))],
-            payload: cfg.payload,
-            trigger_addr: trigger,
-            ..Default::default()
-        },
-        nodes: targets,
-        paths_per_node: paths,
-        trigger_ids: 1,
-    })?;
+    let emu = Emulator::start(cfg)?;
+    let radio = WarpRadio::connect(WarpConfig::for_emulator(&emu, paths)?)?;
     // The radio keeps the emulator running as long as it lives.
     Ok(Guarded {
         radio: Box::new(radio),

@@ -840,7 +840,8 @@ impl Air {
 /// A signed tick offset in ns, to the nearest ns ([`Time`] is unsigned: the sign is
 /// kept apart); saturates.
 fn offset_ns(ticks: i64, rate_hz: f64) -> i64 {
-    let ns = i64::try_from(Time::from_ticks(ticks.unsigned_abs(), rate_hz).ns()).unwrap_or(i64::MAX);
+    let ns =
+        i64::try_from(Time::from_ticks(ticks.unsigned_abs(), rate_hz).ns()).unwrap_or(i64::MAX);
     if ticks < 0 {
         -ns
     } else {

@@ -121,7 +121,10 @@ impl EchoProcess {
                 .read_line(&mut line)
                 .map_err(io("reading the echo process's address"))?;
         }
-        let addr = line.trim().strip_prefix("listening ").and_then(|a| a.parse().ok());
+        let addr = line
+            .trim()
+            .strip_prefix("listening ")
+            .and_then(|a| a.parse().ok());
         let mut echo = EchoProcess {
             child,
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -167,15 +170,15 @@ pub fn serve_echo(
         tracing::warn!(step = %p.step, "echo thread setup: {:?}", p.outcome);
     }
     println!("listening {addr}");
-    std::io::stdout().flush().map_err(io("printing the echo address"))?;
+    std::io::stdout()
+        .flush()
+        .map_err(io("printing the echo address"))?;
     let deadline = Instant::now() + max_duration;
     while Instant::now() < deadline && !t.is_finished() {
         std::thread::sleep(Duration::from_millis(50));
     }
     stop.store(true, Ordering::Relaxed);
-    let echoed = t
-        .join()
-        .map_err(|e| ProbeError::Thread(e.to_string()))??;
+    let echoed = t.join().map_err(|e| ProbeError::Thread(e.to_string()))??;
     tracing::info!(echoed, "echo finished");
     Ok(echoed)
 }

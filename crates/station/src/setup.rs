@@ -7,10 +7,12 @@ use std::path::Path;
 use radiohost_phy::{ConfigError, FrameConfig};
 use thiserror::Error;
 
+use crate::isa::DeviceKind;
 use crate::policy::{make_policy, PolicyError, PolicyParams, POLICY_NAMES};
 use crate::report::RunReport;
 use crate::ru::TransportKind;
 use crate::runtime::{run_station, DeviceAction, DeviceChange, DeviceSpec, StationSetup};
+use crate::sim::{ChurnEvent, CostModel};
 
 /// The frame configurations known by name (the repository's phy and station configs).
 pub const BUILTIN_CONFIGS: [(&str, &str); 4] = [
@@ -42,6 +44,25 @@ pub enum SetupError {
     /// The engine's own error (its message; the runtime reports errors as text).
     #[error("{context}: {message}")]
     Engine { context: String, message: String },
+    #[error("--device-kind `{0}`: use gpu or cpu")]
+    DeviceKind(String),
+    #[error("reading {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("calibration {path}: {source}")]
+    Calibration {
+        path: String,
+        source: crate::sim::ModelError,
+    },
+    #[error("policy parameters {path}: {source}")]
+    PolicyParams {
+        path: String,
+        source: serde_json::Error,
+    },
+    #[error(transparent)]
+    Churn(#[from] crate::sim::SimError),
     #[error("{config} {policy}: {frames} frames decoded to wrong bits")]
     WrongBits {
         config: String,
@@ -55,6 +76,51 @@ fn engine(context: impl Into<String>, e: impl std::fmt::Display) -> SetupError {
         context: context.into(),
         message: e.to_string(),
     }
+}
+
+/// The simulated devices' kind: `gpu` (units are SMs) or `cpu` (cores).
+pub fn parse_device_kind(s: &str) -> Result<DeviceKind, SetupError> {
+    match s {
+        "gpu" => Ok(DeviceKind::Gpu),
+        "cpu" => Ok(DeviceKind::Cpu),
+        other => Err(SetupError::DeviceKind(other.to_string())),
+    }
+}
+
+fn read(path: &Path) -> Result<String, SetupError> {
+    std::fs::read_to_string(path).map_err(|source| SetupError::Read {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// The simulator's kernel costs: a calibration file as `station bench
+/// --calibration-out` writes it, or the built-in model.
+pub fn read_cost_model(path: Option<&Path>) -> Result<CostModel, SetupError> {
+    let Some(p) = path else {
+        return Ok(CostModel::default());
+    };
+    CostModel::from_calibration_json(&read(p)?).map_err(|source| SetupError::Calibration {
+        path: p.display().to_string(),
+        source,
+    })
+}
+
+/// Policy parameters from a JSON file (any subset of the fields), or the defaults.
+pub fn read_policy_params(path: Option<&Path>) -> Result<PolicyParams, SetupError> {
+    let Some(p) = path else {
+        return Ok(PolicyParams::default());
+    };
+    serde_json::from_str(&read(p)?).map_err(|source| SetupError::PolicyParams {
+        path: p.display().to_string(),
+        source,
+    })
+}
+
+/// Devices leaving and joining: `remove:DEV@TIME,add:DEV@TIME,...`.
+pub fn parse_churn(s: Option<&str>) -> Result<Vec<ChurnEvent>, SetupError> {
+    let events = s.into_iter().flat_map(|s| s.split(','));
+    Ok(events.map(|e| e.trim().parse()).collect::<Result<_, _>>()?)
 }
 
 /// Load a configuration file, or a built-in one by name; with its name (file stem).

@@ -146,6 +146,7 @@ struct Shared {
 pub struct Emulator {
     addrs: Vec<SocketAddr>,
     trigger_addr: Option<SocketAddr>,
+    payload: FramePayload,
     shared: Arc<Mutex<Shared>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<io::Result<()>>>,
@@ -153,6 +154,7 @@ pub struct Emulator {
 
 impl Emulator {
     pub fn start(cfg: EmulatorConfig) -> io::Result<Self> {
+        let payload = cfg.payload;
         let mut sockets = Vec::new();
         let mut addrs = Vec::new();
         for n in 0..cfg.nodes {
@@ -219,6 +221,7 @@ impl Emulator {
         Ok(Self {
             addrs,
             trigger_addr,
+            payload,
             shared,
             stop,
             thread: Some(thread),
@@ -232,6 +235,11 @@ impl Emulator {
 
     pub fn trigger_addr(&self) -> Option<SocketAddr> {
         self.trigger_addr
+    }
+
+    /// Largest UDP payload the nodes accept and send (what a host must use).
+    pub fn payload(&self) -> FramePayload {
+        self.payload
     }
 
     /// Look at (or change) the nodes, e.g. to verify buffers in tests.

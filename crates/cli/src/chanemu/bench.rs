@@ -5,6 +5,8 @@ use anyhow::Result;
 use clap::Args;
 use radiohost_dsp::bench::{run_bench as bench, BenchConfig, BenchReport};
 
+use crate::table::Table;
+
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// Blocks timed per UPOLS configuration (the naive FIR runs 1/500 of them).
@@ -50,19 +52,8 @@ fn print_bench(r: &BenchReport) {
         .find(|r| r.name == "upols" && r.ports == "1x1")
         .map_or(f64::NAN, |r| r.msps);
     println!("UPOLS channel emulation benchmark (one core, MAC kernel {}, FMA peak {:.1} GFLOP/s measured)", r.kernel, peak / 1e9);
-    println!(
-        "{:<44} {:>5} {:>5} {:>5} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9}",
-        "name",
-        "ports",
-        "block",
-        "taps",
-        "median_ns",
-        "p999_ns",
-        "max_ns",
-        "MSa/s",
-        "upols/it",
-        "b2b MSa/s"
-    );
+    let t = Table::new("<44 >5 >5 >5 >10 >10 >10 >9 >9 >9");
+    t.header("name|ports|block|taps|median_ns|p999_ns|max_ns|MSa/s|upols/it|b2b MSa/s");
     for r in rows.iter() {
         let same_ports = rows
             .iter()

@@ -8,8 +8,6 @@ mod report;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -44,7 +42,7 @@ pub fn run(cmd: ChdrCmd) -> Result<()> {
         ChdrCmd::Emulate(a) => emulate(a),
         ChdrCmd::Passthrough(a) => {
             let cfg = a.stream.run_config(a.ports, a.ports);
-            let r = live::passthrough(&cfg, &stop_flag())?;
+            let r = live::passthrough(&cfg, &crate::ui::stop_flag())?;
             finish(&a.stream, &r)
         }
         ChdrCmd::Chanemu(a) => {
@@ -52,7 +50,7 @@ pub fn run(cmd: ChdrCmd) -> Result<()> {
             if !a.stream.json {
                 println!("live channel emulator, UPOLS block {}", a.block);
             }
-            let r = live::chanemu(&cfg, &a.spec()?, a.block, &stop_flag())?;
+            let r = live::chanemu(&cfg, &a.spec()?, a.block, &crate::ui::stop_flag())?;
             finish(&a.stream, &r)
         }
         ChdrCmd::Bench(a) => bench::run(a),
@@ -161,15 +159,6 @@ impl StreamArgs {
             verify: !self.no_verify,
         }
     }
-}
-
-fn stop_flag() -> Arc<AtomicBool> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
-    if let Err(e) = ctrlc::set_handler(move || s.store(true, Ordering::Relaxed)) {
-        tracing::warn!("Ctrl-C handler not installed: {e}");
-    }
-    stop
 }
 
 #[derive(Args, Debug)]
@@ -357,7 +346,7 @@ fn emulate(a: EmulateArgs) -> Result<()> {
             RADIO_TX_EPID
         );
     }
-    let r = run_radio(cfg, &stop_flag()).context("emulated radio failed")?;
+    let r = run_radio(cfg, &crate::ui::stop_flag()).context("emulated radio failed")?;
     if let Some(out) = &a.output {
         write_tx_recordings(&r, out, a.rate)?;
     }

@@ -2,13 +2,14 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
-use plotters::prelude::*;
+use anyhow::Result;
 use radiohost_chdr::live::RunReport;
 use radiohost_chdr::radio::RadioReport;
 use radiohost_chdr::streamer::StreamerReport;
 use radiohost_chdr::verify::Verification;
 use radiohost_rt::stats::{LatencyHistogram, Summary as LatencySummary};
+
+use crate::plot::{latency_histograms, write_panels};
 
 fn us(ns: u64) -> String {
     format!("{:.2}", ns as f64 / 1e3)
@@ -165,53 +166,15 @@ pub fn plot(
     rx_to_tx: &LatencyHistogram,
     e2e: Option<&LatencyHistogram>,
 ) -> Result<()> {
-    let root = SVGBackend::new(path, (900, 640)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let root = root.titled(title, ("sans-serif", 20))?;
-    let panels = root.split_evenly((2, 1));
-    let series = [
-        (
-            "per-packet RX->TX processing delay (kernel RX timestamp -> TX sent)",
-            Some(rx_to_tx),
-        ),
-        (
+    let mut panels = vec![latency_histograms(
+        "per-packet RX->TX processing delay (kernel RX timestamp -> TX sent)",
+        &[("packets".to_string(), rx_to_tx)],
+    )];
+    if let Some(h) = e2e {
+        panels.push(latency_histograms(
             "end-to-end latency (RX timestamp -> TX arrival at the radio)",
-            e2e,
-        ),
-    ];
-    for (area, (caption, hist)) in panels.iter().zip(series) {
-        let Some(hist) = hist else { continue };
-        let buckets = hist.log_buckets(1.25);
-        if buckets.is_empty() {
-            continue;
-        }
-        let xs: Vec<(f64, f64)> = buckets
-            .iter()
-            .map(|&(v, c)| (v as f64 / 1e3, c as f64))
-            .collect();
-        let x_lo = xs.first().map_or(0.01, |p| p.0).max(0.01) * 0.8;
-        let x_hi = xs.last().map_or(1.0, |p| p.0) * 1.25;
-        let y_hi = xs.iter().map(|p| p.1).fold(1.0, f64::max) * 1.1;
-        let mut chart = ChartBuilder::on(area)
-            .caption(caption, ("sans-serif", 15))
-            .margin(10)
-            .x_label_area_size(35)
-            .y_label_area_size(60)
-            .build_cartesian_2d((x_lo..x_hi).log_scale(), 0.0..y_hi)?;
-        chart
-            .configure_mesh()
-            .x_desc("microseconds (log)")
-            .y_desc("packets per bucket")
-            .draw()?;
-        chart.draw_series(LineSeries::new(xs.iter().copied(), &BLUE))?;
-        chart.draw_series(PointSeries::of_element(
-            xs.iter().copied(),
-            3,
-            &BLUE,
-            &|c, s, st| Circle::new(c, s, st.filled()),
-        ))?;
+            &[("packets".to_string(), h)],
+        ));
     }
-    root.present()
-        .with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+    write_panels(path, (900, 640), Some(title), &panels)
 }

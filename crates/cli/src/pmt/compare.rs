@@ -9,6 +9,8 @@ use clap::Args;
 use radiohost_pmt::app::{compare, parse_links, CompareConfig};
 use radiohost_testbed::units::parse_size;
 
+use crate::table::Table;
+
 #[derive(Args)]
 pub struct CompareArgs {
     /// Object size with its unit (B, KB, MB, KiB, MiB).
@@ -85,18 +87,8 @@ pub fn run(a: CompareArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&rep.rows)?);
         return Ok(());
     }
-    println!(
-        "{:>10} {:>4} {:>8} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7}",
-        "protocol",
-        "rx",
-        "size",
-        "median_s",
-        "worst_s",
-        "floor_s",
-        "med/floor",
-        "finished",
-        "intact"
-    );
+    let t = Table::new(">10 >4 >8 >9 >9 >9 >9 >8 >7");
+    t.header("protocol|rx|size|median_s|worst_s|floor_s|med/floor|finished|intact");
     for s in &rep.summary {
         println!(
             "{:>10} {:>4} {:>8} {:>9.2} {:>9.2} {:>9.2} {:>9.3} {:>5}/{:<2} {:>4}/{:<2}",

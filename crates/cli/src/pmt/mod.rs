@@ -6,8 +6,6 @@ mod plot;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
@@ -104,17 +102,6 @@ pub fn run(cmd: PmtCmd) -> Result<()> {
     }
 }
 
-fn stop_flag() -> Arc<AtomicBool> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
-    if let Err(e) = ctrlc::set_handler(move || s.store(true, Ordering::Relaxed)) {
-        tracing::warn!(
-            "Ctrl-C handler not installed ({e}); interrupting will not shut down cleanly"
-        );
-    }
-    stop
-}
-
 fn psk(path: &Option<PathBuf>) -> Result<Option<Vec<u8>>> {
     Ok(path.as_deref().map(read_psk).transpose()?)
 }
@@ -148,7 +135,7 @@ fn send(a: SendArgs) -> Result<()> {
             b
         })
         .collect();
-    let stop = stop_flag();
+    let stop = crate::ui::stop_flag();
     let report = udp::send_object(cfg, data.into(), &dests, &stop, |p| match p {
         Progress::Acked {
             receiver,
@@ -236,7 +223,7 @@ fn recv(a: RecvArgs) -> Result<()> {
     bar.set_style(bar_style());
     bar.set_prefix(a.listen.to_string());
     bar.set_message("waiting for a sender");
-    let stop = stop_flag();
+    let stop = crate::ui::stop_flag();
     let report = recv_to_file(
         cfg,
         a.listen,

@@ -91,7 +91,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
                 let control = ProbeControl::default();
                 let label = format!("radiohost {load} {}/{}", r + 1, a.rounds);
                 let progress = || control.samples();
-                with_progress(&label, probe.samples, !a.json, progress, || probe.run(&control))
+                with_progress(&label, probe.samples, !a.json, progress, || {
+                    probe.run(&control)
+                })
             })
         })?;
         let pair = pair?;

@@ -13,6 +13,8 @@ use radiohost_station::ru::TransportKind;
 use radiohost_station::setup::{cpu_devices, load_config, parse_policies};
 use radiohost_testbed::units::parse_positive_duration;
 
+use crate::table::Table;
+
 #[derive(Args)]
 pub struct BenchArgs {
     /// Configurations (files or built-in names), comma separated.
@@ -105,33 +107,21 @@ pub fn run(a: BenchArgs) -> Result<()> {
         );
     }
     println!();
-    println!(
-        "{:<6} {:<7} {:>9} {:>9} {:>9} {:>9} {:>10} {:>7} {:>6} {:>6}",
-        "config",
-        "policy",
-        "offered",
-        "achieved",
-        "mean ms",
-        "p99 ms",
-        "p99.99 ms",
-        "missed",
-        "ok",
-        "frames"
-    );
+    let t = Table::new("<6 <7 >9.1 >9.1 >9.3 >9.3 >10.3 >7 >6 >6");
+    t.header("config|policy|offered|achieved|mean ms|p99 ms|p99.99 ms|missed|ok|frames");
     for r in rows {
-        println!(
-            "{:<6} {:<7} {:>9.1} {:>9.1} {:>9.3} {:>9.3} {:>10.3} {:>7} {:>6} {:>6}",
-            r.config,
-            r.policy,
-            r.offered_fps,
-            r.achieved_fps,
-            r.mean_ms,
-            r.p99_ms,
-            r.p9999_ms,
-            r.missed,
-            r.decoded_ok,
-            r.frames
-        );
+        t.row(&[
+            &r.config,
+            &r.policy,
+            &r.offered_fps,
+            &r.achieved_fps,
+            &r.mean_ms,
+            &r.p99_ms,
+            &r.p9999_ms,
+            &r.missed,
+            &r.decoded_ok,
+            &r.frames,
+        ]);
     }
     println!();
     println!("LROC / baseline (P99.99 ratio < 1 and throughput ratio >= 1 favour LROC):");

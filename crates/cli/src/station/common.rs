@@ -4,41 +4,31 @@ use std::path::Path;
 
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
+
+use crate::plot::{self, Axis, LineChart, Series};
+use crate::table::Table;
 use radiohost_station::report::RunReport;
 
 /// The human table of runs.
 pub fn print_table(reports: &[RunReport]) {
-    println!(
-        "{:<8} {:>6} {:>6} {:>6} {:>6} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
-        "policy",
-        "frames",
-        "done",
-        "ok",
-        "missed",
-        "rej",
-        "mean ms",
-        "p99 ms",
-        "p99.99 ms",
-        "frames/s",
-        "Mbit/s",
-        "offered"
-    );
+    let t = Table::new("<8 >6 >6 >6 >6 >6 >9.3 >9.3 >9.3 >9.1 >9.2 >8.1");
+    t.header("policy|frames|done|ok|missed|rej|mean ms|p99 ms|p99.99 ms|frames/s|Mbit/s|offered");
     for r in reports {
-        println!(
-            "{:<8} {:>6} {:>6} {:>6} {:>6} {:>6} {:>9.3} {:>9.3} {:>9.3} {:>9.1} {:>9.2} {:>8.1}",
-            r.policy,
-            r.frames,
-            r.completed,
-            r.decoded_ok,
-            r.missed,
-            r.rejected + r.failed,
-            r.mean_ms,
-            r.p99_ms,
-            r.p9999_ms,
-            r.achieved_fps,
-            r.decoded_mbps,
-            r.offered_fps
-        );
+        let rejected = r.rejected + r.failed;
+        t.row(&[
+            &r.policy,
+            &r.frames,
+            &r.completed,
+            &r.decoded_ok,
+            &r.missed,
+            &rejected,
+            &r.mean_ms,
+            &r.p99_ms,
+            &r.p9999_ms,
+            &r.achieved_fps,
+            &r.decoded_mbps,
+            &r.offered_fps,
+        ]);
     }
 }
 
@@ -66,56 +56,21 @@ pub fn print_breakdown(reports: &[RunReport]) {
     }
 }
 
-const COLORS: [RGBColor; 4] = [
-    RGBColor(200, 30, 30),
-    RGBColor(30, 90, 200),
-    RGBColor(20, 150, 60),
-    RGBColor(150, 90, 10),
-];
-
 /// Latency CDF per policy (x: latency ms, log; y: fraction of completed frames).
 pub fn cdf_svg(path: &Path, title: &str, reports: &[RunReport]) -> Result<()> {
-    let max = reports
-        .iter()
-        .flat_map(|r| r.cdf.iter().map(|p| p.0))
-        .fold(0.0f64, f64::max)
-        .max(0.01);
-    let min = reports
-        .iter()
-        .flat_map(|r| r.cdf.iter().map(|p| p.0))
-        .fold(f64::INFINITY, f64::min)
-        .clamp(0.001, max / 2.0);
-    let root = SVGBackend::new(path, (800, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(10)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d((min..max * 1.1).log_scale(), 0.0..1.0)
-        .map_err(|e| anyhow!("{e}"))?;
-    chart
-        .configure_mesh()
-        .x_desc("frame latency (ms)")
-        .y_desc("fraction of frames")
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
+    let xs = || reports.iter().flat_map(|r| r.cdf.iter().map(|p| p.0));
+    let max = xs().fold(0.0f64, f64::max).max(0.01);
+    let min = xs().fold(f64::INFINITY, f64::min).clamp(0.001, max / 2.0);
+    let mut chart = LineChart::new(
+        title,
+        Axis::log("frame latency (ms)", min..max * 1.1),
+        Axis::linear("fraction of frames", 0.0..1.0),
+    );
     for (i, r) in reports.iter().enumerate() {
-        let c = COLORS[i % COLORS.len()];
-        chart
-            .draw_series(LineSeries::new(r.cdf.iter().copied(), c.stroke_width(2)))
-            .map_err(|e| anyhow!("{e}"))?
-            .label(r.policy.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
+        let s = Series::new(r.policy.clone(), r.cdf.clone(), plot::color(i));
+        chart.push(s.markers(0));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| anyhow!("{e}"))?;
-    root.present().map_err(|e| anyhow!("{e}"))?;
-    Ok(())
+    chart.write(path, (800, 500))
 }
 
 /// Per-stage execution time per frame, one bar per policy in each stage group.
@@ -153,7 +108,7 @@ pub fn breakdown_svg(path: &Path, title: &str, reports: &[RunReport]) -> Result<
         .draw()
         .map_err(|e| anyhow!("{e}"))?;
     for (i, r) in reports.iter().enumerate() {
-        let c = COLORS[i % COLORS.len()];
+        let c = plot::color(i);
         let bars = stages.iter().enumerate().filter_map(|(j, st)| {
             let v = r.stages.iter().find(|s| s.opcode == *st)?.per_frame_us;
             let x0 = j as f64 + 0.1 + 0.8 * i as f64 / n;

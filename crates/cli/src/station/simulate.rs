@@ -6,15 +6,16 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
-use plotters::prelude::*;
-use radiohost_station::isa::DeviceKind;
-use radiohost_station::policy::PolicyParams;
-use radiohost_station::setup::parse_policies;
-use radiohost_station::sim::{ChurnEvent, CostModel, SimConfig, SimResult};
+use radiohost_station::setup::{parse_churn, parse_device_kind, parse_policies};
+use radiohost_station::setup::{read_cost_model, read_policy_params};
+use radiohost_station::sim::{SimConfig, SimResult};
 use radiohost_station::sweep::{p9999_over_lroc, sweep, SweepConfig};
 use radiohost_testbed::units::parse_positive_duration;
+
+use crate::plot::{self, Axis, LineChart, Series};
+use crate::table::Table;
 
 #[derive(clap::Args, Debug)]
 pub struct SimulateArgs {
@@ -89,36 +90,10 @@ pub struct SimulateArgs {
 }
 
 fn base_config(a: &SimulateArgs) -> Result<SimConfig> {
-    let kind = match a.device_kind.as_str() {
-        "gpu" => DeviceKind::Gpu,
-        "cpu" => DeviceKind::Cpu,
-        other => bail!("--device-kind `{other}`: use gpu or cpu"),
-    };
-    let model = match &a.calibration {
-        Some(p) => {
-            let text =
-                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            CostModel::from_calibration_json(&text)
-                .with_context(|| format!("calibration {}", p.display()))?
-        }
-        None => CostModel::default(),
-    };
-    let params = match &a.policy_params {
-        Some(p) => {
-            let text =
-                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            serde_json::from_str::<PolicyParams>(&text)
-                .with_context(|| format!("policy parameters {}", p.display()))?
-        }
-        None => PolicyParams::default(),
-    };
-    let churn = match &a.churn {
-        Some(c) => c
-            .split(',')
-            .map(|e| e.trim().parse::<ChurnEvent>())
-            .collect::<Result<Vec<_>, _>>()?,
-        None => Vec::new(),
-    };
+    let kind = parse_device_kind(&a.device_kind)?;
+    let model = read_cost_model(a.calibration.as_deref())?;
+    let params = read_policy_params(a.policy_params.as_deref())?;
+    let churn = parse_churn(a.churn.as_deref())?;
     Ok(SimConfig {
         devices: 1,
         kind,
@@ -182,40 +157,25 @@ fn print_table(rows: &[SimResult], a: &SimulateArgs) {
         "{}x{} {} devices x {} units ({}), {} frames/RU, deadline {:?}",
         a.antennas, a.users, a.device_kind, a.units, a.schedule, a.frames, a.deadline
     );
-    println!(
-        "{:<7} {:>4} {:>4} {:>7} {:>7} {:>6} {:>6} {:>8} {:>8} {:>9} {:>8} {:>5} {:>11}",
-        "policy",
-        "dev",
-        "RUs",
-        "frames",
-        "done",
-        "miss",
-        "rej",
-        "mean ms",
-        "p99 ms",
-        "p99.99 ms",
-        "fps",
-        "util",
-        "p99.99/lroc"
-    );
+    let t = Table::new("<7 >4 >4 >7 >7 >6 >6 >8.3 >8.3 >9.3 >8.0 >5.2 >11");
+    t.header("policy|dev|RUs|frames|done|miss|rej|mean ms|p99 ms|p99.99 ms|fps|util|p99.99/lroc");
     for r in rows {
         let ratio = p9999_over_lroc(rows, r).map_or("-".to_string(), |x| format!("{x:.2}"));
-        println!(
-            "{:<7} {:>4} {:>4} {:>7} {:>7} {:>6} {:>6} {:>8.3} {:>8.3} {:>9.3} {:>8.0} {:>5.2} {:>11}",
-            r.policy,
-            r.devices,
-            r.rus,
-            r.frames,
-            r.completed,
-            r.missed,
-            r.rejected,
-            r.mean_ms,
-            r.p99_ms,
-            r.p9999_ms,
-            r.achieved_fps,
-            r.utilization,
-            ratio
-        );
+        t.row(&[
+            &r.policy,
+            &r.devices,
+            &r.rus,
+            &r.frames,
+            &r.completed,
+            &r.missed,
+            &r.rejected,
+            &r.mean_ms,
+            &r.p99_ms,
+            &r.p9999_ms,
+            &r.achieved_fps,
+            &r.utilization,
+            &ratio,
+        ]);
         if a.breakdown {
             for o in &r.per_opcode {
                 println!(
@@ -237,38 +197,18 @@ fn print_table(rows: &[SimResult], a: &SimulateArgs) {
     );
 }
 
-const PALETTE: [RGBColor; 4] = [
-    RGBColor(214, 39, 40),
-    RGBColor(31, 119, 180),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-];
-
 fn plot_p9999_vs_rus(path: &Path, rows: &[SimResult], a: &SimulateArgs) -> Result<()> {
-    let e = |err: &dyn std::fmt::Display| anyhow!("plotting {} failed: {err}", path.display());
-    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|x| e(&x))?;
     let x_max = rows.iter().map(|r| r.rus).max().unwrap_or(1) as f64;
     let y_max = rows.iter().map(|r| r.p9999_ms).fold(0.1, f64::max) * 1.1;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!(
-                "P99.99 frame latency vs RUs ({}x{}, {} x {} units)",
-                a.antennas, a.users, a.device_kind, a.units
-            ),
-            ("sans-serif", 20),
-        )
-        .margin(10)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..x_max + 0.5, 0.0..y_max)
-        .map_err(|x| e(&x))?;
-    chart
-        .configure_mesh()
-        .x_desc("radio units")
-        .y_desc("P99.99 latency (ms)")
-        .draw()
-        .map_err(|x| e(&x))?;
+    let title = format!(
+        "P99.99 frame latency vs RUs ({}x{}, {} x {} units)",
+        a.antennas, a.users, a.device_kind, a.units
+    );
+    let mut chart = LineChart::new(
+        title,
+        Axis::linear("radio units", 0.0..x_max + 0.5),
+        Axis::linear("P99.99 latency (ms)", 0.0..y_max),
+    );
     let mut devices: Vec<u32> = rows.iter().map(|r| r.devices).collect();
     devices.sort_unstable();
     devices.dedup();
@@ -279,8 +219,8 @@ fn plot_p9999_vs_rus(path: &Path, rows: &[SimResult], a: &SimulateArgs) -> Resul
         }
     }
     for (pi, p) in policies.iter().enumerate() {
+        // One colour per policy; fewer devices, thicker line.
         for (di, d) in devices.iter().enumerate() {
-            let color = PALETTE[pi % PALETTE.len()];
             let pts: Vec<(f64, f64)> = rows
                 .iter()
                 .filter(|r| r.policy == *p && r.devices == *d)
@@ -292,24 +232,8 @@ fn plot_p9999_vs_rus(path: &Path, rows: &[SimResult], a: &SimulateArgs) -> Resul
                 p.to_string()
             };
             let width = 1 + (devices.len() - di) as u32;
-            chart
-                .draw_series(LineSeries::new(pts.clone(), color.stroke_width(width)))
-                .map_err(|x| e(&x))?
-                .label(label)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width))
-                });
-            chart
-                .draw_series(pts.into_iter().map(|pt| Circle::new(pt, 3, color.filled())))
-                .map_err(|x| e(&x))?;
+            chart.push(Series::new(label, pts, plot::color(pi)).width(width));
         }
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|x| e(&x))?;
-    root.present().map_err(|x| e(&x))?;
-    Ok(())
+    chart.write(path, (900, 560))
 }

@@ -2,6 +2,7 @@
 //! emulated nodes behind paced links (`radiohost_warp::bench`); table, CSV, SVG.
 
 use super::{LinkArgs, NetArgs};
+use crate::plot::{self, Axis, LineChart, Series};
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -151,49 +152,25 @@ fn write_csv(path: &std::path::Path, rows: &[BenchRow]) -> Result<()> {
 }
 
 fn plot(path: &std::path::Path, rows: &[BenchRow]) -> Result<()> {
-    use plotters::prelude::*;
-    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE)?;
     let max_n = rows.iter().map(|r| r.nodes).max().unwrap_or(1) as f64;
     let max_ms = rows.iter().map(|r| r.mean_ms).fold(0.1, f64::max) * 1.1;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "WARPLab buffer transport: mean latency vs nodes",
-            ("sans-serif", 20),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..max_n + 1.0, 0.0..max_ms)?;
-    chart
-        .configure_mesh()
-        .x_desc("nodes")
-        .y_desc("mean latency (ms)")
-        .draw()?;
+    let mut chart = LineChart::new(
+        "WARPLab buffer transport: mean latency vs nodes",
+        Axis::linear("nodes", 0.0..max_n + 1.0),
+        Axis::linear("mean latency (ms)", 0.0..max_ms),
+    );
     let mut series: Vec<(&str, u8, &str)> =
         rows.iter().map(|r| (r.mode, r.host_links, r.op)).collect();
     series.sort();
     series.dedup();
     for (k, (mode, links, op)) in series.iter().enumerate() {
-        let color = Palette99::pick(k).to_rgba();
         let points: Vec<(f64, f64)> = rows
             .iter()
             .filter(|r| r.mode == *mode && r.host_links == *links && r.op == *op)
             .map(|r| (r.nodes as f64, r.mean_ms))
             .collect();
-        chart
-            .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?
-            .label(format!("{mode} {op}, {links} host link(s)"))
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-            });
-        chart.draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
+        let label = format!("{mode} {op}, {links} host link(s)");
+        chart.push(Series::new(label, points, plot::color(k)));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()?;
-    root.present()?;
-    Ok(())
+    chart.write(path, (900, 560))
 }

@@ -186,11 +186,20 @@ mod tests {
     #[test]
     fn rt_policies_lock_and_prefault_normal_does_not() {
         let c = study_config(Policy::Fifo, 70, Some(vec![1]), true, 128 * 1024);
-        assert_eq!((c.policy, c.priority, c.lock_memory), (Policy::Fifo, 70, true));
-        assert_eq!((c.prefault_stack_bytes, c.cpus.clone()), (128 * 1024, Some(vec![1])));
+        assert_eq!(
+            (c.policy, c.priority, c.lock_memory),
+            (Policy::Fifo, 70, true)
+        );
+        assert_eq!(
+            (c.prefault_stack_bytes, c.cpus.clone()),
+            (128 * 1024, Some(vec![1]))
+        );
         let plan = study_plan(&c, true, false);
         let n = &plan[0].0;
-        assert_eq!((n.policy, n.priority, n.lock_memory), (Policy::Other, 0, false));
+        assert_eq!(
+            (n.policy, n.priority, n.lock_memory),
+            (Policy::Other, 0, false)
+        );
         assert_eq!(n.cpus, Some(vec![1]));
         let loads: Vec<bool> = plan.iter().map(|p| p.1).collect();
         assert_eq!(loads, [false, true, false, true]);
