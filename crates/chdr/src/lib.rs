@@ -5,9 +5,12 @@
 //!
 //! Module map: `wire` (formats), `seq`, `flow`, `rx`, `tx` (sans-IO cores),
 //! `process` (what runs between RX and TX), `net` (batched UDP syscalls, kernel
-//! timestamps, pinning), `streamer`, `radio` (drivers). Latency statistics are `radiohost_rt::stats`.
+//! timestamps, pinning), `streamer`, `radio` (drivers), `emulate` (a radio on
+//! its own), `totals` (counters summed over streams and ports). Latency
+//! statistics are `radiohost_rt::stats`.
 
 pub mod bench;
+pub mod emulate;
 pub mod flow;
 pub mod live;
 pub mod live_channel;
@@ -18,6 +21,7 @@ pub mod rx;
 pub mod seq;
 pub mod session;
 pub mod streamer;
+pub mod totals;
 pub mod tx;
 pub mod verify;
 pub mod wire;

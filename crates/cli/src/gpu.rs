@@ -9,9 +9,9 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use radiohost_gpu::bench::{compile_modules, compiled_resources, load_config};
 use radiohost_gpu::describe::ExecutorTable;
-use radiohost_gpu::nvrtc::load_nvrtc;
 use radiohost_gpu::occupancy::GpuSpec;
-use radiohost_gpu::{probe_driver, selftest, GpuDevice};
+use radiohost_gpu::status::GpuStatus;
+use radiohost_gpu::{selftest, GpuDevice};
 use radiohost_phy::FrameConfig;
 use radiohost_station::isa::Opcode;
 use radiohost_station::shape::FrameShape;
@@ -126,24 +126,18 @@ pub fn run(cmd: GpuCmd) -> Result<()> {
 }
 
 fn info(json: bool) -> Result<()> {
-    let driver = probe_driver();
-    let nvrtc = load_nvrtc();
+    let status = GpuStatus::probe();
     if json {
-        let v = serde_json::json!({
-            "driver": driver.as_ref().map_err(|e| e.to_string()),
-            "nvrtc": nvrtc.as_ref().map_err(|e| e.to_string()),
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::to_value(&status)?)?
+        );
         return Ok(());
     }
-    match &driver {
+    match &status.driver {
         Ok(d) => {
-            println!(
-                "CUDA driver {}.{} — {} device(s)",
-                d.version / 1000,
-                d.version % 1000 / 10,
-                d.devices.len()
-            );
+            let n = d.devices.len();
+            println!("CUDA driver {} — {n} device(s)", d.version_text());
             println!(
                 "{:>3}  {:<28} {:>5} {:>5} {:>10}",
                 "gpu", "name", "cc", "SMs", "memory"
@@ -153,9 +147,9 @@ fn info(json: bool) -> Result<()> {
                     "{:>3}  {:<28} {:>5} {:>5} {:>7.1} GiB",
                     x.ordinal,
                     x.name,
-                    format!("{}.{}", x.compute_capability.0, x.compute_capability.1),
+                    x.compute_capability_text(),
                     x.sms,
-                    x.memory_bytes as f64 / (1u64 << 30) as f64
+                    x.memory_gib()
                 );
             }
         }
@@ -163,17 +157,8 @@ fn info(json: bool) -> Result<()> {
             "{e}\n  (GPU executors unavailable; `radiohost gpu compile` and `describe` still work)"
         ),
     }
-    match &nvrtc {
-        Ok(n) => println!(
-            "NVRTC {}.{} from {}",
-            n.version.0,
-            n.version.1,
-            n.path
-                .as_ref()
-                .map_or("the system loader path".to_string(), |p| p
-                    .display()
-                    .to_string())
-        ),
+    match &status.nvrtc {
+        Ok(n) => println!("NVRTC {}.{} from {}", n.version.0, n.version.1, n.source()),
         Err(e) => println!("{e}"),
     }
     Ok(())

@@ -81,9 +81,9 @@ pub struct ThreadArgs {
     /// Do not lock memory (mlockall) for RT policies.
     #[arg(long)]
     pub no_mlock: bool,
-    /// KiB of stack to prefault for RT policies.
-    #[arg(long, default_value_t = 256)]
-    pub prefault_kib: usize,
+    /// Stack to prefault for RT policies, a size with its unit (e.g. 256KiB).
+    #[arg(long, default_value = "256KiB", value_parser = units::parse_size)]
+    pub prefault: usize,
 }
 
 impl ThreadArgs {
@@ -94,7 +94,7 @@ impl ThreadArgs {
             self.priority,
             self.cpu.clone().map(|c| c.0),
             !self.no_mlock,
-            self.prefault_kib * 1024,
+            self.prefault,
         )
     }
 }
@@ -166,10 +166,10 @@ pub struct ProbeArgs {
     /// udp: CPUs of the echo thread/process (default: same as --cpu).
     #[arg(long, value_parser = parse_cpus)]
     echo_cpu: Option<Cpus>,
-    /// Hold /dev/cpu_dma_latency at this many µs during the runs (keeps CPUs
-    /// out of deep C-states, as cyclictest does by default).
-    #[arg(long)]
-    pm_qos_us: Option<u32>,
+    /// Hold /dev/cpu_dma_latency at this latency during the runs (keeps CPUs
+    /// out of deep C-states, as cyclictest does by default), e.g. 10us.
+    #[arg(long, value_parser = units::parse_duration)]
+    pm_qos: Option<Duration>,
     /// Write a latency histogram plot (SVG) here.
     #[arg(long)]
     plot: Option<std::path::PathBuf>,
@@ -278,10 +278,10 @@ pub fn under_load<T>(
 /// `radiohost rt echo` with the echo side's thread setup, as a child process.
 fn spawn_echo_process(cfg: &ThreadArgs, bound: Duration) -> Result<EchoProcess> {
     let policy = format!("{:?}", cfg.policy).to_lowercase();
-    let (priority, prefault) = (cfg.priority.to_string(), cfg.prefault_kib.to_string());
+    let (priority, prefault) = (cfg.priority.to_string(), format!("{}B", cfg.prefault));
     let limit = format!("{}s", bound.as_secs() + 10);
     let mut cmd = this_binary(["rt", "echo", "--bind", "127.0.0.1:0", "--policy", &policy])?;
-    cmd.args(["--priority", &priority, "--prefault-kib", &prefault]);
+    cmd.args(["--priority", &priority, "--prefault", &prefault]);
     cmd.args(["--max-duration", &limit]);
     if let Some(c) = &cfg.cpu {
         cmd.args(["--cpu", &cpulist::format(&c.0)]);
@@ -352,8 +352,8 @@ fn measure(a: &ProbeArgs, cfg: &ThreadConfig, loaded: bool) -> Result<Measured> 
 
 fn probe(a: ProbeArgs) -> Result<()> {
     a.thread.config().validate()?;
-    let _pm = match a.pm_qos_us {
-        Some(us) => Some(CpuDmaLatency::request(us).context("--pm-qos-us")?),
+    let _pm = match a.pm_qos {
+        Some(d) => Some(CpuDmaLatency::request(whole_us(d)).context("--pm-qos")?),
         None => None,
     };
     let mut results = Vec::new();
@@ -450,6 +450,11 @@ fn echo(a: EchoArgs) -> Result<()> {
     Ok(())
 }
 
+/// A PM QoS request is whole microseconds (what /dev/cpu_dma_latency takes).
+pub fn whole_us(d: Duration) -> u32 {
+    d.as_micros().min(u32::MAX as u128) as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -463,7 +468,7 @@ mod tests {
             priority: 70,
             cpu: Some(Cpus(vec![1])),
             no_mlock: true,
-            prefault_kib: 128,
+            prefault: 128 * 1024,
         };
         let c = args.config();
         assert_eq!(

@@ -110,10 +110,11 @@ fn recv_burst(
         let mut slices: Vec<&mut [Cf32]> = bufs.iter_mut().map(|b| &mut b[got..]).collect();
         let n = rx.recv(&mut slices, &mut md, Duration::from_secs(5))?;
         if md.error != RxErrorCode::None || n == 0 {
-            return Err(DemoError::Config(format!(
-                "the WARP nodes delivered {got} of {len} samples, then {:?}",
-                md.error
-            )));
+            return Err(DemoError::ShortCapture {
+                got,
+                want: len,
+                error: md.error,
+            });
         }
         got += n;
         if md.end_of_burst {
@@ -121,9 +122,11 @@ fn recv_burst(
         }
     }
     if got != len {
-        return Err(DemoError::Config(format!(
-            "the WARP nodes ended the burst after {got} of {len} samples"
-        )));
+        return Err(DemoError::ShortCapture {
+            got,
+            want: len,
+            error: RxErrorCode::None,
+        });
     }
     Ok(bufs)
 }
@@ -197,10 +200,11 @@ pub fn run(
         };
         let n = user_tx.send(&block.port_slices(), &md, Duration::from_secs(1))?;
         if n != block.len() {
-            return Err(DemoError::Config(format!(
-                "the users' radios took {n} of {} samples of frame {f}",
-                block.len()
-            )));
+            return Err(DemoError::ShortSend {
+                frame: f,
+                took: n,
+                want: block.len(),
+            });
         }
         while let Some(e) = user_tx.recv_async_msg(Duration::ZERO) {
             if e.code() == 'A' {

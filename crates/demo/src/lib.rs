@@ -130,6 +130,8 @@ impl DemoConfig {
 pub enum DemoError {
     #[error("invalid demo configuration: {0}")]
     Config(String),
+    #[error("the built-in frame configuration does not parse: {0}")]
+    BuiltInConfig(#[from] serde_json::Error),
     #[error(transparent)]
     Phy(#[from] radiohost_phy::PhyError),
     #[error(transparent)]
@@ -140,6 +142,18 @@ pub enum DemoError {
     Air(#[from] radiohost_testbed::air::AirError),
     #[error("radio: {0}")]
     Radio(#[from] radiohost_radio::RadioError),
+    #[error("the WARP nodes delivered {got} of {want} samples of a capture (receive error: {error:?}); see the emulator's counters with --log radiohost_warp=debug")]
+    ShortCapture {
+        got: usize,
+        want: usize,
+        error: radiohost_radio::RxErrorCode,
+    },
+    #[error("the users' radios accepted {took} of {want} samples of frame {frame}")]
+    ShortSend {
+        frame: usize,
+        took: usize,
+        want: usize,
+    },
     #[error("WARP node emulator: {0}")]
     Emulator(#[source] std::io::Error),
     #[error("station: {0}")]

@@ -15,8 +15,7 @@ use crate::{DemoConfig, DemoError};
 const BASE_CONFIG: &str = include_str!("../../phy/configs/16x4.json");
 
 pub fn frame_config(cfg: &DemoConfig) -> Result<FrameConfig, DemoError> {
-    let mut file: FrameConfigFile = serde_json::from_str(BASE_CONFIG)
-        .map_err(|e| DemoError::Config(format!("built-in frame configuration: {e}")))?;
+    let mut file: FrameConfigFile = serde_json::from_str(BASE_CONFIG)?;
     file.bs_ant_num = cfg.antennas();
     file.ue_ant_num = cfg.users;
     file.snr_db = cfg.snr_db;
@@ -71,11 +70,7 @@ pub fn run(
         fc.antennas,
         fc.users
     );
-    report.input_digest = sha256_hex(
-        serde_json::to_string(cfg)
-            .map_err(|e| DemoError::Config(e.to_string()))?
-            .as_bytes(),
-    );
+    report.input_digest = sha256_hex(serde_json::to_string(cfg)?.as_bytes());
     let mut gen = Generator::new(fc);
     let frame_len = fc.frame_len();
     let gain = tx_gain(fc);

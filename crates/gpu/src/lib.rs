@@ -10,7 +10,8 @@
 //! * [`device`]: [`GpuDevice`] (context, priority streams, modules, attributes);
 //! * [`layout`]: where each instruction's data lives in a frame slot (GPU-free);
 //! * [`exec`]: per-frame device buffers allocated once and per-opcode `launch`;
-//! * [`selftest`]: GPU kernels against the CPU phy kernels on a generated frame.
+//! * [`selftest`]: GPU kernels against the CPU phy kernels on a generated frame;
+//! * [`status`]: is a CUDA driver present, is NVRTC found (`radiohost gpu info`).
 //!
 //! How a station executor wraps it: open one [`GpuDevice`] per GPU (or
 //! [`GpuDevice::split`] one GPU by SM budget) and register each with the policy as a
@@ -34,6 +35,7 @@ pub mod ldpc_graph;
 pub mod nvrtc;
 pub mod occupancy;
 pub mod selftest;
+pub mod status;
 
 pub use device::{probe_driver, GpuDevice};
 pub use error::GpuError;

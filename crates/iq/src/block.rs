@@ -187,7 +187,10 @@ mod tests {
 
     #[test]
     fn bad_shapes_are_errors_not_panics() {
-        assert_eq!(Block::<Cf32>::from_ports(vec![], 1.0, 0), Err(BlockError::NoPorts));
+        assert_eq!(
+            Block::<Cf32>::from_ports(vec![], 1.0, 0),
+            Err(BlockError::NoPorts)
+        );
         assert!(matches!(
             Block::<Cf32>::from_ports(vec![vec![Cf32::default(); 2], vec![]], 1.0, 0),
             Err(BlockError::RaggedPorts { port: 1, .. })

@@ -5,6 +5,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 use std::time::Duration;
 
 use radiohost_testbed::link::{CapacityChange, LinkConfig, LinkConfigError};
@@ -12,7 +13,7 @@ use radiohost_testbed::units::{parse_duration, parse_rate, UnitError};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::sender::SenderError;
+use crate::sender::{SenderError, SenderStats};
 use crate::sim::{floor_seconds, run_multicast, run_pmt, RunOutcome};
 use crate::udp::{self, Destination, DriverError, Progress, RecvReport};
 use crate::{ReceiverConfig, SenderConfig};
@@ -88,6 +89,72 @@ pub fn read_psk(path: &Path) -> Result<Vec<u8>, AppError> {
         });
     }
     Ok(key)
+}
+
+/// One receiver's line of `pmt send`'s report (fields in JSON key order).
+#[derive(Clone, Debug, Serialize)]
+pub struct ReceiverOutcome {
+    pub bytes: u64,
+    /// The receiver went silent for the fail timeout.
+    pub failed: bool,
+    /// Done and its SHA-256 matched.
+    pub intact: bool,
+    pub receiver: SocketAddr,
+    /// Time until it was done; `None` when it failed.
+    pub seconds: Option<f64>,
+}
+
+impl ReceiverOutcome {
+    /// `intact`, `CORRUPT` (done, SHA-256 mismatch) or `FAILED`.
+    pub fn result(&self) -> &'static str {
+        match (self.intact, self.failed) {
+            (true, _) => "intact",
+            (false, false) => "CORRUPT",
+            (false, true) => "FAILED",
+        }
+    }
+}
+
+/// What `pmt send` reports: every receiver's outcome and the sender's counters.
+#[derive(Clone, Debug, Serialize)]
+pub struct SendSummary {
+    pub receivers: Vec<ReceiverOutcome>,
+    pub stats: SenderStats,
+}
+
+impl SendSummary {
+    /// Receivers that did not get the object intact.
+    pub fn not_intact(&self) -> usize {
+        self.receivers.iter().filter(|r| !r.intact).count()
+    }
+}
+
+/// Send `object` to every destination at once (one unicast flow each, paced per RTT
+/// group) until all are done or failed, or `stop` is set.
+pub fn send_to(
+    cfg: SenderConfig,
+    object: Arc<[u8]>,
+    dests: &[Destination],
+    stop: &AtomicBool,
+    progress: impl FnMut(Progress),
+) -> Result<SendSummary, AppError> {
+    let bytes = object.len() as u64;
+    let report = udp::send_object(cfg, object, dests, stop, progress)?;
+    let receivers = dests
+        .iter()
+        .enumerate()
+        .map(|(i, d)| ReceiverOutcome {
+            bytes,
+            failed: report.outcome[i].is_none(),
+            intact: report.outcome[i] == Some(true),
+            receiver: d.to,
+            seconds: report.done_after[i].map(|t| t.as_secs_f64()),
+        })
+        .collect();
+    Ok(SendSummary {
+        receivers,
+        stats: report.stats,
+    })
 }
 
 /// Receive one object on `listen` into `out`: written as `out.part` and renamed once

@@ -207,13 +207,19 @@ pub fn send_object(
     })
 }
 
-#[derive(Clone, Debug)]
+/// What one receive did; as JSON, `elapsed` is `seconds` (fields in key order).
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct RecvReport {
-    pub from: Option<SocketAddr>,
     pub bytes: u64,
+    pub from: Option<SocketAddr>,
     pub intact: bool,
+    #[serde(rename = "seconds", serialize_with = "seconds")]
     pub elapsed: Duration,
     pub stats: ReceiverStats,
+}
+
+fn seconds<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
 }
 
 /// Receive one object on `listen`, writing in-order bytes to `sink`. After completion

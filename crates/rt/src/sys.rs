@@ -76,6 +76,31 @@ pub fn current_affinity() -> io::Result<Vec<usize>> {
     }
 }
 
+/// Why [`single_cpu`] found no one CPU to run a comparison on.
+#[derive(Debug, thiserror::Error)]
+pub enum SingleCpuError {
+    #[error("{0} CPUs given: name exactly one (--cpu N) so both tools run on the same one")]
+    NotOne(usize),
+    #[error("this process may run on no CPU")]
+    NoCpu,
+    #[error("reading this process's CPU affinity: {0}")]
+    Affinity(#[from] io::Error),
+}
+
+/// The one CPU a side-by-side comparison pins both tools to: `requested` when
+/// it names exactly one, else the last CPU this process may run on (CPU 0
+/// takes most of the kernel's housekeeping).
+pub fn single_cpu(requested: Option<&[usize]>) -> Result<usize, SingleCpuError> {
+    match requested {
+        Some([cpu]) => Ok(*cpu),
+        Some(cpus) => Err(SingleCpuError::NotOne(cpus.len())),
+        None => current_affinity()?
+            .last()
+            .copied()
+            .ok_or(SingleCpuError::NoCpu),
+    }
+}
+
 /// Pins the calling thread to `cpus` (each must be `< MAX_CPUS`; the caller validates).
 pub fn set_affinity(cpus: &[usize]) -> io::Result<()> {
     // SAFETY: indices are bounded by MAX_CPUS (checked below), `set` is valid.
@@ -230,6 +255,18 @@ pub fn gettid() -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn single_cpu_takes_one_given_or_the_last_allowed() {
+        assert_eq!(single_cpu(Some(&[3])).unwrap(), 3);
+        assert!(matches!(
+            single_cpu(Some(&[1, 2])),
+            Err(SingleCpuError::NotOne(2))
+        ));
+        assert!(matches!(single_cpu(Some(&[])), Err(SingleCpuError::NotOne(0))));
+        let allowed = current_affinity().unwrap();
+        assert_eq!(single_cpu(None).unwrap(), *allowed.last().unwrap());
+    }
 
     const STATUS: &str = "Name:\tcat\nVmLck:\t     128 kB\nCapEff:\t000001fffeffffff\n";
 

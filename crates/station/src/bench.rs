@@ -172,7 +172,7 @@ pub fn run_bench(
         let mut s = StationSetup::new(cfg, name, b.parts, 8, b.devices.clone()).map_err(|e| {
             SetupError::Engine {
                 context: format!("setting up {name}"),
-                message: e.to_string(),
+                source: e,
             }
         })?;
         let (per_op, serial_ns) = calibrate(&s, 8)?;
@@ -202,7 +202,7 @@ pub fn run_bench(
                 let policy = make_policy(p, &s.ctx.shape, &PolicyParams::default())?;
                 let r = run_station(&s, policy).map_err(|e| SetupError::Engine {
                     context: format!("{name} {p} at {offered:.0} frames/s"),
-                    message: e.to_string(),
+                    source: e,
                 })?;
                 if r.decode_errors > 0 {
                     return Err(SetupError::WrongBits {

@@ -41,9 +41,12 @@ pub enum SetupError {
     Policy(#[from] PolicyError),
     #[error(transparent)]
     Kernel(#[from] crate::kernels::KernelError),
-    /// The engine's own error (its message; the runtime reports errors as text).
-    #[error("{context}: {message}")]
-    Engine { context: String, message: String },
+    /// The engine failed while setting up or running.
+    #[error("{context}: {source}")]
+    Engine {
+        context: String,
+        source: crate::runtime::StationError,
+    },
     #[error("--device-kind `{0}`: use gpu or cpu")]
     DeviceKind(String),
     #[error("reading {path}: {source}")]
@@ -71,10 +74,10 @@ pub enum SetupError {
     },
 }
 
-fn engine(context: impl Into<String>, e: impl std::fmt::Display) -> SetupError {
+fn engine(context: impl Into<String>, source: crate::runtime::StationError) -> SetupError {
     SetupError::Engine {
         context: context.into(),
-        message: e.to_string(),
+        source,
     }
 }
 

@@ -2,8 +2,10 @@
 //! lists, host setup, test waveforms, emulated-network settings, and RX buffers
 //! saved as SigMF / TX buffers loaded from SigMF.
 
+use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use radiohost_iq::sigmf::{self, DataType, Meta, SigMfError};
 use radiohost_iq::{Cf32, Ci16, WarpWord};
@@ -11,7 +13,8 @@ use radiohost_testbed::link::{LinkConfig, LinkConfigError};
 use thiserror::Error;
 
 use crate::emulator::EmulatorConfig;
-use crate::host::{HostConfig, NodeTarget, TransportError, WarpHost};
+use crate::host::{HostConfig, Mode, NodeTarget, TransportError, WarpHost};
+use crate::sockbuf::SocketBuffers;
 use crate::{Addressing, FramePayload, RfBuffer};
 
 /// Why a WARP command could not run.
@@ -82,6 +85,65 @@ pub fn connect(
         })
         .collect();
     Ok(WarpHost::new(cfg, targets)?)
+}
+
+/// Which nodes a host command talks to, and how: the nodes are split evenly across
+/// `interfaces` in order (e.g. two 10G NICs), `timeout` is the quiet period before
+/// missing replies are re-requested, `retries` the re-request rounds per node.
+#[derive(Clone, Debug)]
+pub struct NodeSetup {
+    pub ids: Vec<u16>,
+    pub addressing: Addressing,
+    pub payload: FramePayload,
+    pub interfaces: Vec<SocketAddr>,
+    pub mode: Mode,
+    pub timeout: Duration,
+    pub retries: u32,
+}
+
+/// A socket whose receive buffer the kernel made smaller than asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufferShortfall(pub SocketBuffers);
+
+impl fmt::Display for BufferShortfall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = &self.0;
+        write!(
+            f,
+            "{} got a {} KiB receive buffer of the {} KiB asked (raise net.core.rmem_max)",
+            b.local,
+            b.recv_granted / 1024,
+            b.requested / 1024
+        )
+    }
+}
+
+/// A host for `setup`'s nodes, and the sockets whose receive buffers fell short.
+pub fn connect_nodes(setup: &NodeSetup) -> Result<(WarpHost, Vec<BufferShortfall>), AppError> {
+    let addrs: Vec<SocketAddr> = setup
+        .ids
+        .iter()
+        .map(|&id| setup.addressing.node_addr(id))
+        .collect();
+    let per_iface = setup.ids.len().div_ceil(setup.interfaces.len().max(1));
+    let cfg = HostConfig {
+        timeout: setup.timeout,
+        retries: setup.retries,
+        mode: setup.mode,
+        ..host_config(
+            &setup.interfaces,
+            setup.payload,
+            setup.addressing.trigger_addr(),
+        )
+    };
+    let host = connect(&setup.ids, &addrs, |i| i / per_iface.max(1), cfg)?;
+    let short = host
+        .socket_buffers()
+        .iter()
+        .filter(|b| b.recv_granted < b.requested)
+        .map(|&b| BufferShortfall(b))
+        .collect();
+    Ok((host, short))
 }
 
 /// Host settings for `interfaces`, frame size and trigger address; the rest default.

@@ -204,6 +204,71 @@ fn measure(
     ))
 }
 
+impl BenchConfig {
+    /// The steps `run` reports progress for: each (host links, mode, count, operation).
+    pub fn steps(&self) -> usize {
+        self.host_link_set.len().max(1) * (1 + usize::from(self.serial)) * self.nodes.len() * 2
+    }
+}
+
+/// How one operation scales with one host-link count: the ratios the design is
+/// judged by.
+#[derive(Serialize, Clone, Copy, Debug, PartialEq)]
+pub struct Scaling {
+    pub op: &'static str,
+    pub host_links: u8,
+    pub min_nodes: u16,
+    pub max_nodes: u16,
+    /// Parallel mean latency at `max_nodes` over that at `min_nodes`.
+    pub parallel_growth: f64,
+    /// Serial over parallel mean latency at `max_nodes`, when serial was measured.
+    pub serial_over_parallel: Option<f64>,
+}
+
+/// The scaling of each (host links, operation) measured in parallel at both the
+/// smallest and the largest node count, in row order.
+pub fn scaling(rows: &[BenchRow]) -> Vec<Scaling> {
+    let find = |mode: &str, links: u8, nodes: u16, op: &str| {
+        rows.iter()
+            .find(|r| r.mode == mode && r.host_links == links && r.nodes == nodes && r.op == op)
+    };
+    let mut links: Vec<u8> = rows.iter().map(|r| r.host_links).collect();
+    links.dedup();
+    let min_nodes = rows.iter().map(|r| r.nodes).min().unwrap_or(1);
+    let max_nodes = rows.iter().map(|r| r.nodes).max().unwrap_or(1);
+    let mut out = Vec::new();
+    for host_links in links {
+        for op in ["read", "write"] {
+            let one = find("parallel", host_links, min_nodes, op);
+            let Some((one, many)) = one.zip(find("parallel", host_links, max_nodes, op)) else {
+                continue;
+            };
+            out.push(Scaling {
+                op,
+                host_links,
+                min_nodes,
+                max_nodes,
+                parallel_growth: many.mean_ms / one.mean_ms,
+                serial_over_parallel: find("serial", host_links, max_nodes, op)
+                    .map(|s| s.mean_ms / many.mean_ms),
+            });
+        }
+    }
+    out
+}
+
+/// The rows as CSV: a header line, then one line per row.
+pub fn csv(rows: &[BenchRow]) -> String {
+    let mut text = String::from("mode,host_links,nodes,op,samples,mean_ms,p99_ms,floor_ms\n");
+    for r in rows {
+        text += &format!(
+            "{},{},{},{},{},{:.4},{:.4},{:.4}\n",
+            r.mode, r.host_links, r.nodes, r.op, r.samples, r.mean_ms, r.p99_ms, r.floor_ms
+        );
+    }
+    text
+}
+
 /// The link-capacity floor of one call on `nodes` nodes.
 pub fn floor_ms(net: &NetworkSpec, samples: u32, nodes: u16) -> f64 {
     let per = net.payload.samples_per_packet() as u64;
@@ -246,6 +311,12 @@ mod tests {
             .rows
             .iter()
             .all(|r| r.mean_ms > 0.0 && r.floor_ms > 0.0 && r.p99_ms > 0.0));
+        assert_eq!(b.steps(), 8);
+        let sc = scaling(&rep.rows);
+        assert_eq!(sc.len(), 2);
+        assert!(sc.iter().all(|s| (s.min_nodes, s.max_nodes) == (1, 2)));
+        assert!(sc.iter().all(|s| s.serial_over_parallel.is_some()));
+        assert_eq!(csv(&rep.rows).lines().count(), 9);
         assert!(run(&BenchConfig { calls: 0, ..b }, |_| ()).is_err());
     }
 }

@@ -268,6 +268,18 @@ impl Emulator {
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         self.stop.clone()
     }
+
+    /// Serve until `stop` (e.g. set by Ctrl-C) or the emulator's own stop flag is
+    /// set, or `limit` has passed (`None`: no limit); then call [`Emulator::stop`].
+    pub fn run_until(&self, stop: &AtomicBool, limit: Option<Duration>) {
+        let started = Instant::now();
+        while !stop.load(Ordering::Relaxed) && !self.stop.load(Ordering::Relaxed) {
+            if limit.is_some_and(|d| started.elapsed() >= d) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 impl Drop for Emulator {

@@ -10,11 +10,12 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Args, Subcommand, ValueEnum};
+use radiohost_chdr::emulate;
 use radiohost_chdr::live::{self, RunConfig, RunReport};
-use radiohost_chdr::radio::{run_radio, RadioConfig};
-use radiohost_chdr::session::{write_tx_recordings, SessionConfig, HOST_RX_EPID, RADIO_TX_EPID};
+use radiohost_chdr::radio::RadioConfig;
+use radiohost_chdr::session::SessionConfig;
 use radiohost_chdr::streamer::PollMode;
 use radiohost_chdr::tx::TxPolicy;
 use radiohost_dsp::spec::{parse_ports, ChannelModel, ChannelSpec};
@@ -320,36 +321,20 @@ pub struct EmulateArgs {
 fn emulate(a: EmulateArgs) -> Result<()> {
     anyhow::ensure!((1..=16).contains(&a.ports), "--ports must be 1..=16");
     let cfg = RadioConfig {
-        host: a.host,
         rx_bind: a.rx_bind,
         tx_bind: a.tx_bind,
-        rx_dst_epids: (0..a.ports as u16).map(|p| HOST_RX_EPID + p).collect(),
-        tx_epids: (0..a.ports as u16).map(|p| RADIO_TX_EPID + p).collect(),
-        rate_sps: a.rate,
-        samples_per_packet: a.spp,
         packets: a.packets,
         start_delay: a.start_delay,
         tx_capacity_pkts: a.capacity,
         policy: a.policy.into(),
         linger: a.linger,
-        record: a.output.is_some(),
         spin: a.spin,
+        ..RadioConfig::with_ports(a.host, a.ports, a.rate, a.spp)
     };
     if !a.json {
-        println!(
-            "emulated radio: {} ports, {:.3} MSa/s, {} samples/packet, RX -> {}, TX on {} (EPIDs 0x{:04x}+)",
-            a.ports,
-            a.rate / 1e6,
-            a.spp,
-            a.host,
-            a.tx_bind,
-            RADIO_TX_EPID
-        );
+        println!("emulated radio: {cfg}");
     }
-    let r = run_radio(cfg, &crate::ui::stop_flag()).context("emulated radio failed")?;
-    if let Some(out) = &a.output {
-        write_tx_recordings(&r, out, a.rate)?;
-    }
+    let r = emulate::emulate(cfg, a.output.as_deref(), &crate::ui::stop_flag())?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());

@@ -6,6 +6,7 @@ use anyhow::Result;
 use radiohost_chdr::live::RunReport;
 use radiohost_chdr::radio::RadioReport;
 use radiohost_chdr::streamer::StreamerReport;
+use radiohost_chdr::totals::EventCounts;
 use radiohost_chdr::verify::Verification;
 use radiohost_rt::stats::{LatencyHistogram, Summary as LatencySummary};
 
@@ -56,32 +57,31 @@ pub fn print_counts(s: &StreamerReport, radio: Option<&RadioReport>) {
         "  streamer: {} frames, {} RX datagrams, {} TX packets, {} fan-out copies",
         c.frames, c.rx_datagrams, c.tx_packets, c.fanout_packets
     );
-    let gaps: u64 = s.reorder.iter().map(|r| r.missing).sum();
-    let held: u64 = s.reorder.iter().map(|r| r.held).sum();
-    let stale: u64 = s.reorder.iter().map(|r| r.stale).sum();
-    let stalls: u64 = s.credit.iter().map(|c| c.stalls).sum();
+    let t = s.totals();
     println!(
-        "  RX sequence: {gaps} gaps (zero-filled {}), {held} reordered, {stale} stale; \
-         flow control: {stalls} stalls; drops: {} host queue, {} send, {} unknown stream, {} malformed",
-        c.zero_filled_packets, c.host_queue_drops, c.send_drops, c.unknown_stream, c.malformed
+        "  RX sequence: {} gaps (zero-filled {}), {} reordered, {} stale; \
+         flow control: {} stalls; drops: {} host queue, {} send, {} unknown stream, {} malformed",
+        t.gaps,
+        c.zero_filled_packets,
+        t.reordered,
+        t.stale,
+        t.stalls,
+        c.host_queue_drops,
+        c.send_drops,
+        c.unknown_stream,
+        c.malformed
     );
     if let Some(p) = &s.pin_error {
         println!("  note: {p}");
     }
     if let Some(r) = radio {
-        let (mut u, mut l, mut sq, mut o) = (0, 0, 0, 0);
-        for t in &r.tx {
-            u += t.underruns;
-            l += t.late_packets;
-            sq += t.seq_errors;
-            o += t.overflows;
-        }
-        let zeros: u64 = r.tx.iter().map(|t| t.zeros_played).sum();
-        let played: u64 = r.tx.iter().map(|t| t.samples_played).sum();
+        let t = r.tx_totals();
         println!(
-            "  radio: {} RX packets; TX played {played} samples + {zeros} zero-fill; \
-             events U={u} L={l} S={sq} O={o}",
-            r.rx_packets
+            "  radio: {} RX packets; TX played {} samples + {} zero-fill; events {}",
+            r.rx_packets,
+            t.samples_played,
+            t.zeros_played,
+            EventCounts(&t)
         );
     }
 }
@@ -120,14 +120,11 @@ pub fn print_radio(r: &RadioReport) {
     println!("  RX packets sent: {}", r.rx_packets);
     for (p, t) in r.tx.iter().enumerate() {
         println!(
-            "  TX{p}: {} packets, {} samples played, {} zero-filled; U={} L={} S={} O={}",
+            "  TX{p}: {} packets, {} samples played, {} zero-filled; {}",
             t.packets,
             t.samples_played,
             t.zeros_played,
-            t.underruns,
-            t.late_packets,
-            t.seq_errors,
-            t.overflows
+            EventCounts(t)
         );
     }
     let letters: String = r.event_letters.chars().take(200).collect();

@@ -11,9 +11,9 @@ use std::time::Duration;
 use anyhow::{bail, ensure, Context, Result};
 use clap::{Args, Subcommand};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
-use radiohost_pmt::app::{parse_destination, read_psk, recv_to_file};
+use radiohost_pmt::app::{parse_destination, read_psk, recv_to_file, send_to};
 use radiohost_pmt::sender::SenderEvent;
-use radiohost_pmt::udp::{self, Destination, Progress};
+use radiohost_pmt::udp::{Destination, Progress};
 use radiohost_pmt::{ReceiverConfig, SenderConfig};
 use radiohost_testbed::units::{parse_duration, parse_positive_duration};
 
@@ -136,7 +136,7 @@ fn send(a: SendArgs) -> Result<()> {
         })
         .collect();
     let stop = crate::ui::stop_flag();
-    let report = udp::send_object(cfg, data.into(), &dests, &stop, |p| match p {
+    let report = send_to(cfg, data.into(), &dests, &stop, |p| match p {
         Progress::Acked {
             receiver,
             acked,
@@ -167,34 +167,12 @@ fn send(a: SendArgs) -> Result<()> {
     })?;
     drop(bars);
     if a.json {
-        let rows: Vec<_> = dests
-            .iter()
-            .enumerate()
-            .map(|(i, d)| {
-                serde_json::json!({
-                    "receiver": d.to.to_string(),
-                    "bytes": total,
-                    "seconds": report.done_after[i].map(|t| t.as_secs_f64()),
-                    "intact": report.outcome[i] == Some(true),
-                    "failed": report.outcome[i].is_none(),
-                })
-            })
-            .collect();
-        println!(
-            "{}",
-            serde_json::json!({"receivers": rows, "stats": report.stats})
-        );
+        println!("{}", serde_json::to_value(&report)?);
     } else {
         println!("{:>22} {:>10} {:>8}", "receiver", "seconds", "result");
-        for (i, d) in dests.iter().enumerate() {
-            let secs =
-                report.done_after[i].map_or("-".to_string(), |t| format!("{:.3}", t.as_secs_f64()));
-            let res = match report.outcome[i] {
-                Some(true) => "intact",
-                Some(false) => "CORRUPT",
-                None => "FAILED",
-            };
-            println!("{:>22} {:>10} {:>8}", d.to, secs, res);
+        for r in &report.receivers {
+            let secs = r.seconds.map_or("-".to_string(), |t| format!("{t:.3}"));
+            println!("{:>22} {:>10} {:>8}", r.receiver, secs, r.result());
         }
         let s = &report.stats;
         println!(
@@ -202,7 +180,7 @@ fn send(a: SendArgs) -> Result<()> {
             s.rounds, s.data_sent, s.retransmits, s.acks, s.malformed, s.auth_failures, s.wrong_session, s.non_member, s.invalid_acks, s.duplicate_acks
         );
     }
-    let bad = report.outcome.iter().filter(|o| **o != Some(true)).count();
+    let bad = report.not_intact();
     ensure!(
         bad == 0,
         "{bad} of {} receivers did not get the object intact",
@@ -249,16 +227,7 @@ fn recv(a: RecvArgs) -> Result<()> {
     );
     let report = report?;
     if a.json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "from": report.from.map(|f| f.to_string()),
-                "bytes": report.bytes,
-                "seconds": report.elapsed.as_secs_f64(),
-                "intact": report.intact,
-                "stats": report.stats,
-            })
-        );
+        println!("{}", serde_json::to_value(&report)?);
     } else {
         let s = &report.stats;
         println!(

@@ -9,6 +9,7 @@ use radiohost_rt::cyclictest::{self, CyclictestRun};
 use radiohost_rt::pmqos::CpuDmaLatency;
 use radiohost_rt::probe::timer::TimerProbe;
 use radiohost_rt::probe::ProbeControl;
+use radiohost_rt::sys::single_cpu;
 use radiohost_rt::versus::{alternate, VersusReport};
 
 use radiohost_testbed::units;
@@ -33,10 +34,10 @@ pub struct BenchArgs {
     /// Skip the loaded pair.
     #[arg(long)]
     idle_only: bool,
-    /// Hold /dev/cpu_dma_latency at this many µs in both tools' runs
-    /// (default: neither touches power management).
-    #[arg(long)]
-    pm_qos_us: Option<u32>,
+    /// Hold /dev/cpu_dma_latency at this latency in both tools' runs, e.g.
+    /// 10us (default: neither touches power management).
+    #[arg(long, value_parser = units::parse_duration)]
+    pm_qos: Option<Duration>,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -47,21 +48,12 @@ pub fn run(a: BenchArgs) -> Result<()> {
         bail!("cyclictest not found: install it with `apt-get install -y rt-tests`");
     }
     let mut thread = a.thread.clone();
-    // Same CPU for both tools: default to the last allowed one (CPU 0 takes
-    // most housekeeping).
-    if thread.cpu.is_none() {
-        let allowed = radiohost_rt::sys::current_affinity()?;
-        thread.cpu = allowed.last().map(|&c| super::Cpus(vec![c]));
-    }
-    let Some(cpu) = thread.cpu.as_ref().and_then(|c| c.0.first().copied()) else {
-        bail!("no CPU available to pin to");
-    };
-    if thread.cpu.as_ref().map_or(0, |c| c.0.len()) != 1 {
-        bail!("bench needs exactly one CPU (--cpu N) so both tools run on the same one");
-    }
+    let cpu = single_cpu(thread.cpu.as_ref().map(|c| c.0.as_slice()))?;
+    thread.cpu = Some(super::Cpus(vec![cpu]));
     let cfg = thread.config();
     cfg.validate()?;
-    let _pm = match a.pm_qos_us {
+    let pm_qos_us = a.pm_qos.map(super::whole_us);
+    let _pm = match pm_qos_us {
         Some(us) => Some(CpuDmaLatency::request(us)?),
         None => None,
     };
@@ -74,7 +66,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         interval,
         samples: probe.samples,
         lock_memory: cfg.lock_memory,
-        pm_qos_us: a.pm_qos_us,
+        pm_qos_us,
     };
     let loads: &[bool] = if a.idle_only {
         &[false]

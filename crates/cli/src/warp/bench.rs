@@ -6,7 +6,7 @@ use crate::plot::{self, Axis, LineChart, Series};
 use anyhow::{Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use radiohost_warp::bench::{run as run_bench, BenchConfig, BenchRow};
+use radiohost_warp::bench::{csv, run as run_bench, scaling, BenchConfig, BenchRow};
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -48,11 +48,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         calls: a.calls,
         host_link_set: a.host_link_set.clone(),
     };
-    let steps = b.host_link_set.len().max(1) * (1 + usize::from(a.serial)) * a.nodes.len() * 2;
     let bar = if a.json {
         ProgressBar::hidden()
     } else {
-        ProgressBar::new(steps as u64)
+        ProgressBar::new(b.steps() as u64)
     };
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"),
@@ -75,7 +74,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     let rows = &rep.rows;
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
-    write_csv(&a.out.join("warp_bench.csv"), rows)?;
+    let csv_path = a.out.join("warp_bench.csv");
+    std::fs::write(&csv_path, csv(rows))
+        .with_context(|| format!("writing {}", csv_path.display()))?;
     plot(&a.out.join("warp_bench.svg"), rows)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(rows)?);
@@ -109,46 +110,17 @@ fn print_table(rows: &[BenchRow]) {
         );
     }
     // The ratios the design is judged by.
-    let find = |mode: &str, links: u8, nodes: u16, op: &str| {
-        rows.iter()
-            .find(|r| r.mode == mode && r.host_links == links && r.nodes == nodes && r.op == op)
-    };
-    let mut links: Vec<u8> = rows.iter().map(|r| r.host_links).collect();
-    links.dedup();
-    let min_n = rows.iter().map(|r| r.nodes).min().unwrap_or(1);
-    let max_n = rows.iter().map(|r| r.nodes).max().unwrap_or(1);
     println!();
-    for l in links {
-        for op in ["read", "write"] {
-            if let (Some(one), Some(many)) = (
-                find("parallel", l, min_n, op),
-                find("parallel", l, max_n, op),
-            ) {
-                print!(
-                    "{op:>5}, {l} host link(s): parallel {max_n} nodes / {min_n} node = {:.2}x",
-                    many.mean_ms / one.mean_ms
-                );
-                if let Some(serial) = find("serial", l, max_n, op) {
-                    print!(
-                        "; serial / parallel at {max_n} nodes = {:.1}x",
-                        serial.mean_ms / many.mean_ms
-                    );
-                }
-                println!();
-            }
-        }
-    }
-}
-
-fn write_csv(path: &std::path::Path, rows: &[BenchRow]) -> Result<()> {
-    let mut text = String::from("mode,host_links,nodes,op,samples,mean_ms,p99_ms,floor_ms\n");
-    for r in rows {
-        text += &format!(
-            "{},{},{},{},{},{:.4},{:.4},{:.4}\n",
-            r.mode, r.host_links, r.nodes, r.op, r.samples, r.mean_ms, r.p99_ms, r.floor_ms
+    for s in scaling(rows) {
+        print!(
+            "{:>5}, {} host link(s): parallel {} nodes / {} node = {:.2}x",
+            s.op, s.host_links, s.max_nodes, s.min_nodes, s.parallel_growth
         );
+        if let Some(x) = s.serial_over_parallel {
+            print!("; serial / parallel at {} nodes = {x:.1}x", s.max_nodes);
+        }
+        println!();
     }
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }
 
 fn plot(path: &std::path::Path, rows: &[BenchRow]) -> Result<()> {

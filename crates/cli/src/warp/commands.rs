@@ -6,14 +6,14 @@ use clap::Args;
 use radiohost_iq::WarpWord;
 use radiohost_testbed::units::{parse_duration, parse_positive_duration, parse_sample_rate};
 use radiohost_warp::app::{
-    connect, host_config, parse_node_list, save_rx_sigmf, test_waveform, tx_from_sigmf,
+    connect, connect_nodes, host_config, parse_node_list, save_rx_sigmf, test_waveform,
+    tx_from_sigmf, NodeSetup,
 };
 use radiohost_warp::emulator::Emulator;
-use radiohost_warp::host::{HostConfig, Mode, WarpHost};
+use radiohost_warp::host::{Mode, WarpHost};
 use radiohost_warp::RfBuffer;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 #[derive(Args)]
@@ -46,17 +46,7 @@ pub fn emulate(a: EmulateArgs) -> Result<()> {
         a.links.host_link_rate,
         emu.trigger_addr().map_or("(none)".into(), |x| x.to_string()),
     );
-    let stop = emu.stop_flag();
-    ctrlc::set_handler(move || stop.store(true, Ordering::Relaxed))
-        .context("installing the Ctrl-C handler")?;
-    let started = Instant::now();
-    let flag = emu.stop_flag();
-    while !flag.load(Ordering::Relaxed) {
-        if a.duration.is_some_and(|d| started.elapsed() >= d) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    emu.run_until(&crate::ui::stop_flag(), a.duration);
     let stats = emu.stop()?;
     println!(
         "{:>5} {:>9} {:>9} {:>7} {:>8} {:>10} {:>9}",
@@ -107,36 +97,24 @@ pub struct HostArgs {
 
 impl HostArgs {
     fn connect(&self) -> Result<(WarpHost, Vec<u16>)> {
-        let ids = parse_node_list(&self.nodes)?;
-        let addressing = self.net.addressing();
-        let addrs: Vec<SocketAddr> = ids.iter().map(|&id| addressing.node_addr(id)).collect();
-        let per_iface = ids.len().div_ceil(self.interfaces.len());
-        let cfg = HostConfig {
-            timeout: self.timeout,
-            retries: self.retries,
+        let setup = NodeSetup {
+            ids: parse_node_list(&self.nodes)?,
+            addressing: self.net.addressing(),
+            payload: self.net.payload(),
+            interfaces: self.interfaces.clone(),
             mode: if self.serial {
                 Mode::Serial
             } else {
                 Mode::Parallel
             },
-            ..host_config(
-                &self.interfaces,
-                self.net.payload(),
-                addressing.trigger_addr(),
-            )
+            timeout: self.timeout,
+            retries: self.retries,
         };
-        let host = connect(&ids, &addrs, |i| i / per_iface, cfg)?;
-        for b in host.socket_buffers() {
-            if b.recv_granted < b.requested {
-                eprintln!(
-                    "note: {} got a {} KiB receive buffer of the {} KiB asked (raise net.core.rmem_max)",
-                    b.local,
-                    b.recv_granted / 1024,
-                    b.requested / 1024
-                );
-            }
+        let (host, shortfalls) = connect_nodes(&setup)?;
+        for s in shortfalls {
+            eprintln!("note: {s}");
         }
-        Ok((host, ids))
+        Ok((host, setup.ids))
     }
 }
 

@@ -264,7 +264,7 @@ pub enum BlockRunError {
     #[error("could not start the station's scheduler thread: {0}")]
     Spawn(#[from] std::io::Error),
     #[error("the station's scheduler failed: {0}")]
-    Driver(String),
+    Driver(#[from] crate::runtime::StationError),
     #[error("the station's scheduler thread panicked; see its message above")]
     Panicked,
 }
@@ -339,10 +339,7 @@ where
     }
     let stats = ingest.stats();
     ingest.finish();
-    let out = driver
-        .join()
-        .map_err(|_| BlockRunError::Panicked)?
-        .map_err(|e| BlockRunError::Driver(e.to_string()))?;
+    let out = driver.join().map_err(|_| BlockRunError::Panicked)??;
     let mut notes = out.notes.clone();
     if stats.bad_shape > 0 {
         notes.push(format!(
