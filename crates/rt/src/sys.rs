@@ -263,7 +263,10 @@ mod tests {
             single_cpu(Some(&[1, 2])),
             Err(SingleCpuError::NotOne(2))
         ));
-        assert!(matches!(single_cpu(Some(&[])), Err(SingleCpuError::NotOne(0))));
+        assert!(matches!(
+            single_cpu(Some(&[])),
+            Err(SingleCpuError::NotOne(0))
+        ));
         let allowed = current_affinity().unwrap();
         assert_eq!(single_cpu(None).unwrap(), *allowed.last().unwrap());
     }
