@@ -24,7 +24,9 @@ use std::fmt;
 /// Frame sequence number (monotonic per station run).
 pub type FrameId = u64;
 
-/// Time in nanoseconds on the clock the driver uses (real monotonic or simulated).
+/// Time in nanoseconds on the clock the driver uses (real monotonic or simulated):
+/// the count inside a `radiohost_rt::Time`. The scheduler's tables and the
+/// simulator's event heap keep it as a plain integer.
 pub type Nanos = u64;
 
 /// Index of an executor device in the pool.
