@@ -246,11 +246,12 @@ pub fn write_tx_recordings(
     let mut written = Vec::new();
     for (p, rec) in radio.recordings.iter().enumerate() {
         let path = PathBuf::from(format!("{}-tx{p}", base.display()));
-        let meta = Meta::new(DataType::Ci16Le, rate_sps)
-            .description(format!(
-                "radiohost chdr emulate: TX port {p} as transmitted"
-            ))
-            .capture(rec.origin.unwrap_or(0), None);
+        let mut meta = Meta::new(DataType::Ci16Le, rate_sps).description(format!(
+            "radiohost chdr emulate: TX port {p} as transmitted"
+        ));
+        // One capture from the file's first sample; its sample-clock tick goes in
+        // core:global_index (core:sample_start is a file index).
+        meta.captures[0].global_index = rec.origin;
         sigmf::write_ci16(&path, &meta, &rec.samples).map_err(|source| SessionError::Sigmf {
             path: path.clone(),
             source,
@@ -372,5 +373,19 @@ mod tests {
         let taps = radiohost_dsp::spec::identity_taps(1).unwrap();
         let v = crate::verify::verify(&r.radio, &taps, o.offset_ticks(), 40 * 256, 1, 0);
         assert!(v.passed(), "{v:?}");
+
+        // The recording's one capture starts at file index 0; its sample-clock
+        // tick is core:global_index, and the file verifies on reading.
+        let dir = std::env::temp_dir().join(format!("radiohost-chdr-rec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let written = write_tx_recordings(&r.radio, &dir.join("out"), o.rate_sps).unwrap();
+        let rec = sigmf::read(&written[0]).unwrap();
+        let origin = r.radio.recordings[0].origin;
+        assert!(origin.is_some_and(|t| t > 0));
+        assert_eq!(rec.meta.captures.len(), 1);
+        assert_eq!(rec.meta.captures[0].sample_start, 0);
+        assert_eq!(rec.meta.captures[0].global_index, origin);
+        assert_eq!(rec.samples.len(), r.radio.recordings[0].samples.len());
+        std::fs::remove_dir_all(dir).ok();
     }
 }

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 #[derive(Subcommand)]
 pub enum TestbedCmd {
-    /// Relay UDP from --listen to --to through an emulated link (and replies back).
+    /// Relay UDP from --listen to --to through an emulated link; replies from any port
+    /// of --to's host go back to the client. Prints every drop, by reason, on exit.
     Relay(RelayArgs),
 }
 
@@ -53,9 +54,13 @@ fn relay(a: RelayArgs) -> Result<()> {
     };
     let relay = UdpRelay::start(a.listen, a.to, forward, back)?;
     eprintln!(
-        "relaying {} -> {} (Ctrl-C to stop)",
-        relay.listen_addr(),
-        a.to
+        "relaying {listen} -> {to} (Ctrl-C to stop)\n\
+         replies from any port of {ip} go back to the client that last sent to {listen}, \
+         sent from {listen} (one reply path for all of the target's ports); datagrams from \
+         other hosts are dropped and counted. Each drop is logged with --log radiohost_testbed=debug.",
+        listen = relay.listen_addr(),
+        to = a.to,
+        ip = a.to.ip()
     );
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
@@ -68,13 +73,18 @@ fn relay(a: RelayArgs) -> Result<()> {
     let s = relay.stop()?;
     for (name, l) in [("forward", &s.forward), ("back", &s.back)] {
         println!(
-            "{name:>8}: offered {} delivered {} lost {} burst-lost {} queue-dropped {} duplicated {} reordered {}",
-            l.offered, l.delivered, l.dropped_loss, l.dropped_burst, l.dropped_queue, l.duplicated, l.reordered
+            "{name:>8}: offered {} delivered {} duplicated {} reordered {}",
+            l.offered, l.delivered, l.duplicated, l.reordered
         );
     }
     println!(
-        "relay overflow drops {}, replies with no client {}",
-        s.overflow, s.orphan_replies
+        "replies from other ports of {}: {} (passed on)",
+        a.to.ip(),
+        s.other_port_replies
     );
+    println!("dropped {} datagrams:", s.dropped());
+    for (reason, n) in s.drops() {
+        println!("  {n:>10}  {reason}");
+    }
     Ok(())
 }

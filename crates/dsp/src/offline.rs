@@ -178,7 +178,9 @@ pub fn filter_recording(cfg: &FilterConfig) -> Result<FilterReport, FilterError>
         "radiohost chanemu: {} through {what}",
         cfg.input.display()
     ));
-    meta.annotations.clear();
+    // Captures and annotations index samples, which keep their places (the output is
+    // as long as the input, or longer with the tails); the writer computes the
+    // output's own core:sha512.
     let mut clipped = 0;
     match cfg.output_type {
         OutputType::Cf32 => {
@@ -222,7 +224,7 @@ pub fn filter_recording(cfg: &FilterConfig) -> Result<FilterReport, FilterError>
 mod tests {
     use super::*;
     use crate::spec::ChannelModel;
-    use radiohost_iq::sigmf::Meta;
+    use radiohost_iq::sigmf::{Annotation, Meta};
 
     #[test]
     fn identity_file_run_copies_the_recording() {
@@ -231,7 +233,17 @@ mod tests {
         let input: Vec<Cf32> = (0..1000)
             .map(|i| Cf32::new((i as f32 * 0.1).sin(), i as f32 * 1e-3))
             .collect();
-        let meta = Meta::new(DataType::Cf32Le, 1e6).num_channels(2);
+        let mut meta = Meta::new(DataType::Cf32Le, 1e6)
+            .num_channels(2)
+            .capture(0, Some(2.4e9))
+            .capture(200, Some(2.5e9))
+            .annotation(Annotation {
+                sample_start: 10,
+                sample_count: Some(100),
+                label: Some("burst".into()),
+                ..Default::default()
+            });
+        meta.captures[1].global_index = Some(5_000);
         sigmf::write_cf32(&dir.join("in"), &meta, &input).unwrap();
         let cfg = FilterConfig {
             channel: ChannelSpec {
@@ -260,6 +272,14 @@ mod tests {
         assert_eq!(report.samples_per_port, 500);
         let out = sigmf::read(&dir.join("out")).unwrap();
         assert_eq!(out.meta.channels(), 2);
+        // Annotations and captures carry over; the checksum is the output's own
+        // (read() verified it against the output's data).
+        assert_eq!(out.meta.annotations, meta.annotations);
+        assert_eq!(out.meta.captures, meta.captures);
+        let input_meta = sigmf::read(&dir.join("in")).unwrap().meta;
+        let out_data = std::fs::read(sigmf::data_path(&dir.join("out"))).unwrap();
+        assert_eq!(out.meta.global.sha512, Some(sigmf::sha512_hex(&out_data)));
+        assert!(input_meta.global.sha512.is_some());
         let got = out.samples.to_cf32();
         assert_eq!(got.len(), input.len());
         for (a, b) in got.iter().zip(&input) {

@@ -289,7 +289,12 @@ pub fn decode_like_kernel(
                     let mag = if t.abs() == min1 { m2 } else { m1 };
                     let msg = if (t ^ sgn) < 0 { -mag } else { mag };
                     c2v[e * zc + i] = msg;
-                    app[at(e, i)] = sat(t + msg);
+                    // A saturated t is final (radiohost-ldpc's absorbing saturation).
+                    app[at(e, i)] = if t == 127 || t == -128 {
+                        t
+                    } else {
+                        sat(t + msg)
+                    };
                 }
             }
         }

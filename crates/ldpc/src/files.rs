@@ -6,7 +6,9 @@ use std::str::FromStr;
 
 use thiserror::Error;
 
-use crate::{BaseGraph, CodeParams, Decoder, DecoderConfig, Encoder, LdpcError, MinSum, SimdLevel};
+use crate::{
+    BaseGraph, CodeParams, Decoder, DecoderConfig, Encoder, LdpcError, MinSum, RateMatch, SimdLevel,
+};
 
 /// Bit file format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,7 +65,8 @@ pub enum FileError {
     Code(#[from] LdpcError),
 }
 
-/// A code given as the command line gives it: base graph, Zc and either a rate or E.
+/// A code given as the command line gives it: base graph, Zc, either a rate or E, and
+/// the redundancy version.
 #[derive(Clone, Copy, Debug)]
 pub struct CodeSpec {
     pub bg: u8,
@@ -74,10 +77,14 @@ pub struct CodeSpec {
     pub tx_bits: Option<usize>,
     /// Payload bits K' per block (default K = 22*Zc or 10*Zc).
     pub payload_bits: Option<usize>,
+    /// Redundancy version 0..=3 (TS 38.212 §5.4.2.1).
+    pub rv: u8,
 }
 
 impl CodeSpec {
-    pub fn params(&self) -> Result<CodeParams, FileError> {
+    /// The rate matching (and through it the code) this spec names. E may exceed the
+    /// circular buffer (repetition).
+    pub fn rate_match(&self) -> Result<RateMatch, FileError> {
         let bg = match self.bg {
             1 => BaseGraph::Bg1,
             2 => BaseGraph::Bg2,
@@ -96,7 +103,7 @@ impl CodeSpec {
                 (payload as f64 / r).round() as usize
             }
         };
-        Ok(CodeParams::new(bg, self.zc, payload, e)?)
+        Ok(RateMatch::new(bg, self.zc, payload, self.rv, e)?)
     }
 }
 
@@ -185,7 +192,13 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
 /// What an encode or decode job did.
 #[derive(Clone, Debug)]
 pub struct FileReport {
+    /// The code (its `tx_bits` is the decoder's input length, see
+    /// [`RateMatch::code_params`]).
     pub params: CodeParams,
+    /// Redundancy version.
+    pub rv: u8,
+    /// E, the rate-matched bits per block.
+    pub tx_bits: usize,
     pub blocks: usize,
     pub output_bits: usize,
     /// Decode only: blocks whose parity checks were all satisfied.
@@ -203,22 +216,24 @@ pub fn encode_file(
     output: &Path,
     format: BitFormat,
 ) -> Result<FileReport, FileError> {
-    let p = code.params()?;
+    let rm = code.rate_match()?;
+    let p = rm.code_params();
+    let e = rm.tx_bits();
     let bits = parse_bits(&read(input)?, format)?;
     let k = p.payload_bits;
     let n = blocks_in(bits.len(), k, format, input)?;
     let mut enc = Encoder::new(p);
-    let mut out = vec![0u8; n * p.tx_bits];
-    for (blk, o) in bits
-        .chunks_exact(k)
-        .take(n)
-        .zip(out.chunks_exact_mut(p.tx_bits))
-    {
-        enc.encode(blk, o)?;
+    let mut full = vec![0u8; p.full_len()];
+    let mut out = vec![0u8; n * e];
+    for (blk, o) in bits.chunks_exact(k).take(n).zip(out.chunks_exact_mut(e)) {
+        enc.encode_full(blk, &mut full)?;
+        rm.select(&full, o)?;
     }
     write(output, &format_bits(&out, format))?;
     Ok(FileReport {
         params: p,
+        rv: rm.rv(),
+        tx_bits: e,
         blocks: n,
         output_bits: out.len(),
         parity_ok: 0,
@@ -244,7 +259,9 @@ pub fn decode_file(
     output: &Path,
     format: BitFormat,
 ) -> Result<FileReport, FileError> {
-    let p = code.params()?;
+    let rm = code.rate_match()?;
+    let p = rm.code_params();
+    let e = rm.tx_bits();
     let bytes = read(input)?;
     if !bytes.len().is_multiple_of(4) {
         return Err(FileError::LlrBytes {
@@ -256,11 +273,11 @@ pub fn decode_file(
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
-    if llrs.is_empty() || !llrs.len().is_multiple_of(p.tx_bits) {
+    if llrs.is_empty() || !llrs.len().is_multiple_of(e) {
         return Err(FileError::LlrBlocks {
             path: input.into(),
             llrs: llrs.len(),
-            block: p.tx_bits,
+            block: e,
         });
     }
     let cfg = DecoderConfig {
@@ -270,20 +287,24 @@ pub fn decode_file(
         simd: SimdLevel::Auto,
     };
     let mut dec = Decoder::try_new(p, cfg)?;
-    let n = llrs.len() / p.tx_bits;
+    let n = llrs.len() / e;
     let mut out = vec![0u8; n * p.payload_bits];
+    let mut combined = vec![0f32; p.tx_bits];
     let (mut ok, mut iters) = (0, 0);
     for (l, o) in llrs
-        .chunks_exact(p.tx_bits)
+        .chunks_exact(e)
         .zip(out.chunks_exact_mut(p.payload_bits))
     {
-        let r = dec.decode(l, o)?;
+        rm.combine(l, &mut combined)?;
+        let r = dec.decode(&combined, o)?;
         ok += r.parity_ok as usize;
         iters += r.iterations;
     }
     write(output, &format_bits(&out, format))?;
     Ok(FileReport {
         params: p,
+        rv: rm.rv(),
+        tx_bits: e,
         blocks: n,
         output_bits: out.len(),
         parity_ok: ok,
@@ -314,44 +335,67 @@ mod tests {
     fn files_encode_then_decode_to_the_payload() {
         let dir = std::env::temp_dir().join(format!("ldpc-files-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let code = CodeSpec {
+        let base = CodeSpec {
             bg: 2,
             zc: 16,
             rate: None,
             tx_bits: None,
             payload_bits: None,
+            rv: 0,
         };
-        let p = code.params().unwrap();
-        let bits: Vec<u8> = (0..2 * p.payload_bits)
-            .map(|i| (i % 5 == 1) as u8)
-            .collect();
-        let (src, coded, llr, back) = (
-            dir.join("in"),
-            dir.join("coded"),
-            dir.join("llr"),
-            dir.join("out"),
-        );
-        std::fs::write(&src, format_bits(&bits, BitFormat::Text)).unwrap();
-        let r = encode_file(&code, &src, &coded, BitFormat::Text).unwrap();
-        assert_eq!((r.blocks, r.output_bits), (2, 2 * p.tx_bits));
-        let cbits = parse_bits(&std::fs::read(&coded).unwrap(), BitFormat::Text).unwrap();
-        let llrs: Vec<u8> = cbits
-            .iter()
-            .flat_map(|&b| if b == 0 { 4.0f32 } else { -4.0 }.to_le_bytes())
-            .collect();
-        std::fs::write(&llr, llrs).unwrap();
-        let s = DecodeSettings {
-            iterations: 10,
-            alpha: 0.75,
-            early_termination: true,
-        };
-        let r = decode_file(&code, s, &llr, &back, BitFormat::Packed).unwrap();
-        assert_eq!(r.parity_ok, 2);
-        let got = parse_bits(&std::fs::read(&back).unwrap(), BitFormat::Packed).unwrap();
-        assert_eq!(&got[..bits.len()], &bits[..]);
+        // Default rate, every redundancy version with E > N (repetition), and shortening.
+        let specs = [
+            base,
+            CodeSpec {
+                rv: 2,
+                tx_bits: Some(1000),
+                ..base
+            },
+            CodeSpec {
+                rv: 3,
+                tx_bits: Some(700),
+                payload_bits: Some(150),
+                ..base
+            },
+            CodeSpec { rv: 1, ..base },
+        ];
+        for code in specs {
+            let rm = code.rate_match().unwrap();
+            let k = rm.code_params().payload_bits;
+            let e = rm.tx_bits();
+            let bits: Vec<u8> = (0..2 * k).map(|i| (i % 5 == 1) as u8).collect();
+            let (src, coded, llr, back) = (
+                dir.join("in"),
+                dir.join("coded"),
+                dir.join("llr"),
+                dir.join("out"),
+            );
+            std::fs::write(&src, format_bits(&bits, BitFormat::Text)).unwrap();
+            let r = encode_file(&code, &src, &coded, BitFormat::Text).unwrap();
+            assert_eq!((r.blocks, r.output_bits, r.rv), (2, 2 * e, code.rv));
+            let cbits = parse_bits(&std::fs::read(&coded).unwrap(), BitFormat::Text).unwrap();
+            let llrs: Vec<u8> = cbits
+                .iter()
+                .flat_map(|&b| if b == 0 { 4.0f32 } else { -4.0 }.to_le_bytes())
+                .collect();
+            std::fs::write(&llr, llrs).unwrap();
+            let s = DecodeSettings {
+                iterations: 10,
+                alpha: 0.75,
+                early_termination: true,
+            };
+            let r = decode_file(&code, s, &llr, &back, BitFormat::Packed).unwrap();
+            assert_eq!(r.parity_ok, 2, "rv {} E {e}", code.rv);
+            let got = parse_bits(&std::fs::read(&back).unwrap(), BitFormat::Packed).unwrap();
+            assert_eq!(&got[..bits.len()], &bits[..], "rv {} E {e}", code.rv);
+        }
         assert!(matches!(
-            CodeSpec { bg: 3, ..code }.params(),
+            CodeSpec { bg: 3, ..base }.rate_match(),
             Err(FileError::BaseGraph(3))
+        ));
+        assert!(matches!(
+            CodeSpec { rv: 4, ..base }.rate_match(),
+            Err(FileError::Code(LdpcError::InvalidRv(4)))
         ));
         std::fs::remove_dir_all(&dir).unwrap();
     }

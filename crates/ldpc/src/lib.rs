@@ -3,7 +3,10 @@
 //! * Both base graphs, all 51 lifting sizes `Zc` and all 8 shift-value sets (iLS).
 //! * [`Encoder`]: systematic encoder exploiting the double-diagonal core parity
 //!   structure; rate matching by puncturing the first `2*Zc` systematic bits,
-//!   shortening (filler bits) and truncation to `E` bits.
+//!   shortening (filler bits) and truncation to `E` bits (redundancy version 0).
+//! * [`RateMatch`]: bit selection for redundancy versions 0-3 and any `E`, repetition
+//!   included (TS 38.212 §5.4.2.1, full circular buffer), and the matching LLR
+//!   combining for the decoder.
 //! * [`Decoder`]: layered min-sum (normalized or offset) on saturating `i8` LLRs, with
 //!   early termination on a zero syndrome. AVX-512 (BW), AVX2 and scalar kernels are
 //!   chosen at run time and give bit-identical results.
@@ -35,6 +38,7 @@ mod encoder;
 pub mod files;
 mod graph;
 mod params;
+mod ratematch;
 mod tables;
 
 pub use decoder::{
@@ -43,6 +47,7 @@ pub use decoder::{
 pub use encoder::Encoder;
 pub use graph::parity_check;
 pub use params::{lifting_set_index, CodeParams, LIFTING_SIZES};
+pub use ratematch::{k0, RateMatch, MAX_RATE_MATCHED_BITS};
 
 /// The non-zero positions of base graph `bg` as `(row, column, V(i,j) per lifting set
 /// iLS 0..7)`, row-major (TS 38.212 Tables 5.3.2-2/3). For other codecs of the same
@@ -135,6 +140,10 @@ pub enum LdpcError {
     },
     #[error("LLR {index} is NaN: demodulator output must be a number (use 0.0 for an erased bit)")]
     NanLlr { index: usize },
+    #[error("redundancy version {0} does not exist: use 0, 1, 2 or 3")]
+    InvalidRv(u8),
+    #[error("rate-matched length E = {tx_bits} is out of range: use 1..={max} bits")]
+    RateMatchedLength { tx_bits: usize, max: usize },
     #[error("max_iterations must be at least 1 (got 0)")]
     ZeroIterations,
     #[error("min-sum parameter {0} is invalid: Normalized(alpha) needs 0 < alpha <= 1, Offset(beta) needs 0 <= beta < 16 (LLR units)")]

@@ -65,7 +65,8 @@ impl CodeParams {
         }
         let fillers = k - payload_bits;
         let n = (bg.cols() - 2) * zc;
-        let max = n - fillers;
+        // Fillers inside the punctured first 2*Zc positions take no room.
+        let max = n - (k - payload_bits.max(2 * zc));
         // At least the transmitted systematic bits: lower rates than that are fine, a
         // higher one would leave information bits unsent.
         let min = payload_bits.saturating_sub(2 * zc).max(1);

@@ -48,6 +48,8 @@ pub enum AppError {
     Unit(#[from] UnitError),
     #[error("{0} must be at least 1")]
     AtLeastOne(&'static str),
+    #[error("--tcp-runs {0}: TCP runs in real time and varies run to run; give at least 5 runs (or --no-tcp)")]
+    TcpRuns(u64),
     #[error(transparent)]
     Sender(#[from] SenderError),
     #[error(transparent)]
@@ -260,8 +262,11 @@ pub struct CompareConfig {
     /// Object size of the TCP runs (real time: smaller keeps runs short).
     pub tcp_size: usize,
     pub links: Vec<LinkConfig>,
-    /// Runs per protocol, seeds `seed..seed + runs`.
+    /// Runs of PMT and multicast, seeds `seed..seed + runs`.
     pub runs: u64,
+    /// Runs of kernel TCP, seeds `seed..seed + tcp_runs`; at least [`MIN_TCP_RUNS`]
+    /// (real-time runs vary run to run, so one run says little).
+    pub tcp_runs: u64,
     pub seed: u64,
     pub tcp: bool,
     /// A run still going at this multiple of its floor is stopped, unfinished.
@@ -270,10 +275,44 @@ pub struct CompareConfig {
     pub groups: usize,
 }
 
+/// Fewest TCP runs a comparison accepts: enough for a median and a spread.
+pub const MIN_TCP_RUNS: u64 = 5;
+
+/// Which clock a row's seconds were measured on.
+#[derive(Serialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clock {
+    /// Simulated network: seconds of virtual time, independent of the host's speed.
+    #[serde(rename = "virtual-time")]
+    Virtual,
+    /// Kernel sockets through TUN devices: wall-clock seconds on this host.
+    #[serde(rename = "real-time")]
+    Real,
+}
+
+impl Clock {
+    /// `virtual-time` or `real-time`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Clock::Virtual => "virtual-time",
+            Clock::Real => "real-time",
+        }
+    }
+
+    fn of(protocol: &str) -> Self {
+        if protocol == "tcp-reno" {
+            Clock::Real
+        } else {
+            Clock::Virtual
+        }
+    }
+}
+
 /// One protocol, receiver and run.
 #[derive(Serialize, Clone, Debug)]
 pub struct Row {
     pub protocol: &'static str,
+    /// `virtual-time` (simulated network) or `real-time` (kernel TCP through TUN).
+    pub clock: Clock,
     pub receiver: usize,
     pub run: u64,
     pub bytes: u64,
@@ -287,23 +326,33 @@ pub struct Row {
 #[derive(Serialize, Clone, Debug)]
 pub struct Summary {
     pub protocol: &'static str,
+    pub clock: Clock,
     pub receiver: usize,
     pub bytes: usize,
     /// Median seconds (infinite counts unfinished runs).
     pub median_s: f64,
-    /// Worst seconds; infinite when any run was unfinished.
-    pub worst_s: f64,
+    /// Fastest run's seconds (infinite when no run finished).
+    pub min_s: f64,
+    /// Slowest run's seconds; infinite when any run was unfinished.
+    pub max_s: f64,
     pub floor_s: f64,
     pub finished: usize,
     pub intact: usize,
     pub runs: usize,
 }
 
-/// One of the pass/fail bars, evaluated on the rows.
+/// A measured ratio between two protocols on one receiver, in multiples of each
+/// run's floor (so runs of different sizes compare), and the clocks behind it.
 #[derive(Serialize, Clone, Debug)]
-pub struct Bar {
-    pub what: String,
-    pub pass: bool,
+pub struct Ratio {
+    pub receiver: usize,
+    pub protocol: &'static str,
+    pub baseline: &'static str,
+    /// Median of `protocol` over median of `baseline`, both in floor multiples
+    /// (below 1: `protocol` is faster; infinite or NaN when runs were unfinished).
+    pub median_ratio: f64,
+    /// True when the two were measured on different clocks (virtual vs real time).
+    pub mixed_clocks: bool,
 }
 
 /// Everything a comparison measured.
@@ -311,7 +360,7 @@ pub struct Bar {
 pub struct CompareReport {
     pub rows: Vec<Row>,
     pub summary: Vec<Summary>,
-    pub bars: Vec<Bar>,
+    pub ratios: Vec<Ratio>,
     /// The first run of each protocol (for plots).
     pub first: Vec<(&'static str, RunOutcome)>,
     /// Why the TCP baseline did not run, if it did not.
@@ -323,6 +372,7 @@ fn rows_of(protocol: &'static str, run: u64, out: &RunOutcome, limit: f64, rows:
         let finished = r.seconds.filter(|&s| s <= r.floor_seconds * limit);
         rows.push(Row {
             protocol,
+            clock: Clock::of(protocol),
             receiver: i,
             run,
             bytes: r.bytes,
@@ -346,14 +396,17 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     })
 }
 
-/// Run the comparison; `on_tcp` hears the longest a TCP run may take (seconds)
-/// before each one starts (they run in real time).
+/// Run the comparison; `on_tcp` hears the run number and the longest a TCP run may
+/// take (seconds) before each one starts (they run in real time).
 pub fn compare(
     c: &CompareConfig,
     mut on_tcp: impl FnMut(u64, f64),
 ) -> Result<CompareReport, AppError> {
     if c.runs == 0 {
         return Err(AppError::AtLeastOne("runs"));
+    }
+    if c.tcp && c.tcp_runs < MIN_TCP_RUNS {
+        return Err(AppError::TcpRuns(c.tcp_runs));
     }
     if c.limit_factor.is_nan() || c.limit_factor < 1.0 {
         return Err(AppError::AtLeastOne("the limit factor"));
@@ -381,8 +434,11 @@ pub fn compare(
             first.push(("pmt", pmt));
             first.push(("multicast", mc));
         }
-        if c.tcp && tcp_error.is_none() {
+    }
+    if c.tcp {
+        for run in 0..c.tcp_runs {
             on_tcp(run, worst_floor(c.tcp_size) * c.limit_factor);
+            let seed = c.seed + run;
             match crate::tcp::run_tcp(c.tcp_size, &c.links, seed, c.limit_factor, "reno") {
                 Ok(tcp) => {
                     rows_of("tcp-reno", run, &tcp, c.limit_factor, &mut rows);
@@ -390,16 +446,19 @@ pub fn compare(
                         first.push(("tcp-reno", tcp));
                     }
                 }
-                Err(e) => tcp_error = Some(e.to_string()),
+                Err(e) => {
+                    tcp_error = Some(e.to_string());
+                    break;
+                }
             }
         }
     }
     let summary = summarize(&rows, c);
-    let bars = bars(&rows, c);
+    let ratios = ratios(&rows, c.links.len());
     Ok(CompareReport {
         rows,
         summary,
-        bars,
+        ratios,
         first,
         tcp_error,
     })
@@ -414,28 +473,24 @@ fn summarize(rows: &[Row], c: &CompareConfig) -> Vec<Summary> {
                 .filter(|r| r.protocol == protocol && r.receiver == receiver)
                 .collect();
             let Some(r0) = rs.first() else { continue };
-            let done: Vec<f64> = rs.iter().filter_map(|r| r.seconds).collect();
+            let secs: Vec<f64> = rs
+                .iter()
+                .map(|r| r.seconds.unwrap_or(f64::INFINITY))
+                .collect();
             out.push(Summary {
                 protocol,
+                clock: r0.clock,
                 receiver,
                 bytes: if protocol == "tcp-reno" {
                     c.tcp_size
                 } else {
                     c.size
                 },
-                median_s: median(
-                    rs.iter()
-                        .map(|r| r.seconds.unwrap_or(f64::INFINITY))
-                        .collect(),
-                )
-                .unwrap_or(f64::NAN),
-                worst_s: if done.len() == rs.len() {
-                    done.iter().cloned().fold(0.0, f64::max)
-                } else {
-                    f64::INFINITY
-                },
+                median_s: median(secs.clone()).unwrap_or(f64::NAN),
+                min_s: secs.iter().cloned().fold(f64::INFINITY, f64::min),
+                max_s: secs.iter().cloned().fold(0.0, f64::max),
                 floor_s: r0.floor_seconds,
-                finished: done.len(),
+                finished: rs.iter().filter(|r| r.seconds.is_some()).count(),
                 intact: rs.iter().filter(|r| r.intact).count(),
                 runs: rs.len(),
             });
@@ -444,57 +499,34 @@ fn summarize(rows: &[Row], c: &CompareConfig) -> Vec<Summary> {
     out
 }
 
-/// The bars: PMT byte-exact everywhere; the fast receiver within 1.15x and the
-/// lossiest within 1.25x of its floor in every run; PMT's slowest run on the lossy
-/// link faster (in floors) than TCP Reno's median. Empty when the fastest link is
-/// also the lossiest (the bars need two kinds of receiver).
-fn bars(rows: &[Row], c: &CompareConfig) -> Vec<Bar> {
-    let links = &c.links;
-    let fast = (0..links.len()).min_by(|&a, &b| {
-        floor_seconds(&links[a], c.size).total_cmp(&floor_seconds(&links[b], c.size))
-    });
-    let lossy = (0..links.len()).max_by(|&a, &b| links[a].loss.total_cmp(&links[b].loss));
-    let (Some(f), Some(l)) = (fast, lossy) else {
-        return Vec::new();
+/// PMT's median against each baseline's, per receiver, in multiples of the floor.
+fn ratios(rows: &[Row], receivers: usize) -> Vec<Ratio> {
+    let in_floors = |proto: &str, rx: usize| -> Option<f64> {
+        median(
+            rows.iter()
+                .filter(|r| r.protocol == proto && r.receiver == rx)
+                .map(|r| r.seconds.map_or(f64::INFINITY, |s| s / r.floor_seconds))
+                .collect(),
+        )
     };
-    if f == l {
-        return Vec::new();
+    let mut out = Vec::new();
+    for receiver in 0..receivers {
+        let Some(pmt) = in_floors("pmt", receiver) else {
+            continue;
+        };
+        for baseline in ["multicast", "tcp-reno"] {
+            if let Some(b) = in_floors(baseline, receiver) {
+                out.push(Ratio {
+                    receiver,
+                    protocol: "pmt",
+                    baseline,
+                    median_ratio: pmt / b,
+                    mixed_clocks: Clock::of("pmt") != Clock::of(baseline),
+                });
+            }
+        }
     }
-    let ratios = |proto: &str, rx: usize| -> Vec<f64> {
-        rows.iter()
-            .filter(|r| r.protocol == proto && r.receiver == rx)
-            .map(|r| r.seconds.map_or(f64::INFINITY, |s| s / r.floor_seconds))
-            .collect()
-    };
-    let worst = |rx| ratios("pmt", rx).into_iter().fold(0.0, f64::max);
-    let (wf, ws) = (worst(f), worst(l));
-    let mut bars = vec![
-        Bar {
-            what: "PMT byte-exact on every receiver and run".into(),
-            pass: rows
-                .iter()
-                .filter(|r| r.protocol == "pmt")
-                .all(|r| r.intact),
-        },
-        Bar {
-            what: format!("fast receiver {f} worst run {wf:.3}x floor (bar 1.15x)"),
-            pass: wf <= 1.15,
-        },
-        Bar {
-            what: format!("slow receiver {l} worst run {ws:.3}x floor (bar 1.25x)"),
-            pass: ws <= 1.25,
-        },
-    ];
-    // Compared as multiples of each run's floor, since TCP may use a smaller size.
-    if let Some(m) = median(ratios("tcp-reno", l)) {
-        bars.push(Bar {
-            what: format!(
-                "lossy link: PMT slowest run {ws:.3}x floor vs TCP Reno median {m:.3}x floor"
-            ),
-            pass: ws < m,
-        });
-    }
-    bars
+    out
 }
 
 #[cfg(test)]
@@ -529,12 +561,13 @@ mod tests {
     }
 
     #[test]
-    fn small_comparison_without_tcp_is_byte_exact_with_bars() {
+    fn small_comparison_without_tcp_labels_clocks_and_reports_spread() {
         let c = CompareConfig {
             size: 20_000,
             tcp_size: 20_000,
             links: parse_links("2Mbit,1%;500kbit,10%", None).unwrap(),
-            runs: 1,
+            runs: 3,
+            tcp_runs: MIN_TCP_RUNS,
             seed: 3,
             tcp: false,
             limit_factor: 10.0,
@@ -542,14 +575,44 @@ mod tests {
             groups: 2,
         };
         let r = compare(&c, |_, _| panic!("TCP is off")).unwrap();
-        assert_eq!(r.rows.len(), 4);
+        assert_eq!(r.rows.len(), 12);
         assert!(r
             .rows
             .iter()
             .filter(|x| x.protocol == "pmt")
             .all(|x| x.intact));
+        assert!(r.rows.iter().all(|x| x.clock == Clock::Virtual));
         assert_eq!(r.summary.len(), 4);
-        assert!(r.bars[0].pass && r.bars.len() == 3);
-        assert!(compare(&CompareConfig { runs: 0, ..c }, |_, _| ()).is_err());
+        for s in &r.summary {
+            assert_eq!(s.runs, 3);
+            assert!(s.min_s <= s.median_s && s.median_s <= s.max_s, "{s:?}");
+            assert!(s.min_s >= s.floor_s, "beat the floor: {s:?}");
+        }
+        // Only baselines that ran get a ratio; PMT and multicast share a clock.
+        assert_eq!(r.ratios.len(), 2);
+        assert!(r
+            .ratios
+            .iter()
+            .all(|x| x.baseline == "multicast" && !x.mixed_clocks && x.median_ratio > 0.0));
+        let row = serde_json::to_string(&r.rows[0]).unwrap();
+        assert!(row.contains("\"clock\":\"virtual-time\""), "{row}");
+        assert!(compare(
+            &CompareConfig {
+                runs: 0,
+                ..c.clone()
+            },
+            |_, _| ()
+        )
+        .is_err());
+        // TCP needs enough runs for a median and a spread; refused before anything runs.
+        let few = CompareConfig {
+            tcp: true,
+            tcp_runs: 1,
+            ..c
+        };
+        assert!(matches!(
+            compare(&few, |_, _| panic!("must not start")),
+            Err(AppError::TcpRuns(1))
+        ));
     }
 }

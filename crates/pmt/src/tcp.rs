@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use radiohost_testbed::link::LinkConfig;
 
 use crate::sim::{floor_seconds, object_for, reverse_of, seeded, ReceiverOutcome, RunOutcome};
-use crate::tun::{in_netns, IpLinkPair, TunError};
+use crate::tun::{in_netns, unique_tag, IpLinkPair, TunError};
 
 const PORT: u16 = 5001;
 
@@ -174,7 +174,8 @@ fn send(
 }
 
 /// Run one TCP connection per link concurrently, each stopped at `limit_factor` x its
-/// floor. `tag` names the namespaces (keep it short and unique per process).
+/// floor. The namespaces are named uniquely per call ([`unique_tag`]), so runs may
+/// overlap.
 pub fn run_tcp(
     size: usize,
     links: &[LinkConfig],
@@ -182,7 +183,7 @@ pub fn run_tcp(
     limit_factor: f64,
     congestion: &str,
 ) -> Result<RunOutcome, TunError> {
-    let tag = format!("rh{}", std::process::id() % 100_000);
+    let tag = unique_tag("rh");
     let object = object_for(size, seed);
     let mut pairs = Vec::new();
     for (i, l) in links.iter().enumerate() {

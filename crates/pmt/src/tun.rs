@@ -125,9 +125,17 @@ fn open_tun(name: &str) -> io::Result<File> {
     Ok(f)
 }
 
+/// A namespace tag unique on this host while this process runs: the process id and a
+/// per-process counter, so concurrent probes and runs (parallel tests) never collide.
+pub fn unique_tag(prefix: &str) -> String {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    format!("{prefix}{}n{n}", std::process::id())
+}
+
 /// Check that namespaces and TUN devices can be created here.
 pub fn probe() -> Result<(), TunError> {
-    let ns = format!("rhprobe{}", std::process::id());
+    let ns = unique_tag("rhprobe");
     ip(&["netns", "add", &ns]).map_err(|e| TunError::NotPermitted(e.to_string()))?;
     let r = in_netns(&ns, || open_tun("rhprobe0").map(drop))
         .and_then(NsThread::join)

@@ -207,14 +207,20 @@ pub fn send_object(
     })
 }
 
-/// What one receive did; as JSON, `elapsed` is `seconds` (fields in key order).
+/// What one receive did (fields in JSON key order). As JSON, `transfer` is `seconds`
+/// and `listened` is `listened_seconds`.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct RecvReport {
     pub bytes: u64,
     pub from: Option<SocketAddr>,
     pub intact: bool,
+    /// From bind to return: includes waiting for the sender and the linger.
+    #[serde(rename = "listened_seconds", serialize_with = "seconds")]
+    pub listened: Duration,
+    /// Transfer time: from the arrival of the first datagram of the accepted sender
+    /// to the object being complete, its SHA-256 checked and its bytes written.
     #[serde(rename = "seconds", serialize_with = "seconds")]
-    pub elapsed: Duration,
+    pub transfer: Duration,
     pub stats: ReceiverStats,
 }
 
@@ -260,6 +266,7 @@ pub fn recv_object_on(
     let mut chunk = vec![0u8; 65536];
     let mut written = 0u64;
     let mut complete_at: Option<Instant> = None;
+    let mut first_at: Option<Instant> = None;
     let mut intact = false;
     let mut last_packet = Instant::now();
     loop {
@@ -317,6 +324,10 @@ pub fn recv_object_on(
                 Ok((n, from)) => {
                     last_packet = Instant::now();
                     r.handle_datagram(start.elapsed(), from, &rx[..n]);
+                    // The first datagram the receiver accepted (it locks onto its sender).
+                    if first_at.is_none() && r.sender().is_some() {
+                        first_at = Some(last_packet);
+                    }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
@@ -325,11 +336,16 @@ pub fn recv_object_on(
         }
     }
     sink.flush().map_err(DriverError::Sink)?;
+    // The loop ends only after completion, so both instants are set; the fallbacks
+    // keep this total.
+    let done = complete_at.unwrap_or_else(Instant::now);
+    let transfer = first_at.map_or(Duration::ZERO, |f| done.saturating_duration_since(f));
     Ok(RecvReport {
         from: r.sender(),
         bytes: written,
         intact,
-        elapsed: start.elapsed(),
+        listened: start.elapsed(),
+        transfer,
         stats: r.stats().clone(),
     })
 }

@@ -71,6 +71,21 @@ fn two_receivers_over_loopback_get_the_object_byte_exact() {
             assert!(r.intact);
             assert_eq!(sink, object);
             assert_eq!(r.stats.auth_failures, 0);
+            // `seconds` is the transfer (first datagram to verified object): it never
+            // includes the 300 ms linger that follows completion.
+            assert!(r.transfer > Duration::ZERO);
+            assert!(
+                r.transfer + Duration::from_millis(300) <= r.listened,
+                "transfer {:?} listened {:?}",
+                r.transfer,
+                r.listened
+            );
+            let json = serde_json::to_value(&r).unwrap();
+            assert_eq!(json["seconds"].as_f64(), Some(r.transfer.as_secs_f64()));
+            assert_eq!(
+                json["listened_seconds"].as_f64(),
+                Some(r.listened.as_secs_f64())
+            );
         }
     });
 }

@@ -67,14 +67,7 @@ impl Replay {
             .meta
             .captures
             .iter()
-            .map(|c| {
-                let tick = c
-                    .extra
-                    .get("core:global_index")
-                    .and_then(|v| v.as_u64())
-                    .unwrap_or(c.sample_start);
-                (c.sample_start, tick)
-            })
+            .map(|c| (c.sample_start, c.global_index.unwrap_or(c.sample_start)))
             .collect();
         segments.sort_unstable();
         if segments.first().is_none_or(|s| s.0 != 0) {
@@ -249,14 +242,10 @@ impl Recorder {
         } else {
             self.captures
                 .iter()
-                .map(|&(start, tick)| {
-                    let mut c = Capture {
-                        sample_start: start,
-                        ..Default::default()
-                    };
-                    c.extra
-                        .insert("core:global_index".into(), serde_json::Value::from(tick));
-                    c
+                .map(|&(start, tick)| Capture {
+                    sample_start: start,
+                    global_index: Some(tick),
+                    ..Default::default()
                 })
                 .collect()
         };
@@ -264,10 +253,7 @@ impl Recorder {
             meta.captures[0].frequency = Some(freq);
         }
         let digest = std::mem::take(&mut self.hash).finalize();
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        meta.global
-            .extra
-            .insert("core:sha512".into(), serde_json::Value::from(hex));
+        meta.global.sha512 = Some(digest.iter().map(|b| format!("{b:02x}")).collect());
         let json = serde_json::to_vec_pretty(&meta).map_err(backend_err)?;
         std::fs::write(sigmf::meta_path(&self.base), json)?;
         Ok(())

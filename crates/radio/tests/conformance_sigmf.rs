@@ -199,8 +199,16 @@ fn truncated_or_rateless_recordings_are_errors() {
     let e = SigMfRadio::open(&base).err().expect("no rate must fail");
     assert!(matches!(e, RadioError::InvalidArgument(_)), "{e}");
 
-    // An empty recording opens and times out at once.
+    // An empty data file is refused, naming the file and the size expected...
     write_raw(&base, meta, &[]);
+    let e = SigMfRadio::open(&base).err().expect("empty data must fail");
+    assert!(
+        e.to_string().contains("bad.sigmf-data") && e.to_string().contains("8 bytes"),
+        "{e}"
+    );
+    // ... unless the metadata says there is none: then it opens and times out at once.
+    let metadata_only = r#"{"global":{"core:datatype":"cf32_le","core:version":"1.2.0","core:sample_rate":1000000,"core:metadata_only":true},"captures":[],"annotations":[]}"#;
+    write_raw(&base, metadata_only, &[]);
     let mut radio = SigMfRadio::open(&base).unwrap();
     let (got, mds) = recv_all(&mut radio, StreamCmd::now(StreamMode::StartContinuous));
     assert!(got.is_empty());

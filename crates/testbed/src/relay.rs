@@ -1,9 +1,14 @@
 //! A UDP relay that puts an emulated link between two real endpoints.
 //!
 //! Clients send to the relay's listen address; the relay forwards each datagram to
-//! the target through the forward [`Link`], and the target's answers back to the
-//! client that last spoke, through the return [`Link`]. Delivery happens at the
-//! times the link model computes; drops are counted in the links' stats.
+//! the target through the forward [`Link`]. Answers from the target *host* — from the
+//! target's port or any other port of the same IP address, as a NORM receiver sends its
+//! NACKs from another port than the one data arrives on — go back through the return
+//! [`Link`] to the client that last spoke, sent from the listen address (the client
+//! cannot tell the target's ports apart; one reply path serves them all). Datagrams
+//! from any other host are dropped. Delivery happens at the times the link model
+//! computes; every datagram dropped, by the links or by the relay, is counted with its
+//! reason ([`RelayStats::drops`]) and logged at debug level as it happens.
 
 use crate::link::{Fate, Link, LinkConfig, LinkStats};
 use crate::pacing::tighten_timer_slack;
@@ -53,7 +58,7 @@ impl Ord for Pending {
     }
 }
 
-/// Counters of a running relay.
+/// Counters of a running relay; every datagram it did not pass on is in one of them.
 #[derive(Clone, Debug, Default)]
 pub struct RelayStats {
     pub forward: LinkStats,
@@ -62,6 +67,41 @@ pub struct RelayStats {
     pub overflow: u64,
     /// Replies from the target before any client had spoken (nowhere to send them).
     pub orphan_replies: u64,
+    /// Datagrams on the target-side socket from a host other than the target's.
+    pub foreign_source: u64,
+    /// Replies from the target host's other ports (passed on; not a drop).
+    pub other_port_replies: u64,
+    /// Due datagrams the kernel refused to send (socket buffer full, or the
+    /// destination unreachable), per direction.
+    pub send_failed_forward: u64,
+    pub send_failed_back: u64,
+}
+
+impl RelayStats {
+    /// Every drop reason with its count (zeros included), in a fixed order.
+    pub fn drops(&self) -> [(&'static str, u64); 11] {
+        [
+            ("forward link loss", self.forward.dropped_loss),
+            ("forward link burst loss", self.forward.dropped_burst),
+            ("forward link queue full", self.forward.dropped_queue),
+            ("forward send failed", self.send_failed_forward),
+            ("return link loss", self.back.dropped_loss),
+            ("return link burst loss", self.back.dropped_burst),
+            ("return link queue full", self.back.dropped_queue),
+            ("return send failed", self.send_failed_back),
+            ("relay in-flight bound reached", self.overflow),
+            ("reply before any client spoke", self.orphan_replies),
+            (
+                "datagram from a host other than the target",
+                self.foreign_source,
+            ),
+        ]
+    }
+
+    /// All drops, whatever the reason.
+    pub fn dropped(&self) -> u64 {
+        self.drops().iter().map(|(_, n)| n).sum()
+    }
 }
 
 /// A running relay; stops when dropped or on [`UdpRelay::stop`].
@@ -86,8 +126,8 @@ impl UdpRelay {
         } else {
             "[::]:0".parse().expect("valid address")
         };
+        // Not connected: a connected socket would only hear the target's own port.
         let target_side = UdpSocket::bind(unspecified)?;
-        target_side.connect(target)?;
         client_side.set_nonblocking(true)?;
         target_side.set_nonblocking(true)?;
         let listen_addr = client_side.local_addr()?;
@@ -104,8 +144,8 @@ impl UdpRelay {
             epoch: Instant::now(),
             stop: stop.clone(),
             stats: stats.clone(),
-            overflow: 0,
-            orphans: 0,
+            target,
+            counts: RelayStats::default(),
         };
         let thread = std::thread::Builder::new()
             .name("udp-relay".into())
@@ -158,8 +198,9 @@ struct RelayWorker {
     epoch: Instant,
     stop: Arc<AtomicBool>,
     stats: Arc<Mutex<RelayStats>>,
-    overflow: u64,
-    orphans: u64,
+    target: SocketAddr,
+    /// The relay's own counters (the links keep theirs).
+    counts: RelayStats,
 }
 
 impl RelayWorker {
@@ -185,10 +226,11 @@ impl RelayWorker {
 
     fn publish_stats(&self) {
         let mut s = self.stats.lock().expect("relay stats lock");
-        s.forward = self.forward.stats().clone();
-        s.back = self.back.stats().clone();
-        s.overflow = self.overflow;
-        s.orphan_replies = self.orphans;
+        *s = RelayStats {
+            forward: self.forward.stats().clone(),
+            back: self.back.stats().clone(),
+            ..self.counts.clone()
+        };
     }
 
     fn wait_readable(&self, timeout: Duration) -> io::Result<()> {
@@ -226,13 +268,29 @@ impl RelayWorker {
                     self.client = Some(from);
                     n
                 }),
-                Direction::Return => self.target_side.recv(buf),
+                Direction::Return => match self.target_side.recv_from(buf) {
+                    Ok((n, from)) if from.ip() != self.target.ip() => {
+                        self.counts.foreign_source += 1;
+                        tracing::debug!(
+                            "relay: dropped a {n}-byte datagram from {from}: not the target host {}",
+                            self.target.ip()
+                        );
+                        continue;
+                    }
+                    Ok((n, from)) => {
+                        if from.port() != self.target.port() {
+                            self.counts.other_port_replies += 1;
+                        }
+                        Ok(n)
+                    }
+                    Err(e) => Err(e),
+                },
             };
             let n = match received {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                // A target that is not (yet) listening makes Linux report ECONNREFUSED
-                // on the connected socket; the datagram is gone, keep relaying.
+                // An ICMP error reported on the socket; the datagram it refers to was
+                // already counted as sent. Keep relaying.
                 Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
                 Err(e) => return Err(e),
             };
@@ -241,19 +299,29 @@ impl RelayWorker {
                 Direction::Forward => &mut self.forward,
                 Direction::Return => &mut self.back,
             };
-            if let Fate::Deliver { at, duplicate_at } = link.offer(now, n) {
-                for due in std::iter::once(at).chain(duplicate_at) {
-                    if self.queue.len() >= MAX_IN_FLIGHT {
-                        self.overflow += 1;
-                        continue;
+            match link.offer(now, n) {
+                Fate::Deliver { at, duplicate_at } => {
+                    for due in std::iter::once(at).chain(duplicate_at) {
+                        if self.queue.len() >= MAX_IN_FLIGHT {
+                            self.counts.overflow += 1;
+                            tracing::debug!(
+                                "relay: dropped a {n}-byte {direction:?} datagram: {MAX_IN_FLIGHT} already in flight"
+                            );
+                            continue;
+                        }
+                        self.order += 1;
+                        self.queue.push(Reverse(Pending {
+                            due,
+                            order: self.order,
+                            direction,
+                            payload: buf[..n].to_vec(),
+                        }));
                     }
-                    self.order += 1;
-                    self.queue.push(Reverse(Pending {
-                        due,
-                        order: self.order,
-                        direction,
-                        payload: buf[..n].to_vec(),
-                    }));
+                }
+                Fate::Dropped(reason) => {
+                    tracing::debug!(
+                        "relay: dropped a {n}-byte {direction:?} datagram: link {reason:?}"
+                    );
                 }
             }
         }
@@ -266,11 +334,15 @@ impl RelayWorker {
             }
             let Reverse(p) = self.queue.pop().expect("peeked");
             let sent = match p.direction {
-                Direction::Forward => self.target_side.send(&p.payload),
+                Direction::Forward => self.target_side.send_to(&p.payload, self.target),
                 Direction::Return => match self.client {
                     Some(client) => self.client_side.send_to(&p.payload, client),
                     None => {
-                        self.orphans += 1;
+                        self.counts.orphan_replies += 1;
+                        tracing::debug!(
+                            "relay: dropped a {}-byte reply: no client has spoken yet",
+                            p.payload.len()
+                        );
                         continue;
                     }
                 },
@@ -280,10 +352,21 @@ impl RelayWorker {
                 Err(e)
                     if matches!(
                         e.kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::ConnectionRefused
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::ConnectionRefused
+                            | io::ErrorKind::HostUnreachable
+                            | io::ErrorKind::NetworkUnreachable
                     ) =>
                 {
-                    self.overflow += 1
+                    match p.direction {
+                        Direction::Forward => self.counts.send_failed_forward += 1,
+                        Direction::Return => self.counts.send_failed_back += 1,
+                    }
+                    tracing::debug!(
+                        "relay: dropped a {}-byte {:?} datagram: send failed: {e}",
+                        p.payload.len(),
+                        p.direction
+                    );
                 }
                 Err(e) => return Err(e),
             }
@@ -366,6 +449,58 @@ mod tests {
         assert_eq!(stats.forward.offered, 200);
         assert_eq!(got, stats.forward.delivered);
         assert_eq!(got + stats.forward.dropped_loss, 200);
+        assert_eq!(stats.dropped(), stats.forward.dropped_loss);
         assert!((60..140).contains(&got), "{got}");
+    }
+
+    #[test]
+    fn replies_from_other_ports_of_the_target_host_reach_the_client_and_strangers_are_counted() {
+        let target = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let other_port = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let stranger = UdpSocket::bind("127.0.0.2:0").unwrap();
+        target
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let relay = UdpRelay::start(
+            "127.0.0.1:0".parse().unwrap(),
+            target.local_addr().unwrap(),
+            LinkConfig::default(),
+            LinkConfig::default(),
+        )
+        .unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        client.send_to(b"data", relay.listen_addr()).unwrap();
+        let mut buf = [0u8; 64];
+        let (n, relay_side) = target.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"data");
+        // A NORM-like receiver answers from another port; a stranger tries to inject;
+        // then the target answers from its own port. Same socket, so in this order.
+        other_port.send_to(b"nack", relay_side).unwrap();
+        stranger.send_to(b"evil", relay_side).unwrap();
+        target.send_to(b"ack", relay_side).unwrap();
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            let (n, from) = client.recv_from(&mut buf).unwrap();
+            assert_eq!(
+                from,
+                relay.listen_addr(),
+                "replies come from the listen address"
+            );
+            got.push(buf[..n].to_vec());
+        }
+        assert_eq!(got, vec![b"nack".to_vec(), b"ack".to_vec()]);
+        let stats = relay.stop().unwrap();
+        assert_eq!(stats.foreign_source, 1);
+        assert_eq!(stats.other_port_replies, 1);
+        assert_eq!(stats.back.delivered, 2);
+        assert_eq!(stats.dropped(), 1);
+        client.set_nonblocking(true).unwrap();
+        assert!(
+            client.recv_from(&mut buf).is_err(),
+            "the stranger's datagram leaked"
+        );
     }
 }

@@ -9,7 +9,7 @@ use radiohost_warp::wire::{
 use std::hint::black_box;
 
 fn codec(c: &mut Criterion) {
-    let words: Vec<WarpWord> = (0..2231u32)
+    let words: Vec<WarpWord> = (0..2232u32)
         .map(|i| WarpWord(i.wrapping_mul(2_654_435_761)))
         .collect();
     let t = TransportHeader {

@@ -1,6 +1,6 @@
 //! Where nodes listen and how big their sample packets are.
 
-use crate::wire::SAMPLE_PACKET_OVERHEAD;
+use crate::wire::{MAX_PAYLOAD, PAD_LEN, SAMPLE_PACKET_OVERHEAD};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// Node n listens on UDP port `NODE_BASE_PORT + n`.
@@ -69,24 +69,33 @@ impl Addressing {
     }
 }
 
-/// UDP payload budget per sample packet.
+/// Frame size of the node network, as a WARPLab 7.4 node reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FramePayload {
-    /// 1500-byte MTU: 1472-byte UDP payloads.
+    /// 1500-byte MTU: 1472-byte UDP datagrams, a 1470-byte payload after the pad,
+    /// 359 samples per packet.
     Standard,
-    /// Jumbo frames: 8960-byte UDP payloads.
+    /// Jumbo frames (9000-byte MTU): an 8960-byte payload, 2232 samples per packet
+    /// (8928 sample bytes), 8962-byte UDP datagrams with the pad.
     Jumbo,
 }
 
 impl FramePayload {
-    pub fn udp_payload(self) -> usize {
+    /// The maximum payload a node reports: the message after the 2-byte pad.
+    pub fn max_payload(self) -> usize {
         match self {
-            FramePayload::Standard => 1472,
-            FramePayload::Jumbo => 8960,
+            FramePayload::Standard => 1470,
+            FramePayload::Jumbo => MAX_PAYLOAD,
         }
     }
 
-    /// Sample words in one full sample packet.
+    /// Largest UDP datagram (the pad included) nodes and hosts send and accept.
+    pub fn udp_payload(self) -> usize {
+        self.max_payload() + PAD_LEN
+    }
+
+    /// Sample words in one full sample packet (as the reference host computes it
+    /// from the node's maximum payload): 359 or 2232.
     pub fn samples_per_packet(self) -> usize {
         (self.udp_payload() - SAMPLE_PACKET_OVERHEAD) / 4
     }
@@ -101,8 +110,17 @@ mod tests {
 
     #[test]
     fn packet_sizes() {
-        assert_eq!(FramePayload::Jumbo.samples_per_packet(), 2231);
+        // WARPLab 7.4 with jumbo frames: 2232 samples, 8928 + 32 = 8960 bytes of
+        // message, 8962-byte datagrams with the pad.
+        assert_eq!(FramePayload::Jumbo.samples_per_packet(), 2232);
+        assert_eq!(FramePayload::Jumbo.max_payload(), 8960);
+        assert_eq!(FramePayload::Jumbo.udp_payload(), 8962);
+        assert_eq!(
+            SAMPLE_PACKET_OVERHEAD + 4 * FramePayload::Jumbo.samples_per_packet(),
+            FramePayload::Jumbo.udp_payload()
+        );
         assert_eq!(FramePayload::Standard.samples_per_packet(), 359);
+        assert!(FramePayload::Standard.udp_payload() <= 1500 - 20 - 8);
         assert_eq!(
             Addressing::WARPLAB.node_addr(3).to_string(),
             "10.0.0.4:9003"

@@ -316,6 +316,15 @@ mod tests {
         let back = tx_from_sigmf(&dir.join("node3_rfA"), 2).unwrap();
         assert_eq!((back.len(), back[0].len()), (2, 64));
         assert!(matches!(tx_from_sigmf(&dir.join("node3_rfA"), 1), Ok(v) if v.len() == 1));
+        // An empty data file is an error naming it, never "0 samples written".
+        std::fs::write(dir.join("node3_rfA.sigmf-data"), b"").unwrap();
+        let err = tx_from_sigmf(&dir.join("node3_rfA"), 1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("node3_rfA.sigmf-data") && err.contains("empty"),
+            "{err}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -121,7 +121,10 @@ impl EmulatorConfig {
     }
 }
 
-/// Counters of the whole emulator.
+/// Counters of the whole emulator. Every datagram the emulator drops is counted
+/// here under its reason (and logged at debug level as it happens); the counters are
+/// live: [`Emulator::stats`] reads them while the emulator runs (link counters are
+/// refreshed at least every 100 ms).
 #[derive(Clone, Debug, Default)]
 pub struct EmulatorStats {
     pub nodes: Vec<NodeCounters>,
@@ -135,6 +138,32 @@ pub struct EmulatorStats {
     pub send_errors: u64,
     /// Datagrams from hosts not in `allowed_hosts` (dropped).
     pub unexpected_source: u64,
+}
+
+impl EmulatorStats {
+    /// Datagrams the nodes themselves dropped (malformed, misaddressed, ...).
+    pub fn node_drops(&self) -> u64 {
+        self.nodes.iter().map(NodeCounters::dropped).sum()
+    }
+
+    /// Datagrams the modelled links lost (loss, bursts, full queues), both ways.
+    pub fn link_drops(&self) -> u64 {
+        [
+            &self.node_links_down,
+            &self.node_links_up,
+            &self.host_links_down,
+            &self.host_links_up,
+        ]
+        .into_iter()
+        .flatten()
+        .map(LinkStats::dropped)
+        .sum()
+    }
+
+    /// Every datagram dropped, for whatever reason.
+    pub fn dropped_total(&self) -> u64 {
+        self.node_drops() + self.link_drops() + self.oversized + self.unexpected_source
+    }
 }
 
 struct Shared {
@@ -362,6 +391,7 @@ struct EventLoop {
     /// Reply packets leaving the emulator at `due`.
     departures: Heap<(usize, SocketAddr, Departure)>,
     spare: Vec<Vec<u8>>,
+    last_publish: Instant,
     oversized: u64,
     send_errors: u64,
     unexpected_source: u64,
@@ -412,6 +442,7 @@ impl EventLoop {
             link_entries: BinaryHeap::new(),
             departures: BinaryHeap::new(),
             spare: Vec::new(),
+            last_publish: Instant::now(),
             oversized: 0,
             send_errors: 0,
             unexpected_source: 0,
@@ -482,6 +513,7 @@ impl EventLoop {
                     && !self.cfg.allowed_hosts.contains(&from.ip())
                 {
                     self.unexpected_source += 1;
+                    tracing::debug!(%from, "dropped trigger from a host not allowed (--allow-host)");
                     continue;
                 }
                 let mut shared = self.shared.lock().expect("emulator lock");
@@ -503,22 +535,47 @@ impl EventLoop {
             while let Some((n, from)) = recv_nonblocking(&self.sockets[i], buf)? {
                 if n > max {
                     self.oversized += 1;
+                    tracing::debug!(
+                        node = i,
+                        %from,
+                        len = n,
+                        "dropped oversized datagram: larger than the {max}-byte datagrams of {:?} frames",
+                        self.cfg.payload
+                    );
                     continue;
                 }
                 if !self.cfg.allowed_hosts.is_empty()
                     && !self.cfg.allowed_hosts.contains(&from.ip())
                 {
                     self.unexpected_source += 1;
+                    tracing::debug!(node = i, %from, "dropped datagram from a host not allowed (--allow-host)");
                     continue;
                 }
                 let now = self.epoch.elapsed();
                 let wire_bytes = n + FramePayload::WIRE_OVERHEAD;
                 let hl = self.cfg.host_link_of(i);
-                let Fate::Deliver { at, .. } = self.host_down[hl].offer(now, wire_bytes) else {
-                    continue;
+                let at = match self.host_down[hl].offer(now, wire_bytes) {
+                    Fate::Deliver { at, .. } => at,
+                    Fate::Dropped(why) => {
+                        tracing::debug!(
+                            node = i,
+                            host_link = hl,
+                            len = n,
+                            "host link dropped a datagram to the node: {why:?}"
+                        );
+                        continue;
+                    }
                 };
-                let Fate::Deliver { at, .. } = self.node_down[i].offer(at, wire_bytes) else {
-                    continue;
+                let at = match self.node_down[i].offer(at, wire_bytes) {
+                    Fate::Deliver { at, .. } => at,
+                    Fate::Dropped(why) => {
+                        tracing::debug!(
+                            node = i,
+                            len = n,
+                            "node link dropped a datagram to the node: {why:?}"
+                        );
+                        continue;
+                    }
                 };
                 let mut bytes = self.spare.pop().unwrap_or_default();
                 bytes.clear();
@@ -557,6 +614,13 @@ impl EventLoop {
                         self.outboxes[a.node].reads.push_back((a.from, job, 0, due));
                     } else {
                         self.oversized += 1;
+                        tracing::debug!(
+                            node = a.node,
+                            bytes_per_packet = job.request.bytes_per_packet,
+                            "dropped READ_IQ: its reply packets would exceed the {}-byte datagrams of {:?} frames",
+                            self.cfg.payload.udp_payload(),
+                            self.cfg.payload
+                        );
                     }
                 }
             }
@@ -577,13 +641,18 @@ impl EventLoop {
             self.outboxes[node].scheduled = false;
             if let Some((departure, bytes)) = self.take_next_packet(node) {
                 let hl = self.cfg.host_link_of(node);
-                if let Fate::Deliver { at, .. } = self.host_up[hl].offer(due, bytes) {
-                    let order = self.next_order();
-                    self.departures.push(Reverse(Timed {
-                        due: at,
-                        order,
-                        item: (node, to, departure),
-                    }));
+                match self.host_up[hl].offer(due, bytes) {
+                    Fate::Deliver { at, .. } => {
+                        let order = self.next_order();
+                        self.departures.push(Reverse(Timed {
+                            due: at,
+                            order,
+                            item: (node, to, departure),
+                        }));
+                    }
+                    Fate::Dropped(why) => {
+                        tracing::debug!(node, host_link = hl, "host link dropped a reply: {why:?}");
+                    }
                 }
             }
             self.schedule_node(node);
@@ -607,15 +676,18 @@ impl EventLoop {
                     shared.nodes[node].encode_read_packet(job, *index, out)
                 }
             };
-            if self.sockets[node].send_to(&out[..n], to).is_err() {
+            if let Err(e) = self.sockets[node].send_to(&out[..n], to) {
                 self.send_errors += 1;
+                tracing::debug!(node, %to, len = n, "reply not sent: {e}");
             }
         }
         shared.stats.oversized = self.oversized;
         shared.stats.send_errors = self.send_errors;
         shared.stats.unexpected_source = self.unexpected_source;
         drop(shared);
-        if self.order.is_multiple_of(64) {
+        if self.order.is_multiple_of(64)
+            || self.last_publish.elapsed() >= Duration::from_millis(100)
+        {
             self.publish();
         }
     }
@@ -659,7 +731,8 @@ impl EventLoop {
                     item: (node, to),
                 }));
             }
-            Fate::Dropped(_) => {
+            Fate::Dropped(why) => {
+                tracing::debug!(node, len, "node link dropped a reply: {why:?}");
                 // Lost on the node's link: skip it and try the next packet.
                 self.take_next_packet(node);
                 self.schedule_node(node);
@@ -686,7 +759,8 @@ impl EventLoop {
         Some((Departure::ReadPacket(job, index), len))
     }
 
-    fn publish(&self) {
+    fn publish(&mut self) {
+        self.last_publish = Instant::now();
         let mut s = self.shared.lock().expect("emulator lock");
         s.stats.node_links_down = self.node_down.iter().map(|l| l.stats().clone()).collect();
         s.stats.node_links_up = self.node_up.iter().map(|l| l.stats().clone()).collect();

@@ -9,7 +9,8 @@
 //! RF path `r` of a node may have an air TX port and an air RX port ([`NodePorts`]). On
 //! a trigger at air tick `T` the node emits every TX buffer (Fix_16_15 words as floats)
 //! on its TX port from `T`; its RX buffers become what its RX ports received over
-//! `[T, T + 2^15)`, converted by a 14-bit ADC model (floor, saturating) to Fix_14_13.
+//! `[T, T + 2^15)`, converted by a 14-bit ADC model (round to nearest, saturating) to
+//! Fix_14_13.
 //! The capture is lazy, on the first read after the trigger, so every node triggered
 //! at `T` has emitted before any of them captures. Through an identity air a TX word
 //! `w` comes back as exactly `w.tx_to_rx()`.
@@ -126,9 +127,12 @@ impl NodePorts {
     }
 }
 
-/// The 14-bit ADC model: floor to Fix_14_13, saturating at the 14-bit range.
+/// The 14-bit ADC model: round to the nearest Fix_14_13 value (ties away from zero,
+/// as [`WarpWord::tx_to_rx`]), saturating at the 14-bit range. Within range the error
+/// is at most 0.5 LSB; only values above 8191.5 LSB (the top 0.006 % of full scale)
+/// saturate further from their value.
 pub fn adc_fix14(x: Cf32) -> WarpWord {
-    let q = |v: f32| (v * FIX14_SCALE).floor().clamp(-8192.0, 8191.0) as i16;
+    let q = |v: f32| (v * FIX14_SCALE).round().clamp(-8192.0, 8191.0) as i16;
     WarpWord::from_ci16(Ci16::new(q(x.re), q(x.im)))
 }
 
@@ -306,9 +310,17 @@ impl NodeCore {
     /// driver gives every node of one trigger the same tick).
     pub fn handle_at(&mut self, bytes: &[u8], out: &mut [u8], trigger_tick: u64) -> NodeAction {
         self.counters.received += 1;
-        let Ok(Datagram { transport, message }) = wire::decode(bytes) else {
-            self.counters.malformed += 1;
-            return NodeAction::None;
+        let (transport, message) = match wire::decode(bytes) {
+            Ok(Datagram { transport, message }) => (transport, message),
+            Err(e) => {
+                self.counters.malformed += 1;
+                tracing::debug!(
+                    node = self.id,
+                    len = bytes.len(),
+                    "dropped malformed datagram: {e}"
+                );
+                return NodeAction::None;
+            }
         };
         if let Message::Trigger { trigger_ids } = message {
             if trigger_ids & self.trigger_mask != 0 {
@@ -318,10 +330,20 @@ impl NodeCore {
         }
         if transport.pkt_type != PacketType::HostToNode {
             self.counters.wrong_direction += 1;
+            tracing::debug!(
+                node = self.id,
+                "dropped datagram: packet type {:?} is not host-to-node",
+                transport.pkt_type
+            );
             return NodeAction::None;
         }
         if transport.dest_id != self.id && transport.dest_id != BROADCAST_ID {
             self.counters.wrong_node_id += 1;
+            tracing::debug!(
+                node = self.id,
+                dest = transport.dest_id,
+                "dropped datagram addressed to another node ID"
+            );
             return NodeAction::None;
         }
         match message {
@@ -331,8 +353,16 @@ impl NodeCore {
                 header,
                 words,
             } => self.write(&transport, &header, words, out),
-            _ => {
+            other => {
                 self.counters.unknown_command += 1;
+                let command = match other {
+                    Message::Samples { command, .. } | Message::Unknown { command } => command,
+                    _ => 0,
+                };
+                tracing::debug!(
+                    node = self.id,
+                    "dropped datagram with unsupported command {command:#010x}"
+                );
                 NodeAction::None
             }
         }
@@ -342,6 +372,12 @@ impl NodeCore {
         let end = request.start as u64 + request.num_samples as u64;
         if end > BUFFER_SAMPLES as u64 {
             self.counters.out_of_range += 1;
+            tracing::debug!(
+                node = self.id,
+                start = request.start,
+                samples = request.num_samples,
+                "dropped READ_IQ beyond the {BUFFER_SAMPLES}-sample buffer"
+            );
             return NodeAction::None;
         }
         self.counters.reads_served += 1;
@@ -367,6 +403,12 @@ impl NodeCore {
             .filter(|&e| e <= BUFFER_SAMPLES)
         else {
             self.counters.out_of_range += 1;
+            tracing::debug!(
+                node = self.id,
+                start,
+                samples = words.len(),
+                "dropped WRITE_IQ beyond the {BUFFER_SAMPLES}-sample buffer"
+            );
             return NodeAction::None;
         };
         if h.flags & SAMPLE_FLAG_RESET_CHECKSUM != 0 {

@@ -7,9 +7,13 @@
 //! sample    (12 B): u16 buffer_id | u8 flags | u8 reserved | u32 start | u32 num_samples
 //! samples:          u32 words, I in bits 31..16, Q in bits 15..0
 //! ```
-//! `length` counts the bytes after the transport header. Real hosts send 0 in
-//! `cmd_length` and `num_args`, so the decoder never relies on them: it sizes
-//! everything from the datagram itself and rejects anything that does not fit.
+//! `length` counts the bytes after the transport header. WARPLab's 2-byte `pad` only
+//! aligns the rest on 32-bit words: the reference host counts a node's maximum
+//! payload without it (8960 bytes with jumbo frames, so 2232 samples per packet:
+//! 12 + 8 + 12 + 8928 bytes of message, 8962-byte UDP datagrams with the pad).
+//! Hosts fill `cmd_length` and `num_args` differently (0, or the reference's
+//! byte count and 1), so the decoder never relies on them: it sizes everything
+//! from the datagram itself and rejects anything that does not fit.
 
 use radiohost_iq::WarpWord;
 use thiserror::Error;
@@ -17,9 +21,12 @@ use thiserror::Error;
 pub const TRANSPORT_HEADER_LEN: usize = 14;
 pub const COMMAND_HEADER_LEN: usize = 8;
 pub const SAMPLE_HEADER_LEN: usize = 12;
-/// Bytes before the first sample word of a sample packet.
+/// Bytes before the first sample word of a sample packet (the pad included).
 pub const SAMPLE_PACKET_OVERHEAD: usize =
     TRANSPORT_HEADER_LEN + COMMAND_HEADER_LEN + SAMPLE_HEADER_LEN;
+/// The alignment pad at the start of every datagram; not part of the payload a
+/// WARPLab node reports.
+pub const PAD_LEN: usize = 2;
 pub const BROADCAST_ID: u16 = 0xFFFF;
 /// Transport flag: the sender wants a reply.
 pub const FLAG_ROBUST: u16 = 0x0001;
@@ -31,8 +38,14 @@ pub const CMD_READ_IQ: u32 = 0x3000_0008;
 /// Arguments of a READ_IQ request.
 const READ_IQ_ARGS: usize = 5;
 
-/// Largest datagram we build or accept (jumbo payload).
-pub const MAX_DATAGRAM: usize = 8960;
+/// Largest message a node accepts with jumbo frames, the pad excluded (what a
+/// WARPLab 7.4 node reports as its maximum payload).
+pub const MAX_PAYLOAD: usize = 8960;
+/// Largest datagram we build or accept: the jumbo payload plus the pad (8962 bytes,
+/// a full 2232-sample packet).
+pub const MAX_DATAGRAM: usize = MAX_PAYLOAD + PAD_LEN;
+/// Most samples one sample packet can carry (2232).
+pub const MAX_SAMPLES_PER_PACKET: usize = (MAX_DATAGRAM - SAMPLE_PACKET_OVERHEAD) / 4;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PacketType {
@@ -199,7 +212,7 @@ pub enum WireError {
         need: usize,
         got: usize,
     },
-    #[error("datagram of {got} bytes exceeds the {max}-byte maximum")]
+    #[error("datagram of {got} bytes exceeds the {max}-byte maximum (8960-byte payload plus the 2-byte pad)")]
     Oversized { got: usize, max: usize },
     #[error("transport length {claimed} does not match the {actual} bytes that follow the header")]
     LengthMismatch { claimed: usize, actual: usize },
@@ -343,7 +356,7 @@ fn validate_read_request(req: &ReadIqRequest) -> Result<(), WireError> {
     let per_packet = req.samples_per_packet() as u64;
     if per_packet == 0 || req.bytes_per_packet as usize > MAX_DATAGRAM - SAMPLE_PACKET_OVERHEAD {
         return Err(WireError::BadReadRequest(
-            "payload bytes per packet must hold 1 sample and fit a jumbo frame",
+            "payload bytes per packet must hold 1 to 2232 samples (8928 bytes, a jumbo frame)",
         ));
     }
     // The host may round the packet count up (last packets short or empty), never down.
@@ -364,6 +377,8 @@ fn validate_read_request(req: &ReadIqRequest) -> Result<(), WireError> {
 pub struct Encoder<'a> {
     buf: &'a mut [u8],
     len: usize,
+    /// Bytes after the transport header.
+    body_len: usize,
 }
 
 impl<'a> Encoder<'a> {
@@ -375,7 +390,11 @@ impl<'a> Encoder<'a> {
                 have: buf.len().min(MAX_DATAGRAM),
             });
         }
-        let mut e = Self { buf, len: 0 };
+        let mut e = Self {
+            buf,
+            len: 0,
+            body_len,
+        };
         e.u16(0);
         e.u16(t.dest_id);
         e.u16(t.src_id);
@@ -402,9 +421,11 @@ impl<'a> Encoder<'a> {
         self.len += 4;
     }
 
+    /// Command header, filled as the WARPLab reference host fills it: `cmd_length`
+    /// counts the bytes after the command header.
     fn command(&mut self, command: u32, args: u16) {
         self.u32(command);
-        self.u16(0); // cmd_length: real hosts send 0
+        self.u16(self.body_len.saturating_sub(COMMAND_HEADER_LEN) as u16);
         self.u16(args);
     }
 }
@@ -441,7 +462,8 @@ pub fn encode_samples(
 ) -> Result<usize, WireError> {
     let body = COMMAND_HEADER_LEN + SAMPLE_HEADER_LEN + words.len() * 4;
     let mut e = Encoder::new(buf, t, body)?;
-    e.command(command, 0);
+    // One sample header per command: the reference sends one argument.
+    e.command(command, 1);
     e.u16(header.buffer.mask());
     e.u8(header.flags);
     e.u8(0);

@@ -23,12 +23,16 @@ pub struct CodeArgs {
     /// Lifting size Zc (one of the 51 NR values, 2..=384).
     #[arg(long)]
     zc: usize,
-    /// Code rate K'/E (default 1/3 for BG1, 1/5 for BG2).
+    /// Code rate K'/E (default 1/3 for BG1, 1/5 for BG2; lower rates repeat bits).
     #[arg(long, conflicts_with = "tx_bits")]
     rate: Option<f64>,
-    /// Rate-matched length E per block.
+    /// Rate-matched length E per block (beyond the circular buffer, bits repeat).
     #[arg(long)]
     tx_bits: Option<usize>,
+    /// Redundancy version 0..=3: where bit selection starts in the circular buffer
+    /// (TS 38.212 Table 5.4.2.1-2).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=3))]
+    rv: u8,
     /// Payload bits K' per block (default K = 22*Zc or 10*Zc; the rest are fillers).
     #[arg(long)]
     payload_bits: Option<usize>,
@@ -51,6 +55,7 @@ impl CodeArgs {
             rate: self.rate,
             tx_bits: self.tx_bits,
             payload_bits: self.payload_bits,
+            rv: self.rv,
         }
     }
 }
@@ -83,13 +88,14 @@ pub fn run(cmd: LdpcCmd) -> Result<()> {
             let r = encode_file(&c.spec(), &c.input, &c.output, c.format)?;
             let p = r.params;
             eprintln!(
-                "encoded {} block(s): {} Zc={} K'={} E={} (rate {:.4}) -> {} bits",
+                "encoded {} block(s): {} Zc={} K'={} E={} rv={} (rate {:.4}) -> {} bits",
                 r.blocks,
                 p.bg,
                 p.zc,
                 p.payload_bits,
-                p.tx_bits,
-                p.rate(),
+                r.tx_bits,
+                r.rv,
+                p.payload_bits as f64 / r.tx_bits as f64,
                 r.output_bits
             );
         }
@@ -102,9 +108,11 @@ pub fn run(cmd: LdpcCmd) -> Result<()> {
             };
             let r = decode_file(&c.spec(), settings, &c.input, &c.output, c.format)?;
             eprintln!(
-                "decoded {} block(s) ({}, {}): {} with every parity check satisfied, {:.2} iterations on average",
+                "decoded {} block(s) ({}, E={} rv={}, {}): {} with every parity check satisfied, {:.2} iterations on average",
                 r.blocks,
                 r.params.bg,
+                r.tx_bits,
+                r.rv,
                 r.simd.map_or("-".into(), |s| s.to_string()),
                 r.parity_ok,
                 r.mean_iterations

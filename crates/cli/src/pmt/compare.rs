@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use radiohost_pmt::app::{compare, parse_links, CompareConfig};
+use radiohost_pmt::app::{compare, parse_links, CompareConfig, MIN_TCP_RUNS};
 use radiohost_testbed::units::parse_size;
 
 use crate::table::Table;
@@ -24,12 +24,16 @@ pub struct CompareArgs {
     /// receiver index (default 0). Example: "0:10s=700kbit,20s=500kbit".
     #[arg(long)]
     capacity_schedule: Option<String>,
-    /// Runs per protocol, seeds seed..seed+runs.
+    /// Runs of PMT and multicast (virtual time), seeds seed..seed+runs.
     #[arg(long, default_value_t = 5)]
     runs: u64,
+    /// Runs of kernel TCP (real time, at least 5), seeds seed..seed+tcp-runs.
+    #[arg(long, default_value_t = MIN_TCP_RUNS)]
+    tcp_runs: u64,
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Skip the kernel TCP baseline (it runs in real time and needs root).
+    /// Skip the kernel TCP baseline (it runs in real time, --tcp-runs times, and needs
+    /// root).
     #[arg(long)]
     no_tcp: bool,
     /// Object size for the TCP runs (default: --size); real-time runs over slow
@@ -48,7 +52,8 @@ pub struct CompareArgs {
     /// Directory for the SVG plots.
     #[arg(long, default_value = "pmt-compare")]
     plot_dir: PathBuf,
-    /// Print one JSON row per protocol, receiver and run.
+    /// Print one JSON row per protocol, receiver and run (each with its `clock`:
+    /// virtual-time or real-time).
     #[arg(long)]
     json: bool,
     /// Also write the JSON rows to this file (with the human table on stdout).
@@ -62,6 +67,7 @@ pub fn run(a: CompareArgs) -> Result<()> {
         tcp_size: a.tcp_size.unwrap_or(a.size),
         links: parse_links(&a.links, a.capacity_schedule.as_deref())?,
         runs: a.runs,
+        tcp_runs: a.tcp_runs,
         seed: a.seed,
         tcp: !a.no_tcp,
         limit_factor: a.limit_factor,
@@ -70,7 +76,11 @@ pub fn run(a: CompareArgs) -> Result<()> {
     };
     let rep = compare(&c, |run, secs| {
         if !a.json {
-            eprintln!("run {run}: kernel TCP Reno in real time (up to {secs:.0} s)...");
+            eprintln!(
+                "TCP run {} of {}: kernel TCP Reno in real time (up to {secs:.1} s)...",
+                run + 1,
+                a.tcp_runs
+            );
         }
     })?;
     std::fs::create_dir_all(&a.plot_dir)
@@ -87,16 +97,22 @@ pub fn run(a: CompareArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&rep.rows)?);
         return Ok(());
     }
-    let t = Table::new(">10 >4 >8 >9 >9 >9 >9 >8 >7");
-    t.header("protocol|rx|size|median_s|worst_s|floor_s|med/floor|finished|intact");
+    println!(
+        "virtual-time rows: simulated network, seconds of virtual time; \
+         real-time rows: kernel TCP through TUN devices, wall-clock seconds on this host"
+    );
+    let t = Table::new(">10 >12 >4 >8 >9 >9 >9 >9 >9 >8 >7");
+    t.header("protocol|clock|rx|size|median_s|min_s|max_s|floor_s|med/floor|finished|intact");
     for s in &rep.summary {
         println!(
-            "{:>10} {:>4} {:>8} {:>9.2} {:>9.2} {:>9.2} {:>9.3} {:>5}/{:<2} {:>4}/{:<2}",
+            "{:>10} {:>12} {:>4} {:>8} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.3} {:>5}/{:<2} {:>4}/{:<2}",
             s.protocol,
+            s.clock.label(),
             s.receiver,
             s.bytes,
             s.median_s,
-            s.worst_s,
+            s.min_s,
+            s.max_s,
             s.floor_s,
             s.median_s / s.floor_s,
             s.finished,
@@ -106,14 +122,22 @@ pub fn run(a: CompareArgs) -> Result<()> {
         );
     }
     println!(
-        "(unfinished = still going at {}x floor; inf = unfinished)",
+        "(min-max over the runs; unfinished = still going at {}x floor, shown as inf)",
         a.limit_factor
     );
-    if !rep.bars.is_empty() {
-        println!("bars:");
-    }
-    for b in &rep.bars {
-        println!("  {}: {}", b.what, if b.pass { "PASS" } else { "FAIL" });
+    for r in &rep.ratios {
+        println!(
+            "receiver {}: {} median / {} median = {:.3} (in multiples of each run's floor{})",
+            r.receiver,
+            r.protocol,
+            r.baseline,
+            r.median_ratio,
+            if r.mixed_clocks {
+                "; virtual-time over real-time"
+            } else {
+                "; both virtual-time"
+            }
+        );
     }
     println!("plots: {} {}", bytes_svg.display(), groups_svg.display());
     if let Some(e) = rep.tcp_error {

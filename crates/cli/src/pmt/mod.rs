@@ -89,7 +89,8 @@ pub struct RecvArgs {
     /// Give up after this long without any packet (a duration with its unit, e.g. 30s).
     #[arg(long, default_value = "30s", value_parser = parse_positive_duration)]
     idle: Duration,
-    /// Print the final report as JSON.
+    /// Print the final report as JSON: "seconds" is the transfer time (first datagram
+    /// to verified object), "listened_seconds" the whole run (waiting and linger too).
     #[arg(long)]
     json: bool,
 }
@@ -231,9 +232,10 @@ fn recv(a: RecvArgs) -> Result<()> {
     } else {
         let s = &report.stats;
         println!(
-            "{} bytes from {} -> {} | ignored: duplicates {} out-of-window {} malformed {} auth {} session {} non-member {} inconsistent {}",
+            "{} bytes from {} in {:.3} s (first datagram to verified object) -> {} | ignored: duplicates {} out-of-window {} malformed {} auth {} session {} non-member {} inconsistent {}",
             report.bytes,
             report.from.map_or("-".into(), |f| f.to_string()),
+            report.transfer.as_secs_f64(),
             if report.intact { a.out.display().to_string() } else { "discarded".into() },
             s.duplicates, s.out_of_window, s.malformed, s.auth_failures, s.wrong_session, s.non_member, s.inconsistent
         );

@@ -14,6 +14,7 @@ use radiohost_warp::host::{Mode, WarpHost};
 use radiohost_warp::RfBuffer;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 #[derive(Args)]
@@ -28,6 +29,11 @@ pub struct EmulateArgs {
     /// Stop after this long, a duration with its unit (e.g. 30s; default: run until Ctrl-C).
     #[arg(long, value_parser = parse_duration)]
     duration: Option<Duration>,
+    /// While running, print the drop counters this often when they changed, a duration
+    /// with its unit (e.g. 5s). Each drop is also logged with its reason at debug
+    /// level (`--log radiohost_warp=debug`).
+    #[arg(long, default_value = "2s", value_parser = parse_positive_duration)]
+    stats_every: Duration,
 }
 
 pub fn emulate(a: EmulateArgs) -> Result<()> {
@@ -46,7 +52,36 @@ pub fn emulate(a: EmulateArgs) -> Result<()> {
         a.links.host_link_rate,
         emu.trigger_addr().map_or("(none)".into(), |x| x.to_string()),
     );
-    emu.run_until(&crate::ui::stop_flag(), a.duration);
+    let stop = crate::ui::stop_flag();
+    let own_stop = emu.stop_flag();
+    let started = Instant::now();
+    let mut reported = 0;
+    loop {
+        let left = a.duration.map(|d| d.saturating_sub(started.elapsed()));
+        if left == Some(Duration::ZERO)
+            || stop.load(Ordering::Relaxed)
+            || own_stop.load(Ordering::Relaxed)
+        {
+            break;
+        }
+        emu.run_until(
+            &stop,
+            Some(left.map_or(a.stats_every, |l| l.min(a.stats_every))),
+        );
+        let s = emu.stats();
+        if s.dropped_total() != reported {
+            reported = s.dropped_total();
+            eprintln!(
+                "[{:.1}s] dropped so far: {} ({} by nodes, {} by links, {} oversized, {} from unexpected hosts)",
+                started.elapsed().as_secs_f64(),
+                reported,
+                s.node_drops(),
+                s.link_drops(),
+                s.oversized,
+                s.unexpected_source
+            );
+        }
+    }
     let stats = emu.stop()?;
     println!(
         "{:>5} {:>9} {:>9} {:>7} {:>8} {:>10} {:>9}",

@@ -38,10 +38,10 @@ pub fn run(cmd: WarpCmd) -> Result<()> {
 /// Where the nodes are and how big their frames are.
 #[derive(Args, Clone, Debug)]
 pub struct NetArgs {
-    /// Use jumbo frames (8960-byte payloads). The default.
+    /// Use jumbo frames (8960-byte payloads after the 2-byte pad, 2232 samples per packet, as WARPLab 7.4). The default.
     #[arg(long, conflicts_with = "standard")]
     pub jumbo: bool,
-    /// Use standard 1500-byte frames (1472-byte payloads).
+    /// Use standard 1500-byte frames (1470-byte payloads after the pad, 359 samples per packet).
     #[arg(long)]
     pub standard: bool,
     /// Real WARPLab addressing: node n at 10.0.0.(n+1):9000+n, triggers broadcast to

@@ -104,7 +104,8 @@ extern "C" __global__ void ldpc_decode(const float* __restrict__ llr, const shor
                     const int mag = abs(t) == min1 ? m2 : m1;
                     const int msg = ((t ^ sgn) < 0) ? -mag : mag;
                     c2v[e * zc + i] = (signed char)msg;
-                    *ap = (signed char)sat_i8(t + msg);
+                    // A saturated t is final (absorbing), as in radiohost-ldpc.
+                    *ap = (signed char)(is_saturated(t) ? t : sat_i8(t + msg));
                 }
             }
             __syncthreads();

@@ -6,7 +6,8 @@
 //! whole vectors; padding lanes compute garbage that never reaches a real lane. When a
 //! row block updates a column, the kernel also writes the mirror half (directly when Zc
 //! is a multiple of the vector width, else by a short fix-up copy afterwards).
-//! Saturated a-posteriori values are passed on unchanged (see `scalar::saturated`).
+//! Saturation is absorbing: a saturated value is passed on and written back unchanged
+//! (see `scalar::saturated`).
 //! Check-to-variable messages are kept per edge as `i8` (one byte per lane), which for
 //! BG1 Zc=384 is 121 KiB and stays in L2.
 //!

@@ -33,8 +33,14 @@ pub(crate) fn correct(m: u8, c: Correction) -> u8 {
 
 /// A saturated a-posteriori LLR no longer equals channel + sum of messages, so removing
 /// this row's old message from it would under-estimate the extrinsic value and, row
-/// after row, drag reliable bits to zero and past it. A saturated value is passed on as
-/// it is instead (it is the most reliable value representable).
+/// after row, drag reliable bits to zero and past it. A saturated value is therefore
+/// final (absorbing): it is passed on as it is (it is the most reliable value
+/// representable), and a row whose extrinsic value `t` is saturated writes `t` back
+/// unchanged instead of `t + c2v`. Without the second half, a saturated bit that gets a
+/// weaker message drops below the limit while its stored messages still count the
+/// clipped-off part; after convergence every iteration repeats this, the magnitudes
+/// drift down and, from about the sixth iteration (BG1 Zc=384 rate 1/3, early
+/// termination off), whole blocks flip.
 #[inline]
 pub(crate) fn saturated(a: i8) -> bool {
     a == i8::MAX || a == i8::MIN
@@ -46,7 +52,7 @@ pub(crate) fn saturated(a: i8) -> bool {
 /// [`saturated`]); `min1`, `min2` of `|t_e|` (as u8, so -128 gives 128) and the XOR of
 /// all `t_e` (its sign bit is the sign product); new
 /// `c2v_e = ±correct(min(|t_e| == min1 ? min2 : min1, 127))` with the sign of
-/// `t_e ^ product`; `app_e = sat(t_e + c2v_e)`. An edge equal to `min1` gets `min2`:
+/// `t_e ^ product`; `app_e = sat(t_e + c2v_e)`, or `t_e` when `t_e` is saturated. An edge equal to `min1` gets `min2`:
 /// when the minimum is shared, `min2 == min1`, so no index is needed.
 pub(crate) fn layer(app: &mut [i8], edges: &[Edge], c2v: &mut [i8], dims: &Dims, corr: Correction) {
     let (zc, zpad) = (dims.zc, dims.zpad);
@@ -99,7 +105,11 @@ pub(crate) fn layer(app: &mut [i8], edges: &[Edge], c2v: &mut [i8], dims: &Dims,
             }
             let new_app = &mut app[ed.base + ed.shift + i0..][..n];
             for i in 0..n {
-                new_app[i] = te[i].saturating_add(new_c2v[i]);
+                new_app[i] = if saturated(te[i]) {
+                    te[i]
+                } else {
+                    te[i].saturating_add(new_c2v[i])
+                };
             }
         }
         i0 += n;

@@ -164,12 +164,15 @@ unsafe fn layer_avx2_impl<const FIRST: bool, const DIRECT_MIRROR: bool>(
         let m2 = correct256(_mm256_min_epu8(min2, max127), corr);
         for (e, ed) in edges.iter().enumerate() {
             let t = _mm256_loadu_si256(wp.add(e * W) as *const __m256i);
-            let eq = _mm256_cmpeq_epi8(_mm256_abs_epi8(t), min1);
+            let abs_t = _mm256_abs_epi8(t);
+            let eq = _mm256_cmpeq_epi8(abs_t, min1);
             let mag = _mm256_blendv_epi8(m1, m2, eq);
             let s = _mm256_or_si256(_mm256_xor_si256(t, sgn), one);
             let c = _mm256_sign_epi8(mag, s);
             _mm256_storeu_si256(c2vp.add(e * zpad + i0) as *mut __m256i, c);
-            let v = _mm256_adds_epi8(t, c);
+            // Saturated t (127 or -128) is final: add nothing (`scalar::saturated`).
+            let tsat = _mm256_or_si256(_mm256_cmpeq_epi8(t, max127), _mm256_cmpeq_epi8(t, min128));
+            let v = _mm256_adds_epi8(t, _mm256_andnot_si256(tsat, c));
             let q = ed.shift + i0;
             _mm256_storeu_si256(appp.add(ed.base + q) as *mut __m256i, v);
             if direct_mirror {
@@ -304,12 +307,16 @@ unsafe fn layer_avx512_impl<const FIRST: bool, const DIRECT_MIRROR: bool>(
         let m2 = correct512(_mm512_min_epu8(min2, max127), corr);
         for (e, ed) in edges.iter().enumerate() {
             let t = _mm512_loadu_si512(wp.add(e * W) as *const __m512i);
-            let eq = _mm512_cmpeq_epi8_mask(_mm512_abs_epi8(t), min1);
+            let abs_t = _mm512_abs_epi8(t);
+            let eq = _mm512_cmpeq_epi8_mask(abs_t, min1);
             let mag = _mm512_mask_blend_epi8(eq, m1, m2);
             let neg = _mm512_movepi8_mask(_mm512_xor_si512(t, sgn));
             let c = _mm512_mask_sub_epi8(mag, neg, zero, mag);
             _mm512_storeu_si512(c2vp.add(e * zpad + i0) as *mut __m512i, c);
-            let v = _mm512_adds_epi8(t, c);
+            // Saturated t (127 or -128) is final: add nothing (`scalar::saturated`).
+            let unsat_t =
+                _mm512_mask_cmpneq_epi8_mask(_mm512_cmpneq_epi8_mask(t, max127), t, min128);
+            let v = _mm512_mask_adds_epi8(t, unsat_t, t, c);
             let q = ed.shift + i0;
             _mm512_storeu_si512(appp.add(ed.base + q) as *mut __m512i, v);
             if direct_mirror {

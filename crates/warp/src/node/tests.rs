@@ -198,7 +198,7 @@ fn nodes_on_a_shared_air_hear_each_other_through_its_channel() {
     let mut a = NodeCore::on_air(0, air.clone(), tx_only);
     let mut b = NodeCore::on_air(1, air.clone(), rx_only);
     let words: Vec<WarpWord> = (0..64i16)
-        .map(|i| WarpWord::from_ci16(Ci16::new(i * 256 + 4, -i * 128 + 4)))
+        .map(|i| WarpWord::from_ci16(Ci16::new(i * 256 + 3, -i * 128 + 3)))
         .collect();
     write_packet(&mut a, 0, 10, &words, SAMPLE_FLAG_RESET_CHECKSUM, false);
     let tick = a.earliest_trigger_tick().max(b.earliest_trigger_tick());
@@ -208,7 +208,10 @@ fn nodes_on_a_shared_air_hear_each_other_through_its_channel() {
     assert_eq!(rx[10], WarpWord(0));
     for (i, w) in words.iter().enumerate() {
         let s = w.to_ci16();
-        let want = WarpWord::from_ci16(Ci16::new(s.re >> 3, s.im >> 3));
+        // Gain 0.5 into the 14-bit ADC: value / 8, rounded to nearest (the words are
+        // 3/8 LSB off a Fix_14_13 step, so the channel's FFT rounding cannot flip them).
+        let q = |v: i16| (v as f32 / 8.0).round() as i16;
+        let want = WarpWord::from_ci16(Ci16::new(q(s.re), q(s.im)));
         assert_eq!(rx[11 + i], want, "sample {i}");
     }
     assert!(a.rx_buffer(RfBuffer::C).iter().all(|w| w.0 == 0));

@@ -201,7 +201,7 @@ proptest! {
         prop_assert_eq!(decode(&buf[..n]).unwrap().message, Message::WriteAck { checksum });
         let n = encode_trigger(&mut buf, &th(PacketType::Trigger, seq, 0), ids).unwrap();
         prop_assert_eq!(decode(&buf[..n]).unwrap().message, Message::Trigger { trigger_ids: ids });
-        let req = ReadIqRequest { buffers: 5, start, num_samples: count, bytes_per_packet: 8924, num_packets: count.div_ceil(2231) };
+        let req = ReadIqRequest { buffers: 5, start, num_samples: count, bytes_per_packet: 8928, num_packets: count.div_ceil(2232) };
         let n = encode_read_request(&mut buf, &th(PacketType::HostToNode, seq, 0), &req).unwrap();
         prop_assert_eq!(decode(&buf[..n]).unwrap().message, Message::ReadIq(req));
     }

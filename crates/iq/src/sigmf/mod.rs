@@ -5,12 +5,16 @@
 //! Fields of other namespaces in a recording we read are kept and written back.
 //! Writes go to a temporary file that is renamed into place, so a crash never leaves
 //! a half-written recording under the final name.
+//!
+//! Writers compute `core:sha512` of the data they write and refuse captures or
+//! annotations beyond it (`core:sample_start` is a file index; a sample-clock time
+//! belongs in `core:global_index`). Readers verify `core:sha512` when present and
+//! refuse empty data, data that is not a whole number of samples, and data shorter
+//! than the captures and annotations claim, naming the file and the size expected.
 
 use crate::{Cf32, Ci16};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -32,13 +36,39 @@ pub enum SigMfError {
     },
     #[error("{path}: datatype {datatype:?} is not supported (supported: cf32_le, cf32_be, ci16_le, ci16_be, ci8)")]
     UnsupportedDatatype { path: PathBuf, datatype: String },
-    #[error("{path}: {bytes} bytes is not a whole number of {channels}-channel {datatype} samples ({sample_bytes} bytes each): truncated or wrong datatype?")]
+    #[error("{path}: {bytes} bytes is not a whole number of {channels}-channel {datatype} samples ({frame_bytes} bytes each); expected a multiple of {frame_bytes} bytes, e.g. {expected_bytes}: truncated or wrong datatype? Re-record it or fix core:datatype/core:num_channels")]
     Truncated {
         path: PathBuf,
         bytes: u64,
         channels: usize,
         datatype: &'static str,
-        sample_bytes: usize,
+        /// Bytes of one sample of every channel.
+        frame_bytes: u64,
+        /// The next whole number of samples, in bytes.
+        expected_bytes: u64,
+    },
+    #[error("{path}: the data file is empty; expected at least {expected_bytes} bytes ({expected_samples} {channels}-channel {datatype} sample(s)). Record some samples, or set core:metadata_only in the metadata")]
+    Empty {
+        path: PathBuf,
+        channels: usize,
+        datatype: &'static str,
+        expected_samples: u64,
+        expected_bytes: u64,
+    },
+    #[error("{path}: holds {samples} samples ({bytes} bytes) but {what} needs {expected_samples}; expected at least {expected_bytes} bytes: the data file is truncated, or the metadata belongs to another recording")]
+    TooShort {
+        path: PathBuf,
+        bytes: u64,
+        samples: u64,
+        what: String,
+        expected_samples: u64,
+        expected_bytes: u64,
+    },
+    #[error("{path}: SHA-512 of the data is {actual} but core:sha512 in the .sigmf-meta beside it says {expected}: the data file is corrupt or was changed; re-record or re-copy it (or remove core:sha512 if the change was intended)")]
+    ChecksumMismatch {
+        path: PathBuf,
+        expected: String,
+        actual: String,
     },
     #[error("{path}: {what}")]
     Invalid { path: PathBuf, what: String },
@@ -132,6 +162,14 @@ pub struct Global {
         default
     )]
     pub recorder: Option<String>,
+    /// SHA-512 of the data file, lower-case hex. Writers here always compute it from
+    /// the bytes they write; readers verify it when present.
+    #[serde(
+        rename = "core:sha512",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub sha512: Option<String>,
     /// Fields we do not interpret (other namespaces), kept for round trips.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -140,8 +178,17 @@ pub struct Global {
 /// One entry of `captures`: a segment of the data starting at `sample_start`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Capture {
+    /// Index into the data file (in samples, all channels counted once).
     #[serde(rename = "core:sample_start")]
     pub sample_start: u64,
+    /// Where this segment's first sample lies in the original stream: the
+    /// sample-clock tick for our recorders.
+    #[serde(
+        rename = "core:global_index",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub global_index: Option<u64>,
     #[serde(
         rename = "core:frequency",
         skip_serializing_if = "Option::is_none",
@@ -220,6 +267,7 @@ impl Meta {
                 author: None,
                 hw: None,
                 recorder: Some(concat!("radiohost ", env!("CARGO_PKG_VERSION")).to_string()),
+                sha512: None,
                 extra: Map::new(),
             },
             captures: vec![Capture::default()],
@@ -342,277 +390,23 @@ pub fn data_path(base: &Path) -> PathBuf {
     with_suffix(&base_path(base), ".sigmf-data")
 }
 
-fn with_suffix(base: &Path, suffix: &str) -> PathBuf {
+pub(crate) fn with_suffix(base: &Path, suffix: &str) -> PathBuf {
     let mut s = base.as_os_str().to_owned();
     s.push(suffix);
     PathBuf::from(s)
 }
 
-fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SigMfError + '_ {
+pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SigMfError + '_ {
     move |source| SigMfError::Io {
         path: path.to_path_buf(),
         source,
     }
 }
 
-/// Write `bytes` to `path` through a temporary file renamed into place.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), SigMfError> {
-    let tmp = with_suffix(path, ".tmp");
-    let mut f = fs::File::create(&tmp).map_err(io_err(&tmp))?;
-    f.write_all(bytes).map_err(io_err(&tmp))?;
-    f.sync_all().map_err(io_err(&tmp))?;
-    fs::rename(&tmp, path).map_err(io_err(path))
-}
-
-fn write_recording(base: &Path, meta: &Meta, data: &[u8]) -> Result<(), SigMfError> {
-    let json = serde_json::to_vec_pretty(meta).map_err(|source| SigMfError::Json {
-        path: meta_path(base),
-        source,
-    })?;
-    // Data first: a meta file never points at missing data.
-    write_atomically(&data_path(base), data)?;
-    write_atomically(&meta_path(base), &json)
-}
-
-fn check_writer(meta: &Meta, wanted: DataType, samples: usize) -> Result<(), SigMfError> {
-    if meta.datatype() != Some(wanted) {
-        return Err(SigMfError::WrongWriter {
-            wanted: wanted.name(),
-            datatype: meta.datatype().map_or("unsupported", DataType::name),
-        });
-    }
-    if !samples.is_multiple_of(meta.channels()) {
-        return Err(SigMfError::ChannelMismatch(samples, meta.channels()));
-    }
-    Ok(())
-}
-
-/// Write a `cf32_le` recording (`meta` must say `cf32_le`).
-pub fn write_cf32(base: &Path, meta: &Meta, samples: &[Cf32]) -> Result<(), SigMfError> {
-    check_writer(meta, DataType::Cf32Le, samples.len())?;
-    let mut data = Vec::with_capacity(samples.len() * 8);
-    for s in samples {
-        data.extend_from_slice(&s.re.to_le_bytes());
-        data.extend_from_slice(&s.im.to_le_bytes());
-    }
-    write_recording(base, meta, &data)
-}
-
-/// Write a `ci16_le` recording (`meta` must say `ci16_le`).
-pub fn write_ci16(base: &Path, meta: &Meta, samples: &[Ci16]) -> Result<(), SigMfError> {
-    check_writer(meta, DataType::Ci16Le, samples.len())?;
-    let mut data = Vec::with_capacity(samples.len() * 4);
-    for s in samples {
-        data.extend_from_slice(&s.re.to_le_bytes());
-        data.extend_from_slice(&s.im.to_le_bytes());
-    }
-    write_recording(base, meta, &data)
-}
-
-/// Parse and validate a `.sigmf-meta` document.
-pub fn parse_meta(json: &[u8], path: &Path) -> Result<Meta, SigMfError> {
-    let meta: Meta = serde_json::from_slice(json).map_err(|source| SigMfError::Json {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let invalid = |what: String| SigMfError::Invalid {
-        path: path.to_path_buf(),
-        what,
-    };
-    if meta.global.num_channels == Some(0) {
-        return Err(invalid("core:num_channels must be at least 1".into()));
-    }
-    if let Some(rate) = meta.global.sample_rate {
-        if !(rate.is_finite() && rate > 0.0) {
-            return Err(invalid(format!("core:sample_rate {rate} must be positive")));
-        }
-    }
-    if !meta.global.version.starts_with("1.") {
-        return Err(invalid(format!(
-            "core:version {:?} is not a SigMF 1.x version",
-            meta.global.version
-        )));
-    }
-    Ok(meta)
-}
-
-/// Decode raw data bytes of `datatype`.
-pub fn decode_data(datatype: DataType, bytes: &[u8]) -> Samples {
-    let sample = datatype.sample_bytes();
-    let chunks = bytes.chunks_exact(sample);
-    let f32_at = |c: &[u8], i: usize, le: bool| {
-        let b = [c[i], c[i + 1], c[i + 2], c[i + 3]];
-        if le {
-            f32::from_le_bytes(b)
-        } else {
-            f32::from_be_bytes(b)
-        }
-    };
-    let i16_at = |c: &[u8], i: usize, le: bool| {
-        let b = [c[i], c[i + 1]];
-        if le {
-            i16::from_le_bytes(b)
-        } else {
-            i16::from_be_bytes(b)
-        }
-    };
-    match datatype {
-        DataType::Cf32Le | DataType::Cf32Be => {
-            let le = datatype == DataType::Cf32Le;
-            Samples::Cf32(
-                chunks
-                    .map(|c| Cf32::new(f32_at(c, 0, le), f32_at(c, 4, le)))
-                    .collect(),
-            )
-        }
-        DataType::Ci16Le | DataType::Ci16Be => {
-            let le = datatype == DataType::Ci16Le;
-            Samples::Ci16(
-                chunks
-                    .map(|c| Ci16::new(i16_at(c, 0, le), i16_at(c, 2, le)))
-                    .collect(),
-            )
-        }
-        // Scale 8-bit samples up to the 16-bit range so `to_cf32` stays in [-1, 1].
-        DataType::Ci8 => Samples::Ci16(
-            chunks
-                .map(|c| Ci16::new((c[0] as i8 as i16) << 8, (c[1] as i8 as i16) << 8))
-                .collect(),
-        ),
-    }
-}
-
-/// Read a recording (give the base name or either file's name).
-pub fn read(path: &Path) -> Result<Recording, SigMfError> {
-    let meta_file = meta_path(path);
-    let data_file = data_path(path);
-    let json = fs::read(&meta_file).map_err(io_err(&meta_file))?;
-    let meta = parse_meta(&json, &meta_file)?;
-    let datatype = meta
-        .datatype()
-        .ok_or_else(|| SigMfError::UnsupportedDatatype {
-            path: meta_file.clone(),
-            datatype: meta.global.datatype.clone(),
-        })?;
-    let bytes = fs::read(&data_file).map_err(io_err(&data_file))?;
-    let frame = datatype.sample_bytes() * meta.channels();
-    if !bytes.len().is_multiple_of(frame) {
-        return Err(SigMfError::Truncated {
-            path: data_file,
-            bytes: bytes.len() as u64,
-            channels: meta.channels(),
-            datatype: datatype.name(),
-            sample_bytes: datatype.sample_bytes(),
-        });
-    }
-    let total = (bytes.len() / frame) as u64;
-    if let Some(c) = meta.captures.iter().find(|c| c.sample_start > total) {
-        return Err(SigMfError::Invalid {
-            path: meta_file,
-            what: format!(
-                "capture starts at sample {} but the data holds only {total} samples",
-                c.sample_start
-            ),
-        });
-    }
-    let samples = decode_data(datatype, &bytes);
-    Ok(Recording { meta, samples })
-}
+mod file;
+pub use file::{
+    check_data, decode_data, parse_meta, read, sha512_hex, write_cf32, write_ci16, EXTENSION,
+};
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn cf32_roundtrip_keeps_meta_and_samples() {
-        let dir = tempfile::tempdir().unwrap();
-        let base = dir.path().join("capture");
-        let samples: Vec<Cf32> = (0..64)
-            .map(|i| Cf32::new(i as f32, -(i as f32) / 3.0))
-            .collect();
-        let meta = Meta::new(DataType::Cf32Le, 1e6)
-            .num_channels(2)
-            .description("test")
-            .capture(0, Some(2.4e9))
-            .annotation(Annotation {
-                sample_start: 4,
-                sample_count: Some(8),
-                label: Some("burst".into()),
-                ..Default::default()
-            });
-        write_cf32(&base, &meta, &samples).unwrap();
-        let rec = read(&base.with_extension("sigmf-meta")).unwrap();
-        assert_eq!(rec.meta, meta);
-        assert_eq!(rec.samples, Samples::Cf32(samples.clone()));
-        assert_eq!(rec.channel_cf32(1)[3], samples[7]);
-        // The file is plain SigMF JSON other tools read.
-        let text = fs::read_to_string(meta_path(&base)).unwrap();
-        assert!(text.contains("\"core:datatype\": \"cf32_le\""));
-        assert!(text.contains("\"core:sample_start\": 4"));
-    }
-
-    #[test]
-    fn ci16_roundtrip_and_foreign_fields_survive() {
-        let dir = tempfile::tempdir().unwrap();
-        let base = dir.path().join("warp");
-        let samples: Vec<Ci16> = (0..10).map(|i| Ci16::new(i * 100, -i)).collect();
-        write_ci16(&base, &Meta::new(DataType::Ci16Le, 40e6), &samples).unwrap();
-        let mut json: Value = serde_json::from_slice(&fs::read(meta_path(&base)).unwrap()).unwrap();
-        json["global"]["antenna:gain"] = Value::from(3.5);
-        fs::write(meta_path(&base), serde_json::to_vec(&json).unwrap()).unwrap();
-        let rec = read(&base).unwrap();
-        assert_eq!(rec.samples, Samples::Ci16(samples));
-        assert_eq!(rec.meta.global.extra["antenna:gain"], Value::from(3.5));
-    }
-
-    #[test]
-    fn truncated_data_is_a_clear_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let base = dir.path().join("t");
-        write_ci16(
-            &base,
-            &Meta::new(DataType::Ci16Le, 1.0),
-            &[Ci16::new(1, 2); 4],
-        )
-        .unwrap();
-        let data = data_path(&base);
-        let mut bytes = fs::read(&data).unwrap();
-        bytes.pop();
-        fs::write(&data, bytes).unwrap();
-        let err = read(&base).unwrap_err().to_string();
-        assert!(
-            err.contains("15 bytes") && err.contains("truncated"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn bad_metadata_names_the_problem() {
-        let p = Path::new("x.sigmf-meta");
-        let e = parse_meta(br#"{"global":{"core:datatype":"cf32_le","core:version":"1.2.0","core:num_channels":0}}"#, p)
-            .unwrap_err();
-        assert!(e.to_string().contains("num_channels"), "{e}");
-        let e = parse_meta(b"{not json", p).unwrap_err();
-        assert!(e.to_string().contains("not valid SigMF"), "{e}");
-        let e = write_cf32(
-            Path::new("/nonexistent/x"),
-            &Meta::new(DataType::Ci16Le, 1.0),
-            &[],
-        )
-        .unwrap_err();
-        assert!(matches!(e, SigMfError::WrongWriter { .. }));
-    }
-
-    #[test]
-    fn big_endian_and_ci8_decode() {
-        let be = [0x3f, 0x80, 0, 0, 0xbf, 0x80, 0, 0];
-        assert_eq!(
-            decode_data(DataType::Cf32Be, &be),
-            Samples::Cf32(vec![Cf32::new(1.0, -1.0)])
-        );
-        assert_eq!(
-            decode_data(DataType::Ci8, &[1, 0xff]),
-            Samples::Ci16(vec![Ci16::new(256, -256)])
-        );
-    }
-}
+mod tests;
