@@ -95,21 +95,17 @@ pub(crate) fn layer(app: &mut [i8], edges: &[Edge], c2v: &mut [i8], dims: &Dims,
         for (e, ed) in edges.iter().enumerate() {
             let te = &t[e][..n];
             let new_c2v = &mut c2v[e * zpad + i0..][..n];
+            let new_app = &mut app[ed.base + ed.shift + i0..][..n];
             for i in 0..n {
                 let mag = if te[i].unsigned_abs() == min1[i] {
                     m2[i]
                 } else {
                     m1[i]
                 };
-                new_c2v[i] = if (te[i] ^ sgn[i]) < 0 { -mag } else { mag };
-            }
-            let new_app = &mut app[ed.base + ed.shift + i0..][..n];
-            for i in 0..n {
-                new_app[i] = if saturated(te[i]) {
-                    te[i]
-                } else {
-                    te[i].saturating_add(new_c2v[i])
-                };
+                let c = if (te[i] ^ sgn[i]) < 0 { -mag } else { mag };
+                new_c2v[i] = c;
+                // A saturated t adds nothing (a select, so the loop still vectorises).
+                new_app[i] = te[i].saturating_add(if saturated(te[i]) { 0 } else { c });
             }
         }
         i0 += n;
