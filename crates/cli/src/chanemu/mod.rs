@@ -195,8 +195,17 @@ fn run_file(a: FileArgs) -> Result<()> {
         println!("  clipped     {} samples beyond full scale", s.clipped);
     }
     println!(
-        "  processing  {:.3} s, {:.1} MSa/s per port",
+        "  file to file  {:.3} s, {:.1} MSa/s per port (open to final rename: read, SHA-512, filter, write)",
         s.seconds, s.msps_per_port
+    );
+    println!(
+        "  filter only   {:.3} s, {:.1} MSa/s per port (convolver inner loop)",
+        s.filter_seconds, s.filter_msps_per_port
+    );
+    println!(
+        "  streaming     {} samples per port per chunk, {:.1} MB of chunk buffers",
+        s.chunk_samples,
+        s.buffer_bytes as f64 / 1e6
     );
     Ok(())
 }

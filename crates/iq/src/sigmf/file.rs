@@ -10,7 +10,7 @@ use std::io::Write;
 use std::path::Path;
 
 /// Write `bytes` to `path` through a temporary file renamed into place.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), SigMfError> {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), SigMfError> {
     let tmp = with_suffix(path, ".tmp");
     let mut f = fs::File::create(&tmp).map_err(io_err(&tmp))?;
     f.write_all(bytes).map_err(io_err(&tmp))?;
@@ -21,27 +21,46 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), SigMfError> {
 /// Lower-case hex SHA-512 of `bytes`, as `core:sha512` holds it.
 pub fn sha512_hex(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha512};
-    Sha512::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&Sha512::digest(bytes))
+}
+
+/// Lower-case hex of a digest.
+pub(crate) fn hex(digest: &[u8]) -> String {
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The metadata a writer stores for `samples` samples (per channel): captures and
+/// annotations sorted and checked to lie within the data, our namespace declared,
+/// `core:sha512` set to `sha512` (the checksum of the bytes written, never one
+/// carried over). Returns the JSON document.
+pub(crate) fn output_meta_json(
+    meta: &Meta,
+    samples: u64,
+    sha512: String,
+    meta_file: &Path,
+) -> Result<Vec<u8>, SigMfError> {
+    let mut meta = meta.clone();
+    // Captures and annotations must be sorted by sample_start (SigMF 1.2).
+    meta.captures.sort_by_key(|c| c.sample_start);
+    meta.annotations.sort_by_key(|a| a.sample_start);
+    check_layout(&meta, samples, meta_file, true)?;
+    declare_own_extension(&mut meta);
+    meta.global.sha512 = Some(sha512);
+    serde_json::to_vec_pretty(&meta).map_err(|source| SigMfError::Json {
+        path: meta_file.to_path_buf(),
+        source,
+    })
 }
 
 fn write_recording(base: &Path, meta: &Meta, data: &[u8]) -> Result<(), SigMfError> {
     let meta_file = meta_path(base);
     let frame = (meta.datatype().map_or(1, DataType::sample_bytes) * meta.channels()) as u64;
-    let mut meta = meta.clone();
-    // Captures and annotations must be sorted by sample_start (SigMF 1.2).
-    meta.captures.sort_by_key(|c| c.sample_start);
-    meta.annotations.sort_by_key(|a| a.sample_start);
-    check_layout(&meta, data.len() as u64 / frame, &meta_file, true)?;
-    declare_own_extension(&mut meta);
-    // The checksum is always of the bytes written here, never one carried over.
-    meta.global.sha512 = Some(sha512_hex(data));
-    let json = serde_json::to_vec_pretty(&meta).map_err(|source| SigMfError::Json {
-        path: meta_file.clone(),
-        source,
-    })?;
+    let json = output_meta_json(
+        meta,
+        data.len() as u64 / frame,
+        sha512_hex(data),
+        &meta_file,
+    )?;
     // Data first: a meta file never points at missing data.
     write_atomically(&data_path(base), data)?;
     write_atomically(&meta_file, &json)
@@ -113,7 +132,11 @@ fn check_layout(meta: &Meta, samples: u64, path: &Path, writing: bool) -> Result
     Ok(())
 }
 
-fn check_writer(meta: &Meta, wanted: DataType, samples: usize) -> Result<(), SigMfError> {
+pub(crate) fn check_writer(
+    meta: &Meta,
+    wanted: DataType,
+    samples: usize,
+) -> Result<(), SigMfError> {
     if meta.datatype() != Some(wanted) {
         return Err(SigMfError::WrongWriter {
             wanted: wanted.name(),
@@ -253,8 +276,30 @@ pub fn check_data(
             path: meta_file.to_path_buf(),
             datatype: meta.global.datatype.clone(),
         })?;
+    let samples = check_length(meta, datatype, bytes.len() as u64, data_file)?;
+    if let Some(expected) = &meta.global.sha512 {
+        let actual = sha512_hex(bytes);
+        if !expected.eq_ignore_ascii_case(&actual) {
+            return Err(SigMfError::ChecksumMismatch {
+                path: data_file.to_path_buf(),
+                expected: expected.clone(),
+                actual,
+            });
+        }
+    }
+    Ok(samples)
+}
+
+/// The size checks of [`check_data`] on a data file of `len` bytes: a whole number
+/// of samples, not empty (unless `core:metadata_only`), long enough for every
+/// capture and annotation. Returns the number of samples (per channel).
+pub(crate) fn check_length(
+    meta: &Meta,
+    datatype: DataType,
+    len: u64,
+    data_file: &Path,
+) -> Result<u64, SigMfError> {
     let frame = (datatype.sample_bytes() * meta.channels()) as u64;
-    let len = bytes.len() as u64;
     if !len.is_multiple_of(frame) {
         return Err(SigMfError::Truncated {
             path: data_file.to_path_buf(),
@@ -306,16 +351,6 @@ pub fn check_data(
             expected_samples: needed.0,
             expected_bytes: needed.0.saturating_mul(frame),
         });
-    }
-    if let Some(expected) = &meta.global.sha512 {
-        let actual = sha512_hex(bytes);
-        if !expected.eq_ignore_ascii_case(&actual) {
-            return Err(SigMfError::ChecksumMismatch {
-                path: data_file.to_path_buf(),
-                expected: expected.clone(),
-                actual,
-            });
-        }
     }
     Ok(samples)
 }

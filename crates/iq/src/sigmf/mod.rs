@@ -404,9 +404,11 @@ pub(crate) fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SigMfError +
 }
 
 mod file;
+mod stream;
 pub use file::{
     check_data, decode_data, parse_meta, read, sha512_hex, write_cf32, write_ci16, EXTENSION,
 };
+pub use stream::{SampleReader, SampleWriter};
 
 #[cfg(test)]
 mod tests;
