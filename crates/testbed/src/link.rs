@@ -43,6 +43,10 @@ pub struct CapacityChange {
     pub rate_bps: f64,
 }
 
+/// Longest time one packet may take to serialise (a year): keeps the link's
+/// clock arithmetic far from overflow whatever rate it is given.
+pub const MAX_SERIALISATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct LinkConfig {
     /// Capacity in bit/s; `f64::INFINITY` for no serialisation delay.
@@ -274,12 +278,16 @@ impl Link {
             .map_or(self.cfg.rate_bps, |c| c.rate_bps)
     }
 
-    /// Time to serialise `bytes` at `rate` bit/s.
+    /// Time to serialise `bytes` at `rate` bit/s, at most [`MAX_SERIALISATION`]
+    /// (a rate parsed from user input is at least 1 bit/s, but the model must not
+    /// panic on any rate it is given).
     fn serialisation(bytes: usize, rate: f64) -> Duration {
         if rate.is_infinite() {
             Duration::ZERO
         } else {
-            Duration::from_secs_f64(bytes as f64 * 8.0 / rate)
+            Duration::try_from_secs_f64(bytes as f64 * 8.0 / rate)
+                .unwrap_or(MAX_SERIALISATION)
+                .min(MAX_SERIALISATION)
         }
     }
 
@@ -307,7 +315,7 @@ impl Link {
             return Fate::Dropped(DropReason::QueueFull);
         }
         let start = self.busy_until.max(now);
-        let sent = start + Self::serialisation(bytes, self.rate_at(start));
+        let sent = start.saturating_add(Self::serialisation(bytes, self.rate_at(start)));
         self.busy_until = sent;
 
         if let Some(ge) = self.cfg.burst {
@@ -508,5 +516,20 @@ mod tests {
         assert_eq!(cfg.loss, 0.2);
         assert_eq!(cfg.delay, ms(10));
         assert_eq!(cfg.queue_limit_bytes, 65536);
+    }
+
+    /// Fuzzing found `15e-27bit` (1.5e-26 bit/s) parsing and then panicking in
+    /// the first offer: rates below 1 bit/s are refused, and the model saturates
+    /// whatever rate it is given.
+    #[test]
+    fn absurd_rates_are_refused_or_saturate_without_panicking() {
+        let e = LinkConfig::parse("15e-27bit").unwrap_err().to_string();
+        assert!(e.contains("below 1 bit/s"), "{e}");
+        let mut cfg = LinkConfig::parse("1bit").unwrap();
+        cfg.rate_bps = 1.5e-26;
+        let mut link = Link::new(cfg);
+        let _ = link.offer(Duration::ZERO, 1500);
+        let _ = link.offer(Duration::ZERO, 1500);
+        assert!(link.busy_until() >= MAX_SERIALISATION);
     }
 }

@@ -117,6 +117,8 @@ pub enum UnitProblem {
     BelowResolution,
     /// A size that is not a whole number of bytes.
     NotWholeBytes,
+    /// A bit rate below 1 bit/s (a link that slow never delivers a packet).
+    BelowOneBit,
 }
 
 /// A value that could not be read; the message names the quantity, the accepted
@@ -164,6 +166,9 @@ impl UnitError {
             }
             UnitProblem::BelowResolution => {
                 format!("{q} {input:?} is below the 1ns resolution: give 0 or at least 1ns")
+            }
+            UnitProblem::BelowOneBit => {
+                format!("{q} {input:?} is below 1 bit/s: give at least 1bit/s")
             }
             UnitProblem::NotWholeBytes => format!(
                 "{q} {input:?} is not a whole number of bytes: give an exact size, e.g. {eg}"
@@ -415,7 +420,11 @@ pub fn parse_rate(input: &str) -> Result<f64, UnitError> {
     if !matches!(rest, "" | "bit" | "bit/s" | "bps" | "b/s") || (rest.is_empty() && scale == 1.0) {
         return Err(UnitError::new(q, input, UnitProblem::UnknownUnit(unit)));
     }
-    positive_f64(q, input, &number, scale)
+    let rate = positive_f64(q, input, &number, scale)?;
+    if rate < 1.0 {
+        return Err(UnitError::new(q, input, UnitProblem::BelowOneBit));
+    }
+    Ok(rate)
 }
 
 /// Parse a sample rate in samples per second ([`SAMPLE_RATE_UNITS`]). Must be positive.
