@@ -6,6 +6,7 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use num_complex::Complex64;
 use radiohost_iq::Cf32;
+use radiohost_phy::bench::{naive_dft, naive_zf};
 use radiohost_phy::crc::{crc_bits, CrcKind};
 use radiohost_phy::generator::Generator;
 use radiohost_phy::ofdm::OfdmFft;
@@ -20,18 +21,6 @@ fn lcg(seed: &mut u64) -> f32 {
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);
     (*seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-}
-
-fn naive_dft(x: &[Cf32], out: &mut [Cf32]) {
-    let n = x.len();
-    for (k, o) in out.iter_mut().enumerate() {
-        let mut acc = Complex64::default();
-        for (t, v) in x.iter().enumerate() {
-            let a = -2.0 * std::f64::consts::PI * ((k * t) % n) as f64 / n as f64;
-            acc += Complex64::new(v.re as f64, v.im as f64) * Complex64::new(a.cos(), a.sin());
-        }
-        *o = Cf32::new(acc.re as f32, acc.im as f32);
-    }
 }
 
 fn fft(c: &mut Criterion) {
@@ -53,42 +42,6 @@ fn fft(c: &mut Criterion) {
         b.iter(|| naive_dft(black_box(&x), &mut out))
     });
     g.finish();
-}
-
-fn naive_zf(h: &[Cf32], m: usize, k: usize, w: &mut [Complex64]) {
-    let h64: Vec<Complex64> = h
-        .iter()
-        .map(|c| Complex64::new(c.re as f64, c.im as f64))
-        .collect();
-    let mut aug = vec![Complex64::default(); k * 2 * k];
-    for i in 0..k {
-        for j in 0..k {
-            aug[i * 2 * k + j] = (0..m).map(|r| h64[i * m + r].conj() * h64[j * m + r]).sum();
-        }
-        aug[i * 2 * k + k + i] = Complex64::new(1.0, 0.0);
-    }
-    for col in 0..k {
-        let p = aug[col * 2 * k + col];
-        for j in 0..2 * k {
-            aug[col * 2 * k + j] /= p;
-        }
-        for r in 0..k {
-            if r != col {
-                let f = aug[r * 2 * k + col];
-                for j in 0..2 * k {
-                    let v = aug[col * 2 * k + j];
-                    aug[r * 2 * k + j] -= f * v;
-                }
-            }
-        }
-    }
-    for i in 0..k {
-        for r in 0..m {
-            w[i * m + r] = (0..k)
-                .map(|j| aug[i * 2 * k + k + j] * h64[j * m + r].conj())
-                .sum();
-        }
-    }
 }
 
 fn zf(c: &mut Criterion) {

@@ -210,7 +210,9 @@ fn ldpc_rows(t: f64, pk: &Peak) -> Result<Vec<BenchRow>, PhyError> {
     ])
 }
 
-fn naive_dft(x: &[Cf32], out: &mut [Cf32]) {
+/// The O(n^2) DFT in f64: the baseline the FFT is measured against (also by
+/// the criterion benches).
+pub fn naive_dft(x: &[Cf32], out: &mut [Cf32]) {
     let n = x.len();
     for (k, o) in out.iter_mut().enumerate() {
         let mut acc = Complex64::default();
@@ -256,8 +258,9 @@ fn random_channel(m: usize, k: usize, rng: &mut ChaCha8Rng) -> Vec<Cf32> {
         .collect()
 }
 
-/// Dense f64 pseudo-inverse: Gauss-Jordan inverse of H^H H, then times H^H.
-fn naive_zf(h: &[Cf32], m: usize, k: usize, w: &mut [Complex64]) {
+/// Dense f64 pseudo-inverse: Gauss-Jordan inverse of H^H H, then times H^H. The
+/// baseline zero-forcing is measured against (also by the criterion benches).
+pub fn naive_zf(h: &[Cf32], m: usize, k: usize, w: &mut [Complex64]) {
     let h64: Vec<Complex64> = h
         .iter()
         .map(|c| Complex64::new(c.re as f64, c.im as f64))
