@@ -13,7 +13,6 @@ Without the `sigmf` package every test is skipped with "SKIPPED: <why>".
 
 import hashlib
 import json
-import shutil
 import socket
 import subprocess
 import sys
@@ -34,37 +33,6 @@ except ImportError as e:  # pragma: no cover - depends on the machine
 ROOT = Path(__file__).resolve().parents[2]
 CASES = [("cf32", 1), ("cf32", 3), ("ci16", 1), ("ci16", 2)]
 SAMPLES = 64
-
-
-def _cargo_build(*args):
-    if shutil.which("cargo") is None:
-        pytest.skip("SKIPPED: cargo is not on PATH; radiohost cannot be built")
-    out = subprocess.run(["cargo", "build", "-q", *args], cwd=ROOT, capture_output=True, text=True)
-    if out.returncode != 0:
-        pytest.fail(f"cargo build {' '.join(args)} failed:\n{out.stderr}")
-
-
-@pytest.fixture(scope="session")
-def target_dir():
-    if shutil.which("cargo") is None:
-        pytest.skip("SKIPPED: cargo is not on PATH; radiohost cannot be built")
-    meta = subprocess.run(
-        ["cargo", "metadata", "--format-version", "1", "--no-deps"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
-    )
-    return Path(json.loads(meta.stdout)["target_directory"]) / "debug"
-
-
-@pytest.fixture(scope="session")
-def tool(target_dir):
-    _cargo_build("-p", "radiohost-iq", "--example", "sigmf_tool")
-    return target_dir / "examples" / "sigmf_tool"
-
-
-@pytest.fixture(scope="session")
-def radiohost(target_dir):
-    _cargo_build("-p", "radiohost", "--bin", "radiohost")
-    return target_dir / "radiohost"
 
 
 def pattern(channels, samples=SAMPLES):

@@ -73,6 +73,9 @@ pub struct RunReport {
     /// What the output was checked against, in words.
     pub check: Option<String>,
     pub verification: Option<Verification>,
+    /// Whether the streamer kept up with the radio's sample clock (in-process
+    /// radio only: an external radio reports no TX events).
+    pub keep_up: Option<KeepUp>,
     pub wall_s: f64,
 }
 
@@ -80,6 +83,89 @@ impl RunReport {
     /// False only when a check ran and failed.
     pub fn passed(&self) -> bool {
         self.verification.as_ref().is_none_or(Verification::passed)
+    }
+}
+
+/// Did the host keep up with the radio's sample clock? Every TX packet must
+/// reach the radio before its time (RX time + offset) and none may be dropped
+/// on the way; if not, why: the processing itself needs more than the machine
+/// has (CPU-bound), or the threads waited for a CPU longer than the offset
+/// allows (scheduling).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct KeepUp {
+    pub kept_up: bool,
+    /// TX packets that reached the radio after their time (whole or in part).
+    pub late_packets: u64,
+    /// TX packets the streamer dropped (queue full while stalled, send failed).
+    pub dropped_packets: u64,
+    /// RX frames never processed before the run ended.
+    pub unprocessed_frames: u64,
+    /// Time in the packet processor over the stream's duration: the share of
+    /// one core the processing alone needs at this rate.
+    pub processing_load: f64,
+    pub offset_us: f64,
+    /// Worst RX timestamp -> TX arrival at the radio.
+    pub worst_end_to_end_us: f64,
+    /// One line: what went wrong and what to change (`None` when it kept up).
+    pub reason: Option<String>,
+}
+
+/// Processing load above which the run is called CPU-bound (the streamer's
+/// other work — sockets, packing — needs the rest).
+const CPU_BOUND_LOAD: f64 = 0.7;
+
+impl KeepUp {
+    pub fn assess(s: &SessionConfig, streamer: &StreamerReport, radio: &RadioReport) -> KeepUp {
+        let c = &streamer.counters;
+        let tx = radio.tx_totals();
+        let stream_ns = s.packets as f64 * s.samples_per_packet as f64 / s.rate_sps * 1e9;
+        let processing_load = c.process_ns as f64 / stream_ns.max(1.0);
+        let late_packets = tx.late_packets;
+        let dropped_packets = c.host_queue_drops + c.send_drops;
+        let unprocessed_frames = s.packets.saturating_sub(c.frames);
+        let offset_us = s.offset.as_secs_f64() * 1e6;
+        let worst_end_to_end_us = radio.end_to_end.max_ns as f64 / 1e3;
+        let kept_up = late_packets == 0 && dropped_packets == 0 && unprocessed_frames == 0;
+        let reason = (!kept_up).then(|| {
+            let what = format!(
+                "{late_packets} TX packets reached the radio after their time, {dropped_packets} \
+                 were dropped and {unprocessed_frames} of {} frames were never processed",
+                s.packets
+            );
+            let per_packet_us = c.process_ns as f64 / c.frames.max(1) as f64 / 1e3;
+            let packet_us = s.samples_per_packet as f64 / s.rate_sps * 1e6;
+            if processing_load > CPU_BOUND_LOAD {
+                format!(
+                    "the host did not keep up with the radio ({what}): processing alone takes \
+                     {per_packet_us:.1} us per {packet_us:.1} us packet ({:.0}% of a core), more \
+                     than this machine can give in real time; lower --rate, shorten the response \
+                     or raise --block",
+                    processing_load * 100.0
+                )
+            } else {
+                format!(
+                    "the host did not keep up with the radio ({what}): processing takes only \
+                     {:.0}% of a core ({per_packet_us:.1} us per {packet_us:.1} us packet), but \
+                     packets waited for a CPU up to {:.1} ms end to end against the --offset \
+                     budget of {:.1} ms (other processes time-slice the streamer and radio \
+                     threads); run with --rt-priority 50 (root or CAP_SYS_NICE), raise --offset \
+                     or lower --rate",
+                    processing_load * 100.0,
+                    worst_end_to_end_us / 1e3,
+                    offset_us / 1e3
+                )
+            }
+        });
+        KeepUp {
+            kept_up,
+            late_packets,
+            dropped_packets,
+            unprocessed_frames,
+            processing_load,
+            offset_us,
+            worst_end_to_end_us,
+            reason,
+        }
     }
 }
 
@@ -107,6 +193,7 @@ pub fn run_stream<P: PacketProcessor + 'static>(
             radio: None,
             check: None,
             verification: None,
+            keep_up: None,
             wall_s: started.elapsed().as_secs_f64(),
         });
     }
@@ -149,6 +236,7 @@ pub fn run_stream<P: PacketProcessor + 'static>(
     } else {
         (None, None)
     };
+    let keep_up = KeepUp::assess(s, &result.streamer, &result.radio);
     Ok(RunReport {
         what: what.into(),
         channel,
@@ -157,6 +245,7 @@ pub fn run_stream<P: PacketProcessor + 'static>(
         radio: Some(result.radio),
         check,
         verification,
+        keep_up: Some(keep_up),
         wall_s: result.wall_s,
     })
 }

@@ -17,7 +17,9 @@ use radiohost_rt::{RtThreadBuilder, ThreadConfig};
 use crate::net::{pin_current_thread, set_fifo_priority};
 use crate::process::{PacketProcessor, Passthrough};
 use crate::radio::{run_radio_on, RadioConfig, RadioError, RadioReport, RadioSockets};
-use crate::streamer::{run_streamer_on, PollMode, StreamerConfig, StreamerError, StreamerReport};
+use crate::streamer::{
+    run_streamer_ready, PollMode, StreamerConfig, StreamerError, StreamerReport,
+};
 use crate::tx::TxPolicy;
 
 /// EPIDs of the emulated radio's endpoints (RX streams land on the host at
@@ -142,6 +144,10 @@ impl SessionConfig {
     }
 }
 
+/// How long [`run_session`] waits for the streamer thread to get ready before
+/// starting the radio anyway (the run then reports what went wrong).
+const STREAMER_START_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// What a session did: both sides' reports and the wall time.
 #[derive(serde::Serialize)]
 pub struct SessionReport {
@@ -183,9 +189,18 @@ pub fn run_session<P: PacketProcessor + 'static>(
     let stop = Arc::new(AtomicBool::new(false));
     let stop_streamer = stop.clone();
     let start = Instant::now();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     let streamer = thread::Builder::new()
         .name("chdr-streamer".into())
-        .spawn(move || run_streamer_on(host, cfg, proc, &stop_streamer))?;
+        .spawn(move || {
+            run_streamer_ready(host, cfg, proc, &stop_streamer, move || {
+                let _ = ready_tx.send(());
+            })
+        })?;
+    // The radio's clock starts when its thread does: start it only once the
+    // streamer is listening, or its first packets are late before any work.
+    // (Err: the streamer ended before it was ready; its join says why.)
+    let _ = ready_rx.recv_timeout(STREAMER_START_TIMEOUT);
     let (radio_cpu, rt_priority) = (o.radio_cpu, o.rt_priority);
     let stop_radio = stop.clone();
     let radio = thread::Builder::new()
@@ -315,10 +330,17 @@ pub fn probe_pipeline(
     scfg.cpu = None;
     let stop = Arc::new(AtomicBool::new(false));
     let stop_streamer = stop.clone();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
     let streamer = RtThreadBuilder::new("rt-probe-streamer")
         .config(thread.clone())
-        .spawn(move |_| run_streamer_on(host, scfg, Passthrough { ports: 1 }, &stop_streamer))?;
+        .spawn(move |_| {
+            let ready = move || {
+                let _ = ready_tx.send(());
+            };
+            run_streamer_ready(host, scfg, Passthrough { ports: 1 }, &stop_streamer, ready)
+        })?;
     let report = streamer.report().clone();
+    let _ = ready_rx.recv_timeout(STREAMER_START_TIMEOUT);
     let stop_radio = stop.clone();
     let radio = thread::Builder::new()
         .name("rt-probe-radio".into())

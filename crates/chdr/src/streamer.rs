@@ -173,6 +173,9 @@ pub struct StreamerCounters {
     pub send_drops: u64,
     pub resyncs_sent: u64,
     pub events_dropped: u64,
+    /// Time spent in the packet processor, all frames together (ns): against the
+    /// stream's duration, how much of a core the processing alone needs.
+    pub process_ns: u64,
 }
 
 #[derive(serde::Serialize)]
@@ -254,6 +257,20 @@ pub fn run_streamer_on<P: PacketProcessor>(
     proc: P,
     stop: &AtomicBool,
 ) -> Result<StreamerReport, StreamerError> {
+    run_streamer_ready(sock, cfg, proc, stop, || {})
+}
+
+/// As [`run_streamer_on`], calling `ready` once the streamer has built its
+/// buffers and sent INIT, just before it starts receiving: an in-process radio
+/// started after that finds the host listening, however slowly this thread got
+/// going on a busy machine.
+pub fn run_streamer_ready<P: PacketProcessor>(
+    sock: UdpSocket,
+    cfg: StreamerConfig,
+    proc: P,
+    stop: &AtomicBool,
+    ready: impl FnOnce(),
+) -> Result<StreamerReport, StreamerError> {
     if proc.inputs() != cfg.rx_epids.len() || proc.outputs() != cfg.tx_epids.len() {
         return Err(StreamerError::PortMismatch {
             proc_in: proc.inputs(),
@@ -296,6 +313,7 @@ pub fn run_streamer_on<P: PacketProcessor>(
     let mut core = Core::new(cfg, proc, pkt_len)?;
     let mut rx = RecvBatch::new(core.cfg.batch, MAX_PACKET_BYTES);
     core.send_init(&sock)?;
+    ready();
     let mut last_rx = Instant::now();
     let mut last_init = Instant::now();
     let mut started = false;
@@ -608,7 +626,9 @@ impl<P: PacketProcessor> Core<P> {
                 self.counters.misaligned_frames += 1;
             }
             self.processed_until = Some(ts.saturating_add(spp as u64));
+            let processing = Instant::now();
             self.proc.process(&self.in_block, &mut self.out_block);
+            self.counters.process_ns += processing.elapsed().as_nanos() as u64;
             self.counters.frames += 1;
             for port in 0..self.out_block.ports() {
                 self.emit_tx(port, ts, ts, eob, (kernel_ns, user_ns), sock)?;

@@ -77,10 +77,33 @@ enum Command {
     Gpu(gpu::GpuCmd),
 }
 
-fn main() -> Result<()> {
+fn main() {
+    ui::quiet_broken_pipe();
     let cli = Cli::parse();
+    let outcome = std::panic::catch_unwind(|| run(cli));
+    let code = match outcome {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
+            let (code, line) = ui::exit_for(&e);
+            if let Some(line) = line {
+                eprintln!("error: {line}");
+            }
+            code
+        }
+        Err(payload) if ui::is_broken_pipe_panic(ui::panic_text(&*payload)) => {
+            ui::EXIT_BROKEN_PIPE
+        }
+        Err(payload) => std::panic::resume_unwind(payload),
+    };
+    std::process::exit(code);
+}
+
+fn run(cli: Cli) -> Result<()> {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&cli.log)?)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&cli.log)
+                .map_err(|e| ui::usage(format!("--log {:?}: {e}", cli.log)))?,
+        )
         .with_writer(std::io::stderr)
         .init();
     match cli.command {
@@ -95,5 +118,73 @@ fn main() -> Result<()> {
         Command::Phy(cmd) => phy::run(cmd),
         Command::Station(cmd) => station::run(cmd),
         Command::Gpu(cmd) => gpu::run(cmd),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every command and option in the `--help` tree, as `radiohost a b --opt`.
+    fn walk(cmd: &clap::Command, path: &str, found: &mut Vec<(String, Option<String>)>) {
+        let here = format!("{path} {}", cmd.get_name());
+        let about = cmd.get_about().map(|s| s.to_string());
+        found.push((here.clone(), about));
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if matches!(id, "help" | "version") {
+                continue;
+            }
+            let name = match arg.get_long() {
+                Some(l) => format!("{here} --{l}"),
+                None => format!("{here} <{id}>"),
+            };
+            let help = arg
+                .get_long_help()
+                .or(arg.get_help())
+                .map(|s| s.to_string());
+            found.push((name, help));
+        }
+        for sub in cmd.get_subcommands() {
+            if sub.get_name() != "help" {
+                walk(sub, &here, found);
+            }
+        }
+    }
+
+    #[test]
+    fn every_command_and_option_has_help() {
+        let mut found = Vec::new();
+        walk(&Cli::command(), "", &mut found);
+        let missing: Vec<&str> = found
+            .iter()
+            .filter(|(_, help)| help.as_deref().is_none_or(|h| h.trim().is_empty()))
+            .map(|(name, _)| name.as_str())
+            .collect();
+        assert!(found.len() > 100, "walked only {} entries", found.len());
+        assert!(missing.is_empty(), "no help text: {missing:#?}");
+    }
+
+    /// Options holding a quantity name its unit in their help (docs/CLI.md).
+    #[test]
+    fn quantity_options_name_their_unit() {
+        let mut found = Vec::new();
+        walk(&Cli::command(), "", &mut found);
+        let quantity = ["duration", "period", "delay", "deadline", "timeout", "interval"];
+        let units = ["ns", "us", "ms", " s", "s,", "s)", "min", "second"];
+        let silent: Vec<&str> = found
+            .iter()
+            .filter(|(name, _)| {
+                let opt = name.rsplit(' ').next().unwrap_or("");
+                opt.starts_with("--") && quantity.iter().any(|q| opt.contains(q))
+            })
+            .filter(|(_, help)| {
+                let h = help.as_deref().unwrap_or("");
+                !units.iter().any(|u| h.contains(u))
+            })
+            .map(|(name, _)| name.as_str())
+            .collect();
+        assert!(silent.is_empty(), "duration options without a unit in their help: {silent:#?}");
     }
 }

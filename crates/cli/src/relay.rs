@@ -9,16 +9,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use radiohost_relay::air::LatePolicy;
 use radiohost_relay::sweep::{measure, recommended_delta, Condition, SweepConfig, SweepRow};
-use radiohost_rt::cpulist;
+use radiohost_testbed::link::LinkConfigError;
 use radiohost_testbed::{units, LinkConfig};
 
 use crate::plot::{self, Axis, LineChart, Series};
 use crate::table::Table;
-use crate::ui::with_progress;
+use crate::ui::{self, with_progress};
 
 /// `radiohost relay ...`
 #[derive(Subcommand)]
@@ -46,18 +46,19 @@ pub struct RunArgs {
     /// Sweep several deltas, comma-separated (e.g. 50us,100us,200us,400us,800us).
     #[arg(long, value_delimiter = ',', value_parser = units::parse_duration)]
     deltas: Vec<Duration>,
-    /// Bursts per run (per delta and condition).
-    #[arg(long, default_value_t = 10_000)]
+    /// Bursts per run (per delta and condition), 1 to 100000000.
+    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
     bursts: u64,
     /// Time between the source's bursts (ns, us, ms, s).
     #[arg(long, default_value = "500us", value_parser = units::parse_positive_duration)]
     period: Duration,
     /// Sample rate of the emulated radios (S/s, kS/s, MS/s; e.g. 10MS/s).
-    #[arg(long, default_value = "10MS/s", value_parser = units::parse_sample_rate)]
+    #[arg(long, default_value = "10MS/s",
+          value_parser = ui::within(units::parse_sample_rate, 1.0, 1e9, "1S/s..=1GS/s"))]
     rate: f64,
-    /// Samples per burst (one CHDR packet; 200 at 10 Msps = 20 us).
-    #[arg(long, default_value_t = 200)]
-    burst_samples: usize,
+    /// Samples per burst (one CHDR packet of at most 16000 samples; 200 at 10 Msps = 20 us).
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u16).range(1..=16_000))]
+    burst_samples: u16,
     /// A copy is on time if it arrives within this of its intended time
     /// (ns, us, ms, s; 0us = exact).
     #[arg(long, default_value = "1us", value_parser = units::parse_duration)]
@@ -70,11 +71,12 @@ pub struct RunArgs {
     late_policy: LatePolicyArg,
     /// Emulated link for every hop (testbed link spec, e.g. `delay=5us,1%`);
     /// each hop gets its own random seed.
-    #[arg(long, default_value = "delay=5us")]
-    link: String,
+    #[arg(long, default_value = "delay=5us", value_parser = parse_link)]
+    link: LinkConfig,
     /// Number of relays.
-    #[arg(long, default_value_t = 2)]
-    relays: usize,
+    #[arg(long, default_value_t = 2,
+          value_parser = clap::value_parser!(u8).range(1..=radiohost_relay::MAX_RELAYS as i64))]
+    relays: u8,
     /// Run under the built-in background load (a separate `radiohost rt load`
     /// process shaped like a parallel kernel build).
     #[arg(long)]
@@ -86,22 +88,22 @@ pub struct RunArgs {
     /// Run all four conditions: idle and loaded, normal and real-time.
     #[arg(long, conflicts_with_all = ["load", "rt"])]
     compare: bool,
-    /// SCHED_FIFO priority of the relay hosts with --rt.
-    #[arg(long, default_value_t = 80)]
+    /// SCHED_FIFO priority of the relay hosts with --rt, 1 to 99.
+    #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(i32).range(1..=99))]
     priority: i32,
-    /// Pin the relay host threads to these CPUs (kernel list syntax).
-    #[arg(long)]
-    cpu: Option<String>,
+    /// Pin the relay host threads to these CPUs (kernel list syntax, e.g. 1 or 2-3).
+    #[arg(long, value_parser = crate::rt::parse_cpus)]
+    cpu: Option<crate::rt::Cpus>,
     /// Relay hosts spin on their sockets instead of sleeping (one busy core each).
     #[arg(long)]
     busy_poll: bool,
-    /// Smallest on-time fraction (percent) a delta must reach to be recommended.
-    #[arg(long, default_value_t = 99.9)]
+    /// Smallest on-time fraction (percent, 0 to 100) a delta must reach to be recommended.
+    #[arg(long, default_value_t = 99.9, value_parser = ui::f64_in(0.0, 100.0))]
     target: f64,
     /// Print JSON rows instead of tables.
     #[arg(long)]
     json: bool,
-    /// Write the on-time-vs-delta curve as SVG.
+    /// Write the on-time-vs-delta curve as SVG (FILE, or DIR for DIR/relay_on_time.svg).
     #[arg(long)]
     svg: Option<PathBuf>,
 }
@@ -112,17 +114,19 @@ pub fn run(cmd: RelayCmd) -> Result<()> {
     }
 }
 
+/// A testbed link spec, read when the command line is parsed.
+fn parse_link(spec: &str) -> Result<LinkConfig, LinkConfigError> {
+    LinkConfig::parse(spec)
+}
+
 /// The sweep's settings and its conditions, from the arguments.
 fn plan(a: &RunArgs) -> Result<(SweepConfig, Vec<Condition>)> {
-    if !(1.0..=1e9).contains(&a.rate) {
-        bail!("--rate must be within 1S/s .. 1GS/s");
-    }
-    let link = LinkConfig::parse(&a.link).with_context(|| format!("--link {:?}", a.link))?;
+    let link = a.link.clone();
     let mut deltas = a.deltas.clone();
     deltas.extend(a.delta);
     let cfg = SweepConfig {
         rate_sps: a.rate.round() as u64,
-        burst_samples: a.burst_samples,
+        burst_samples: usize::from(a.burst_samples),
         period: a.period,
         bursts: a.bursts,
         tolerance: a.tolerance,
@@ -132,13 +136,10 @@ fn plan(a: &RunArgs) -> Result<(SweepConfig, Vec<Condition>)> {
             LatePolicyArg::Drop => LatePolicy::Drop,
         },
         link,
-        relays: a.relays,
+        relays: usize::from(a.relays),
         deltas,
         priority: a.priority,
-        relay_cpus: match &a.cpu {
-            Some(s) => Some(cpulist::parse(s).map_err(|e| anyhow!("--cpu {s:?}: {e}"))?),
-            None => None,
-        },
+        relay_cpus: a.cpu.clone().map(|c| c.0),
         busy_poll: a.busy_poll,
     };
     let conditions = if a.compare {
@@ -154,15 +155,24 @@ fn plan(a: &RunArgs) -> Result<(SweepConfig, Vec<Condition>)> {
 
 fn run_cmd(a: RunArgs) -> Result<()> {
     let (cfg, conditions) = plan(&a)?;
-    cfg.validate()?;
+    cfg.validate().map_err(|e| ui::usage(e.to_string()))?;
+    let svg = a.svg.as_deref().map(ui::SvgOut::new).transpose()?;
+    let stop = ui::stop_flag();
+    let planned = conditions.len() * cfg.deltas().len();
     let mut rows = Vec::new();
     for c in conditions {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
         let (results, load_stats) = crate::rt::under_load(
             c.load,
             cfg.condition_bound(),
             || -> Result<Vec<SweepRow>> {
                 let mut out = Vec::new();
                 for delta in cfg.deltas() {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
                     let label = format!("{} delta {}us", c.label(), delta.as_micros());
                     let bursts = Arc::new(AtomicU64::new(0));
                     let (counter, run) = (|| bursts.load(Ordering::Relaxed), bursts.clone());
@@ -182,18 +192,23 @@ fn run_cmd(a: RunArgs) -> Result<()> {
         }
         rows.extend(results);
     }
+    let partial = rows.len() < planned;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
         print_rows(&rows, a.target);
+        if partial {
+            println!("PARTIAL: {} of {planned} runs done when interrupted", rows.len());
+        }
     }
-    if let Some(path) = &a.svg {
-        on_time_svg(path, &rows, a.target)?;
+    if let (Some(svg), false) = (&svg, rows.is_empty()) {
+        let path = svg.path("relay_on_time", false);
+        on_time_svg(&path, &rows, a.target)?;
         if !a.json {
             println!("plot written to {}", path.display());
         }
     }
-    Ok(())
+    ui::partial_if_interrupted(|| format!("{} of {planned} runs done", rows.len()))
 }
 
 fn us(ns: u64) -> f64 {
@@ -363,11 +378,15 @@ mod tests {
             args("run --period 500").is_err(),
             "a bare number has no unit"
         );
-        let Err(e) = plan(&args("run --link nonsense=1").unwrap()) else {
+        let Err(e) = args("run --link nonsense=1") else {
             panic!("a bad link spec was accepted");
         };
-        assert!(format!("{e:#}").contains("unknown item"), "{e:#}");
-        let (p, _) = plan(&args("run --relays 9").unwrap()).unwrap();
-        assert!(p.validate().is_err());
+        assert!(e.to_string().contains("unknown item"), "{e}");
+        let Err(e) = args("run --relays 9") else {
+            panic!("9 relays were accepted");
+        };
+        assert!(e.to_string().contains("1..=8"), "{e}");
+        let (p, _) = plan(&args("run --delta 10us").unwrap()).unwrap();
+        assert!(p.validate().is_err(), "a delta shorter than the burst");
     }
 }

@@ -21,7 +21,19 @@ use radiohost_testbed::units;
 
 use crate::plot;
 use crate::table::Table;
-use crate::ui::with_progress;
+use crate::ui::{self, with_progress};
+
+/// The period of a probe: 10us..=10s (shorter ones only measure the probe itself).
+pub fn interval_arg() -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync {
+    let (lo, hi) = (Duration::from_micros(10), Duration::from_secs(10));
+    ui::within(units::parse_duration, lo, hi, "10us..=10s")
+}
+
+/// The length of a run: 1ms..=24h.
+pub fn run_length_arg() -> impl Fn(&str) -> Result<Duration, String> + Clone + Send + Sync {
+    let (lo, hi) = (Duration::from_millis(1), Duration::from_secs(24 * 3600));
+    ui::within(units::parse_duration, lo, hi, "1ms..=24h")
+}
 
 /// `radiohost rt ...`
 #[derive(Subcommand)]
@@ -72,8 +84,8 @@ pub struct ThreadArgs {
     /// Scheduling policy of the measurement thread.
     #[arg(long, value_enum, default_value = "fifo")]
     pub policy: PolicyArg,
-    /// Priority (1-99 for fifo/rr; ignored for other).
-    #[arg(long, default_value_t = 80)]
+    /// Priority, 1 to 99 for fifo/rr (ignored for other).
+    #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(i32).range(0..=99))]
     pub priority: i32,
     /// CPUs to pin to, kernel list syntax (`1`, `2-3`, `0,2`).
     #[arg(long, value_parser = parse_cpus)]
@@ -81,8 +93,9 @@ pub struct ThreadArgs {
     /// Do not lock memory (mlockall) for RT policies.
     #[arg(long)]
     pub no_mlock: bool,
-    /// Stack to prefault for RT policies, a size with its unit (e.g. 256KiB).
-    #[arg(long, default_value = "256KiB", value_parser = units::parse_size)]
+    /// Stack to prefault for RT policies, a size with its unit (e.g. 256KiB; at most 64MiB).
+    #[arg(long, default_value = "256KiB",
+          value_parser = ui::within(units::parse_size, 0, 64 << 20, "0B..=64MiB"))]
     pub prefault: usize,
 }
 
@@ -103,7 +116,7 @@ impl ThreadArgs {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cpus(pub Vec<usize>);
 
-fn parse_cpus(s: &str) -> Result<Cpus, String> {
+pub fn parse_cpus(s: &str) -> Result<Cpus, String> {
     let v = cpulist::parse(s).map_err(|e| e.to_string())?;
     if v.is_empty() {
         return Err("empty CPU list".into());
@@ -116,12 +129,16 @@ pub struct CheckArgs {
     /// CPUs the time-critical threads will use.
     #[arg(long, value_parser = parse_cpus)]
     cpu: Option<Cpus>,
-    /// Real-time priority they will ask for.
-    #[arg(long, default_value_t = 80)]
+    /// Real-time priority they will ask for, 1 to 99.
+    #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(i32).range(1..=99))]
     priority: i32,
     /// Memory locking will not be used.
     #[arg(long)]
     no_mlock: bool,
+    /// Exit 0 even when a finding is CRIT (the requested setup cannot work);
+    /// by default a CRIT finding makes the command exit 1.
+    #[arg(long)]
+    allow_critical: bool,
     /// Print findings as JSON.
     #[arg(long)]
     json: bool,
@@ -146,11 +163,11 @@ pub struct ProbeArgs {
     mode: Mode,
     #[command(flatten)]
     thread: ThreadArgs,
-    /// Period between wake-ups / pings (ns, us, ms, s; e.g. 1ms).
-    #[arg(long, default_value = "1ms", value_parser = units::parse_positive_duration)]
+    /// Period between wake-ups / pings (ns, us, ms, s; 10us to 10s, e.g. 1ms).
+    #[arg(long, default_value = "1ms", value_parser = interval_arg())]
     interval: Duration,
-    /// Length of each run (ns, us, ms, s, min; e.g. 10s).
-    #[arg(long, default_value = "10s", value_parser = units::parse_positive_duration)]
+    /// Length of each run (ns, us, ms, s, min; 1ms to 24h, e.g. 10s).
+    #[arg(long, default_value = "10s", value_parser = run_length_arg())]
     duration: Duration,
     /// Run under the built-in background load (CPU hogs, memory and syscall
     /// churn, short-lived processes).
@@ -170,9 +187,9 @@ pub struct ProbeArgs {
     /// out of deep C-states, as cyclictest does by default), e.g. 10us.
     #[arg(long, value_parser = units::parse_duration)]
     pm_qos: Option<Duration>,
-    /// Write a latency histogram plot (SVG) here.
+    /// Write a latency histogram plot (SVG) here (FILE, or DIR for DIR/rt_probe.svg).
     #[arg(long)]
-    plot: Option<std::path::PathBuf>,
+    svg: Option<std::path::PathBuf>,
     /// Print rows as JSON lines instead of a table.
     #[arg(long)]
     json: bool,
@@ -185,15 +202,15 @@ pub struct EchoArgs {
     bind: SocketAddr,
     #[command(flatten)]
     thread: ThreadArgs,
-    /// Exit after this long at the latest (ns, us, ms, s, min).
-    #[arg(long, default_value = "60s", value_parser = units::parse_positive_duration)]
+    /// Exit after this long at the latest (ns, us, ms, s, min; 1ms to 24h).
+    #[arg(long, default_value = "60s", value_parser = run_length_arg())]
     max_duration: Duration,
 }
 
 #[derive(Args)]
 pub struct LoadArgs {
-    /// Stop after this long at the latest (ns, us, ms, s, min).
-    #[arg(long, default_value = "10s", value_parser = units::parse_positive_duration)]
+    /// Stop after this long at the latest (ns, us, ms, s, min; 1ms to 24h).
+    #[arg(long, default_value = "10s", value_parser = run_length_arg())]
     duration: Duration,
     /// Ignore stdin (otherwise end-of-file on stdin stops the load).
     #[arg(long)]
@@ -224,6 +241,19 @@ fn check(a: CheckArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&findings)?);
     } else {
         print_findings(&findings);
+    }
+    let critical: Vec<&str> = findings
+        .iter()
+        .filter(|f| f.severity == audit::Severity::Critical)
+        .map(|f| f.check)
+        .collect();
+    if !critical.is_empty() && !a.allow_critical {
+        anyhow::bail!(
+            "{} critical finding(s) ({}): the requested setup cannot work here \
+             (--allow-critical to exit 0 anyway)",
+            critical.len(),
+            critical.join(", ")
+        );
     }
     Ok(())
 }
@@ -298,7 +328,13 @@ fn measure(a: &ProbeArgs, cfg: &ThreadConfig, loaded: bool) -> Result<Measured> 
     let load_label = if loaded { "loaded" } else { "idle" };
     let label = format!("{:?} {} {load_label}", a.mode, cfg.policy).to_lowercase();
     let show = !a.json;
-    let progress = || control.samples();
+    // Ctrl-C stops the probe early; it returns the samples it has.
+    let progress = || {
+        if ui::interrupted() {
+            control.stop();
+        }
+        control.samples()
+    };
     let (run, load) = match a.mode {
         Mode::Timer => {
             let probe = TimerProbe::for_duration(cfg.clone(), a.interval, a.duration);
@@ -356,9 +392,14 @@ fn probe(a: ProbeArgs) -> Result<()> {
         Some(d) => Some(CpuDmaLatency::request(whole_us(d)).context("--pm-qos")?),
         None => None,
     };
+    let svg = a.svg.as_deref().map(ui::SvgOut::new).transpose()?;
+    let plan = study_plan(&a.thread.config(), a.compare, a.load);
     let mut results = Vec::new();
-    for (cfg, loaded) in study_plan(&a.thread.config(), a.compare, a.load) {
-        let m = measure(&a, &cfg, loaded)?;
+    for (cfg, loaded) in &plan {
+        if ui::interrupted() {
+            break;
+        }
+        let m = measure(&a, cfg, *loaded)?;
         if a.json {
             println!("{}", serde_json::to_string(&m.row)?);
         }
@@ -369,7 +410,7 @@ fn probe(a: ProbeArgs) -> Result<()> {
         print_rows(&results.iter().map(|m| m.row.clone()).collect::<Vec<_>>());
         print_extras(&results);
     }
-    if let Some(path) = &a.plot {
+    if let Some(path) = svg.map(|s| s.path("rt_probe", false)) {
         let series: Vec<_> = results
             .iter()
             .map(|m| {
@@ -381,12 +422,18 @@ fn probe(a: ProbeArgs) -> Result<()> {
             })
             .collect();
         let title = format!("{:?} probe latency", a.mode).to_lowercase();
-        plot::latency_histograms(&title, &series).write(path, (900, 540))?;
+        plot::latency_histograms(&title, &series).write(&path, (900, 540))?;
         if !a.json {
             println!("plot: {}", path.display());
         }
     }
-    Ok(())
+    ui::partial_if_interrupted(|| {
+        format!(
+            "{} of {} runs, the last one cut short",
+            results.len(),
+            plan.len()
+        )
+    })
 }
 
 fn print_setup(results: &[Measured]) {

@@ -290,3 +290,168 @@ fn warplab_addressing_works_inside_a_namespace() {
         );
     }
 }
+
+/// Starts `warp emulate` with `args` and waits until node 0 answers a 1-sample read.
+fn emulator(args: &[&str], base_port: &str, trigger_port: &str) -> Killed {
+    let emu = Command::new(BIN)
+        .args(["warp", "emulate", "--duration", "60s"])
+        .args(args)
+        .args(["--base-port", base_port, "--trigger-port", trigger_port])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start emulator");
+    let emu = Killed(emu);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut read = vec!["warp", "read", "--nodes", "0", "--samples", "1"];
+    read.extend(args.iter().filter(|a| **a == "--standard"));
+    read.extend(["--base-port", base_port, "--trigger-port", trigger_port]);
+    while !radiohost(&read).status.success() {
+        assert!(Instant::now() < deadline, "the emulator never answered");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    emu
+}
+
+/// Edge values are refused before any work, with the range, exit 2.
+#[test]
+fn edge_values_are_refused_with_their_range() {
+    for (args, needle) in [
+        (vec!["warp", "emulate", "--nodes", "0"], "1..=254"),
+        (vec!["warp", "emulate", "--nodes", "300"], "1..=254"),
+        (
+            vec!["warp", "emulate", "--nodes", "2", "--base-port", "65535"],
+            "beyond 65535",
+        ),
+        (
+            vec!["warp", "read", "--nodes", "0-1", "--base-port", "65535"],
+            "beyond 65535",
+        ),
+        (vec!["warp", "read", "--samples", "0"], "1..=32768"),
+        (vec!["warp", "read", "--samples", "40000"], "1..=32768"),
+        (
+            vec!["warp", "read", "--start", "32000", "--samples", "1000"],
+            "start + samples at most 32768",
+        ),
+        (vec!["warp", "write", "--samples", "0"], "1..=32768"),
+        (vec!["warp", "write", "--samples", "-5"], "--samples"),
+        (vec!["warp", "bench", "--nodes", "0,16"], "1..=254"),
+        (vec!["warp", "bench", "--calls", "0"], "--calls"),
+    ] {
+        let out = radiohost(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!stdout.contains("checksums verified"), "{args:?}: {stdout}");
+    }
+}
+
+/// With nothing listening, a write says that no node answered, where, and for how
+/// long it waited; it does not blame checksums.
+#[test]
+fn a_write_to_no_emulator_says_no_node_answered() {
+    let out = radiohost(&[
+        "warp",
+        "write",
+        "--nodes",
+        "0",
+        "--samples",
+        "100",
+        "--retries",
+        "1",
+        "--timeout",
+        "5ms",
+        "--base-port",
+        "24600",
+        "--trigger-port",
+        "24601",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("node 0 (127.0.0.1:24600)")
+            && err.contains("no answer from the node")
+            && err.contains("timeout")
+            && !err.contains("checksum"),
+        "{err}"
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("checksums verified"));
+}
+
+/// A node that cannot serve a request answers with an error and keeps serving: a
+/// raw zero-sample READ_IQ (what `warp read --samples 0` once sent, and what killed
+/// the emulator's thread) gets a refusal, and the next read succeeds.
+#[test]
+fn an_emulated_node_refuses_what_it_cannot_serve_and_stays_up() {
+    use radiohost_warp::wire::{self, Message, NodeRefusal, PacketType, ReadIqRequest};
+    let _emu = emulator(&["--nodes", "1"], "24700", "24701");
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let header = wire::TransportHeader {
+        dest_id: 0,
+        src_id: 0xFFFE,
+        pkt_type: PacketType::HostToNode,
+        seq_num: 7,
+        flags: 0,
+    };
+    let empty = ReadIqRequest {
+        buffers: 1,
+        start: 0,
+        num_samples: 0,
+        bytes_per_packet: 8928,
+        num_packets: 0,
+    };
+    let mut buf = [0u8; 64];
+    let n = wire::encode_read_request(&mut buf, &header, &empty).unwrap();
+    sock.send_to(&buf[..n], "127.0.0.1:24700").unwrap();
+    let mut reply = vec![0u8; 9000];
+    let (len, _) = sock.recv_from(&mut reply).expect("the node answers");
+    assert_eq!(
+        wire::decode(&reply[..len]).unwrap().message,
+        Message::Refused {
+            command: wire::CMD_READ_IQ,
+            reason: NodeRefusal::Empty
+        }
+    );
+    let read = ["warp", "read", "--nodes", "0", "--samples", "3000"];
+    let ports = ["--base-port", "24700", "--trigger-port", "24701"];
+    let out = radiohost(&[&read[..], &ports[..]].concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A host asking for jumbo packets from standard-frame nodes is refused by the node
+/// and says so (non-zero exit), instead of timing out or saving empty recordings.
+#[test]
+fn a_refused_read_is_reported_not_saved() {
+    let _emu = emulator(&["--nodes", "1", "--standard"], "24800", "24801");
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("c");
+    let out = radiohost(&[
+        "warp",
+        "read",
+        "--nodes",
+        "0",
+        "--samples",
+        "5000",
+        "--base-port",
+        "24800",
+        "--trigger-port",
+        "24801",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("node 0 (127.0.0.1:24800) refused READ_IQ")
+            && err.contains("larger than the node's frames"),
+        "{err}"
+    );
+    assert!(!out_dir.exists(), "nothing saved for a failed read");
+}

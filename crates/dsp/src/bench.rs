@@ -1,10 +1,13 @@
 //! The UPOLS convolver benchmark: per-block timing (SISO, 2x2, 4x4) beside a
-//! naive FIR, the FLOP floor at the measured FMA peak, and GNU Radio's
-//! fft_filter_ccc (run under python3 when installed), all in one run.
+//! naive FIR, the FLOP floor at the measured FMA peak and GNU Radio's
+//! fft_filter_ccc kernel (run under python3 when installed); and `chanemu file`
+//! file to file beside GNU Radio's file_source -> fft_filter_ccc -> file_sink
+//! flowgraph on the same recording and taps. All in one run.
 
-use std::process::Command as Process;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use radiohost_iq::sigmf::{self, DataType, Meta, SampleWriter, SigMfError};
 use radiohost_iq::Cf32;
 use radiohost_rt::stats::LatencyHistogram;
 use rand::{Rng, SeedableRng};
@@ -12,6 +15,9 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
 use crate::direct::NaiveFir;
+use crate::gnuradio::{self, GnuRadioError};
+use crate::offline::{filter_recording, FilterConfig, FilterError, OutputType, SwapKind};
+use crate::spec::{write_taps, ChannelModel, ChannelSpec, ChannelSpecError};
 use crate::split::fma_probe;
 use crate::{DspError, MacKernel, MimoConvolver, MimoTaps};
 
@@ -24,8 +30,16 @@ pub struct BenchConfig {
     pub block: usize,
     /// Filter length L.
     pub taps: usize,
-    /// Samples pushed through GNU Radio's flowgraph per run; `None` skips it.
+    /// Samples pushed through GNU Radio's kernel flowgraph per run; `None` skips
+    /// GNU Radio altogether.
     pub gnuradio_samples: Option<u64>,
+    /// Samples of the recording filtered file to file by `chanemu file` and GNU
+    /// Radio; `None` skips the file comparison.
+    pub file_samples: Option<usize>,
+    /// Runs of each file-to-file measurement, alternating (the best counts).
+    pub file_runs: usize,
+    /// Where the file comparison writes its recordings (removed after).
+    pub dir: PathBuf,
 }
 
 /// The benchmark's result.
@@ -35,8 +49,39 @@ pub struct BenchReport {
     pub kernel: &'static str,
     /// Measured FMA peak of one core, FLOP/s.
     pub peak_flops: f64,
-    /// Why GNU Radio was not compared, if it was not.
-    pub gnuradio_skipped: Option<String>,
+    /// Rows that could not be measured here, with why.
+    pub skipped: Vec<Skipped>,
+    /// `chanemu file` against GNU Radio file to file (when asked for).
+    pub file: Option<FileComparison>,
+}
+
+/// A row not measured (printed as SKIPPED).
+#[derive(Clone, Debug, Serialize)]
+pub struct Skipped {
+    pub name: String,
+    pub why: String,
+}
+
+/// The file-to-file comparison: the same cf32 recording (with its core:sha512)
+/// and the same taps through `chanemu file` and GNU Radio's flowgraph.
+#[derive(Clone, Debug, Serialize)]
+pub struct FileComparison {
+    pub samples: usize,
+    pub taps: usize,
+    /// Wall seconds of each run: `chanemu file` from opening the input to the
+    /// output's final rename (reading and verifying the input's SHA-512,
+    /// filtering, hashing, writing and syncing the output).
+    pub radiohost_s: Vec<f64>,
+    /// Wall seconds of each GNU Radio run, tb.run() to file_sink.close()
+    /// (no checksums, no sync; interpreter start-up excluded).
+    pub gnuradio_s: Vec<f64>,
+    /// Best runs, MSa/s.
+    pub radiohost_msps: f64,
+    pub gnuradio_msps: Option<f64>,
+    /// radiohost over GNU Radio (above 1: radiohost faster).
+    pub ratio: Option<f64>,
+    /// Chunk buffers `chanemu file` held.
+    pub buffer_bytes: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -45,22 +90,17 @@ pub enum BenchError {
     Empty,
     #[error(transparent)]
     Dsp(#[from] DspError),
-}
-
-/// Why the GNU Radio comparison rows are missing (printed in the report).
-#[derive(Debug, thiserror::Error)]
-enum GnuRadioSkipped {
-    #[error("skipped (--no-gnuradio)")]
-    NotAsked,
-    #[error("{python} could not be started: {source}; GNU Radio runs under Debian's python3")]
-    NoPython {
-        python: &'static str,
+    #[error("file comparison: {0}")]
+    Filter(#[from] FilterError),
+    #[error("file comparison: {0}")]
+    Spec(#[from] ChannelSpecError),
+    #[error("file comparison: writing the input recording: {0}")]
+    Input(#[from] SigMfError),
+    #[error("file comparison: {path}: {source}")]
+    Dir {
+        path: PathBuf,
         source: std::io::Error,
     },
-    #[error("GNU Radio did not run ({0}); install it with `apt-get install -y --no-install-recommends gnuradio`")]
-    Failed(String),
-    #[error("GNU Radio printed no timings")]
-    NoTimings,
 }
 
 /// (inputs, outputs) of a benchmark configuration.
@@ -222,86 +262,155 @@ fn upols_flops(ports: Ports, block: usize, taps: usize) -> f64 {
     ffts + macs
 }
 
-const GNURADIO_SCRIPT: &str = r#"
-import sys, time
-import numpy as np
-from gnuradio import gr, blocks, filter
-n, ntaps = int(sys.argv[1]), int(sys.argv[2])
-rng = np.random.default_rng(1)
-taps = (rng.standard_normal(ntaps) + 1j * rng.standard_normal(ntaps)).astype(np.complex64).tolist()
-data = (rng.standard_normal(1 << 16) + 1j * rng.standard_normal(1 << 16)).astype(np.complex64).tolist()
-def run(with_filter):
-    tb = gr.top_block()
-    src = blocks.vector_source_c(data, True)
-    head = blocks.head(gr.sizeof_gr_complex, n)
-    sink = blocks.null_sink(gr.sizeof_gr_complex)
-    if with_filter:
-        f = filter.fft_filter_ccc(1, taps, 1)
-        tb.connect(src, head, f, sink)
-    else:
-        tb.connect(src, head, sink)
-    t = time.process_time(); tb.run(); return time.process_time() - t
-for _ in range(3):
-    print(run(True), run(False), flush=True)
-"#;
+/// Names of GNU Radio's rows.
+const GR_KERNEL: &str = "gnuradio fft_filter_ccc kernel (no file I/O)";
+const GR_FILE: &str = "gnuradio file_source->fft_filter->file_sink";
+const OURS_FILE: &str = "radiohost chanemu file (file to file)";
 
-/// Runs GNU Radio 3.10's fft_filter_ccc in a flowgraph under Debian's python3. Returns the
-/// flowgraph row and the filter-only estimate (flowgraph time minus the same flowgraph
-/// without the filter), or why it could not run. Times are the process's CPU time (all
-/// threads), so on a shared machine the time slices given to others do not count,
-/// as with our per-block medians.
-fn bench_gnuradio(samples: u64, taps: usize) -> Result<Vec<Row>, GnuRadioSkipped> {
-    let python = "/usr/bin/python3";
-    let out = Process::new(python)
-        .arg("-c")
-        .arg(GNURADIO_SCRIPT)
-        .arg(samples.to_string())
-        .arg(taps.to_string())
-        .output()
-        .map_err(|source| GnuRadioSkipped::NoPython { python, source })?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let last = err.lines().last().unwrap_or("no message");
-        return Err(GnuRadioSkipped::Failed(last.to_string()));
-    }
-    let mut with = Vec::new();
-    let mut without = Vec::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let v: Vec<f64> = line
-            .split_whitespace()
-            .filter_map(|s| s.parse().ok())
-            .collect();
-        if let [a, b] = v[..] {
-            with.push(a);
-            without.push(b);
-        }
-    }
-    if with.is_empty() {
-        return Err(GnuRadioSkipped::NoTimings);
-    }
-    // Best of three, like the fastest tenth above: the least disturbed run.
-    let best = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
-    let (tw, to) = (best(&with), best(&without));
+/// GNU Radio's fft_filter_ccc kernel: vector_source -> head -> fft_filter_ccc ->
+/// null_sink, best of three, in CPU seconds of the whole flowgraph (all its
+/// threads), so time slices given to other processes do not count, as with our
+/// per-block medians.
+fn bench_gnuradio_kernel(dir: &Path, taps: &[Cf32], samples: u64) -> Result<Row, GnuRadioError> {
+    let secs = gnuradio::kernel_seconds(dir, taps, samples, 3)?;
+    let best = secs.iter().copied().fold(f64::INFINITY, f64::min);
     // fft_filter_ccc uses an FFT of 2^ceil(log2(2 L)) points and keeps fft - L + 1 samples.
-    let fft = (2 * taps).next_power_of_two();
-    let gr_block = fft - taps + 1;
-    let per_block = |secs: f64| secs / samples as f64 * gr_block as f64 * 1e9;
-    let row = |name: &str, secs: f64| Row {
-        name: name.into(),
+    let l = taps.len();
+    let gr_block = (2 * l).next_power_of_two() - l + 1;
+    Ok(Row {
+        name: GR_KERNEL.into(),
         ports: "1x1".into(),
         block: gr_block,
-        taps,
-        median_ns: Some(per_block(secs)),
+        taps: l,
+        median_ns: Some(best / samples as f64 * gr_block as f64 * 1e9),
         p999_ns: None,
         max_ns: None,
-        msps: samples as f64 / secs / 1e6,
-        b2b_msps: Some(samples as f64 / secs / 1e6),
-    };
-    let mut rows = vec![row("gnuradio fft_filter_ccc flowgraph", tw)];
-    if tw > to {
-        rows.push(row("gnuradio fft_filter_ccc filter only (est.)", tw - to));
+        msps: samples as f64 / best / 1e6,
+        b2b_msps: Some(samples as f64 / best / 1e6),
+    })
+}
+
+/// Writes a cf32 recording of `samples` random samples (with its core:sha512),
+/// streaming, so the benchmark holds no more than one chunk of it.
+fn write_input(base: &Path, samples: usize) -> Result<(), SigMfError> {
+    let meta = Meta::new(DataType::Cf32Le, 1e6).description("radiohost chanemu bench input");
+    let mut w = SampleWriter::create(base, &meta)?;
+    let mut rng = ChaCha8Rng::seed_from_u64(44);
+    let mut chunk = Vec::with_capacity(1 << 16);
+    let mut left = samples;
+    while left > 0 {
+        let n = left.min(1 << 16);
+        chunk.clear();
+        chunk.extend(
+            (0..n).map(|_| Cf32::new(rng.gen_range(-0.5..0.5), rng.gen_range(-0.5..0.5))),
+        );
+        w.write_cf32(&chunk)?;
+        left -= n;
     }
-    Ok(rows)
+    w.finish()?;
+    Ok(())
+}
+
+/// `chanemu file` and GNU Radio's flowgraph, file to file on the same recording
+/// and taps, alternating run by run so both see the same machine load.
+fn bench_file(
+    a: &BenchConfig,
+    samples: usize,
+    taps: &[Cf32],
+    rows: &mut Vec<Row>,
+    skipped: &mut Vec<Skipped>,
+) -> Result<FileComparison, BenchError> {
+    let dir = &a.dir;
+    std::fs::create_dir_all(dir).map_err(|source| BenchError::Dir {
+        path: dir.clone(),
+        source,
+    })?;
+    let input = dir.join("chanemu-bench-in");
+    write_input(&input, samples)?;
+    let taps_file = dir.join("chanemu-bench-taps.json");
+    write_taps(&taps_file, &MimoTaps::siso(taps.to_vec())?, Some(1e6), "bench")?;
+    let cfg = FilterConfig {
+        channel: ChannelSpec {
+            taps_file: Some(taps_file.clone()),
+            model: ChannelModel::Identity,
+            ports: None,
+            default_ports: (1, 1),
+            model_taps: 1,
+            spacing: 1,
+            decay_db_per_tap: 0.0,
+            seed: 0,
+            doppler_hz: 0.0,
+            update_blocks: 1,
+            sinusoids: 1,
+        },
+        input: input.clone(),
+        output: dir.join("chanemu-bench-out"),
+        block: a.block,
+        swap: SwapKind::Staggered,
+        output_type: OutputType::Cf32,
+        flush: false,
+        sample_rate: None,
+        write_taps: None,
+        checksum: true,
+    };
+    let gr_out = dir.join("chanemu-bench-gnuradio.cf32");
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    let mut buffer_bytes = 0;
+    let mut gr_error = a.gnuradio_samples.is_none().then(|| "skipped (--no-gnuradio)".to_string());
+    for _ in 0..a.file_runs.max(1) {
+        let r = filter_recording(&cfg)?;
+        ours.push(r.seconds);
+        buffer_bytes = r.buffer_bytes;
+        for f in [sigmf::data_path(&cfg.output), sigmf::meta_path(&cfg.output)] {
+            let _ = std::fs::remove_file(f);
+        }
+        if gr_error.is_none() {
+            match gnuradio::file_seconds(dir, taps, &sigmf::data_path(&input), &gr_out) {
+                Ok(s) => theirs.push(s),
+                Err(e) => gr_error = Some(e.to_string()),
+            }
+            let _ = std::fs::remove_file(&gr_out);
+        }
+    }
+    for f in [sigmf::data_path(&input), sigmf::meta_path(&input), taps_file] {
+        let _ = std::fs::remove_file(f);
+    }
+    let best = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+    let msps = |secs: f64| samples as f64 / secs / 1e6;
+    let row = |name: &str, block: usize, secs: f64| Row {
+        name: name.into(),
+        ports: "1x1".into(),
+        block,
+        taps: taps.len(),
+        median_ns: None,
+        p999_ns: None,
+        max_ns: None,
+        msps: msps(secs),
+        b2b_msps: None,
+    };
+    let radiohost_msps = msps(best(&ours));
+    rows.push(row(OURS_FILE, a.block, best(&ours)));
+    let gnuradio_msps = (!theirs.is_empty()).then(|| msps(best(&theirs)));
+    match &gr_error {
+        Some(why) if theirs.is_empty() => skipped.push(Skipped {
+            name: GR_FILE.into(),
+            why: why.clone(),
+        }),
+        _ => {
+            let gr_block = (2 * taps.len()).next_power_of_two() - taps.len() + 1;
+            rows.push(row(GR_FILE, gr_block, best(&theirs)));
+        }
+    }
+    Ok(FileComparison {
+        samples,
+        taps: taps.len(),
+        radiohost_s: ours,
+        gnuradio_s: theirs,
+        radiohost_msps,
+        gnuradio_msps,
+        ratio: gnuradio_msps.map(|g| radiohost_msps / g),
+        buffer_bytes,
+    })
 }
 
 /// Runs every configuration and returns the rows (UPOLS at 1x1, 2x2, 4x4,
@@ -341,21 +450,37 @@ pub fn run_bench(a: &BenchConfig) -> Result<BenchReport, BenchError> {
             b2b_msps: None,
         });
     }
-    let gnuradio = match a.gnuradio_samples {
-        None => Err(GnuRadioSkipped::NotAsked),
-        Some(samples) => bench_gnuradio(samples, l),
-    };
-    let gnuradio_skipped = match gnuradio {
-        Ok(gr) => {
-            rows.extend(gr);
-            None
+    let mut skipped = Vec::new();
+    // The taps GNU Radio and the file comparison use (seeded: the same every run).
+    let gr_taps = random_blocks(&mut ChaCha8Rng::seed_from_u64(45), 1, l).remove(0);
+    match a.gnuradio_samples {
+        None => skipped.push(Skipped {
+            name: GR_KERNEL.into(),
+            why: "skipped (--no-gnuradio)".into(),
+        }),
+        Some(samples) => {
+            std::fs::create_dir_all(&a.dir).map_err(|source| BenchError::Dir {
+                path: a.dir.clone(),
+                source,
+            })?;
+            match bench_gnuradio_kernel(&a.dir, &gr_taps, samples) {
+                Ok(row) => rows.push(row),
+                Err(e) => skipped.push(Skipped {
+                    name: GR_KERNEL.into(),
+                    why: e.to_string(),
+                }),
+            }
         }
-        Err(why) => Some(why.to_string()),
+    }
+    let file = match a.file_samples {
+        Some(samples) if samples > 0 => Some(bench_file(a, samples, &gr_taps, &mut rows, &mut skipped)?),
+        _ => None,
     };
     Ok(BenchReport {
         rows,
         kernel: kernel.name(),
         peak_flops: peak,
-        gnuradio_skipped,
+        skipped,
+        file,
     })
 }

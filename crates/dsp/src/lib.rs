@@ -17,6 +17,7 @@ pub mod bench;
 pub mod channel;
 pub mod direct;
 pub mod fft;
+pub mod gnuradio;
 pub mod offline;
 pub mod spec;
 pub mod split;

@@ -55,6 +55,13 @@ pub enum ChannelSpecError {
     NoSampleRate,
     #[error("update interval must be at least one block")]
     UpdateBlocks,
+    #[error("Doppler {doppler_hz} Hz is out of range: 0 to {max_hz:.1} Hz for an update every {update_blocks} blocks ({interval_ms:.3} ms); the fading is sampled once per update, so fd must stay below half the update rate: lower the Doppler or the update interval")]
+    DopplerRange {
+        doppler_hz: f64,
+        max_hz: f64,
+        update_blocks: usize,
+        interval_ms: f64,
+    },
     #[error("power-delay profile: {0}")]
     Pdp(#[from] PdpError),
     #[error("fading model: {0}")]
@@ -203,6 +210,15 @@ pub fn build_channel(
                 return Err(ChannelSpecError::UpdateBlocks);
             }
             let interval_s = (spec.update_blocks * block) as f64 / rate;
+            let max_hz = max_doppler_hz(interval_s);
+            if !(0.0..=max_hz).contains(&spec.doppler_hz) {
+                return Err(ChannelSpecError::DopplerRange {
+                    doppler_hz: spec.doppler_hz,
+                    max_hz,
+                    update_blocks: spec.update_blocks,
+                    interval_ms: interval_s * 1e3,
+                });
+            }
             let process = if spec.model == ChannelModel::Ar1 {
                 FadingProcess::Ar1 {
                     rho: ar1_rho_for_doppler(spec.doppler_hz, interval_s),
@@ -234,6 +250,12 @@ pub fn build_channel(
             )
         }
     })
+}
+
+/// Highest Doppler a fading model updated every `interval_s` represents without
+/// aliasing: half the update rate.
+pub fn max_doppler_hz(interval_s: f64) -> f64 {
+    0.5 / interval_s
 }
 
 /// The first `count` responses of `channel`, one per update interval (what a
@@ -440,5 +462,23 @@ mod tests {
         let mut bad = spec(ChannelModel::Identity);
         bad.ports = Some((1, 2));
         assert!(build_channel(&bad, 64, None).is_err());
+    }
+
+    #[test]
+    fn doppler_beyond_half_the_update_rate_is_refused_with_the_range() {
+        // 4 blocks of 64 samples at 1 MS/s: an update every 256 us, so fd <= 1953.1 Hz.
+        for model in [ChannelModel::Ar1, ChannelModel::Jakes] {
+            let mut s = spec(model);
+            s.doppler_hz = 1953.0;
+            assert!(build_channel(&s, 64, Some(1e6)).is_ok());
+            for bad in [1e12, 1954.0, -1.0, f64::NAN, f64::INFINITY] {
+                s.doppler_hz = bad;
+                let err = build_channel(&s, 64, Some(1e6)).err().unwrap().to_string();
+                assert!(
+                    err.contains("0 to 1953.1 Hz") && err.contains("0.256 ms"),
+                    "{bad}: {err}"
+                );
+            }
+        }
     }
 }

@@ -35,6 +35,7 @@ pub mod ldpc_graph;
 pub mod nvrtc;
 pub mod occupancy;
 pub mod selftest;
+pub mod station;
 pub mod status;
 
 pub use device::{probe_driver, GpuDevice};

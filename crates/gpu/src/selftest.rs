@@ -2,7 +2,7 @@
 //! outputs within float tolerance, LLR signs identical away from zero, decoded bits
 //! identical (the CPU decoder run on the GPU's own LLRs), downlink QAM symbols equal,
 //! precoded bins within tolerance, transmitted samples within one LSB. Used by the
-//! ignored GPU tests and by `radiohost gpu selftest`.
+//! GPU tests (crates/gpu/tests/gpu_vs_cpu.rs) and by `radiohost gpu selftest`.
 
 use std::sync::Arc;
 

@@ -1,8 +1,7 @@
-//! GPU kernels against the CPU phy kernels on generated frames. These need an NVIDIA
-//! GPU, its driver and NVRTC; run them on a GPU machine with
-//! `cargo test -p radiohost-gpu -- --ignored --nocapture`.
-//! Without a driver they print why they did not run and return, unless
-//! RADIOHOST_REQUIRE_GPU=1, which makes the absence a failure.
+//! GPU kernels against the CPU phy kernels on generated frames (every CUDA kernel
+//! checked against its CPU reference). They need an NVIDIA GPU, its driver and
+//! NVRTC. Without a driver each prints `SKIPPED: no CUDA driver (...)` and returns,
+//! unless RADIOHOST_REQUIRE_GPU=1, which makes the absence a failure.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -24,7 +23,7 @@ fn device() -> Option<Arc<GpuDevice>> {
     match GpuDevice::open(0, None) {
         Ok(d) => Some(Arc::new(d)),
         Err(e) if !required => {
-            eprintln!("SKIPPED (no GPU test was run): {e}");
+            eprintln!("SKIPPED: no CUDA driver ({e})");
             None
         }
         Err(e) => panic!("RADIOHOST_REQUIRE_GPU=1 but the GPU cannot be used: {e}"),
@@ -47,19 +46,16 @@ fn selftest_of(name: &str, parts: usize) {
 }
 
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p radiohost-gpu -- --ignored"]
 fn uplink_8x2_matches_cpu() {
     selftest_of("8x2", 3);
 }
 
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p radiohost-gpu -- --ignored"]
 fn uplink_64x16_matches_cpu() {
     selftest_of("64x16", 8);
 }
 
 #[test]
-#[ignore = "needs an NVIDIA GPU: cargo test -p radiohost-gpu -- --ignored"]
 fn downlink_64x16_matches_cpu() {
     selftest_of("64x16_downlink", 4);
 }
@@ -70,7 +66,7 @@ fn downlink_64x16_matches_cpu() {
 fn driver_probe_reports_presence_or_absence() {
     match probe_driver() {
         Ok(info) => eprintln!(
-            "CUDA driver {} with {} device(s): the ignored GPU tests can run",
+            "CUDA driver {} with {} device(s): the GPU tests run",
             info.version,
             info.devices.len()
         ),

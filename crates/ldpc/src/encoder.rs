@@ -6,6 +6,7 @@
 //! back-substitution, and every extension parity block is one row sum.
 
 use crate::graph::{xor_rotated, Graph};
+use crate::packed::{unpack_bits, Packed, PackedStep};
 use crate::{CodeParams, LdpcError};
 
 /// How to obtain one parity block: `p[(i + shift) % Zc] = acc[i]` after accumulating the
@@ -20,11 +21,13 @@ struct Step {
 }
 
 /// LDPC encoder for one set of code parameters; reusable, allocation-free per call.
+/// [`Encoder::encode`] works on bit-packed words; [`Encoder::encode_full`] is the
+/// byte-per-bit reference (same plan, tested equal).
 pub struct Encoder {
     p: CodeParams,
     graph: Graph,
     steps: Vec<Step>,
-    full: Vec<u8>,
+    packed: Packed,
     acc: Vec<u8>,
 }
 
@@ -87,6 +90,22 @@ fn plan(graph: &Graph) -> Vec<Step> {
     steps
 }
 
+/// The (column, shift) blocks summed for one step. In the summed core rows the other
+/// core parity blocks cancel, so only systematic blocks contribute; a single row uses
+/// every block except the one solved for (all others are known by then).
+fn step_terms<'a>(
+    graph: &'a Graph,
+    step: &'a Step,
+    kb: usize,
+) -> impl Iterator<Item = (usize, usize)> + 'a {
+    let summed = step.rows.len() > 1;
+    step.rows
+        .iter()
+        .flat_map(move |&r| graph.row(r))
+        .filter(move |b| !(b.col == step.col || (summed && b.col >= kb)))
+        .map(|b| (b.col, b.shift))
+}
+
 /// Codeword positions that are transmitted, in order: [2Zc, K') then [max(K, 2Zc), end).
 pub(crate) fn tx_segments(p: &CodeParams) -> [std::ops::Range<usize>; 2] {
     let two_z = 2 * p.zc;
@@ -96,6 +115,10 @@ pub(crate) fn tx_segments(p: &CodeParams) -> [std::ops::Range<usize>; 2] {
 }
 
 pub(crate) fn check_bits(what: &'static str, bits: &[u8]) -> Result<(), LdpcError> {
+    // OR of all bytes first (vectorises); the position only when one is bad.
+    if bits.iter().fold(0u8, |a, &b| a | b) <= 1 {
+        return Ok(());
+    }
     match bits.iter().position(|&b| b > 1) {
         Some(index) => Err(LdpcError::NotABit {
             what,
@@ -123,11 +146,20 @@ impl Encoder {
         // CodeParams can only be built with a valid lifting size.
         let graph = Graph::new(p.bg, p.zc).expect("CodeParams holds a valid lifting size");
         let steps = plan(&graph);
+        let kb = p.bg.systematic_cols();
+        let flat = steps
+            .iter()
+            .map(|step| PackedStep {
+                terms: step_terms(&graph, step, kb).collect(),
+                col: step.col,
+                shift: step.shift,
+            })
+            .collect();
         Encoder {
             p,
+            packed: Packed::new(p.zc, kb, p.bg.cols(), flat),
             graph,
             steps,
-            full: vec![0; p.full_len()],
             acc: vec![0; p.zc],
         }
     }
@@ -138,20 +170,21 @@ impl Encoder {
 
     /// bits one per byte (0/1). payload.len() == payload_bits, out.len() == tx_bits.
     pub fn encode(&mut self, payload: &[u8], out: &mut [u8]) -> Result<(), LdpcError> {
+        check_len("payload", self.p.payload_bits, payload.len())?;
         check_len("encoder output", self.p.tx_bits, out.len())?;
-        let mut full = std::mem::take(&mut self.full);
-        let result = self.encode_full(payload, &mut full);
-        if result.is_ok() {
-            let mut o = 0;
-            for seg in tx_segments(&self.p) {
-                let take = seg.len().min(out.len() - o);
-                out[o..o + take].copy_from_slice(&full[seg.start..seg.start + take]);
-                o += take;
-            }
-            debug_assert_eq!(o, out.len());
+        check_bits("payload", payload)?;
+        self.packed.encode(payload);
+        let [seg1, seg2] = tx_segments(&self.p);
+        // Transmitted systematic bits are the payload's own; the rest is parity, which
+        // starts at K (>= 2*Zc) on a column boundary.
+        let n1 = seg1.len().min(out.len());
+        out[..n1].copy_from_slice(&payload[seg1.start..seg1.start + n1]);
+        let (zc, kb) = (self.p.zc, self.p.bg.systematic_cols());
+        debug_assert_eq!(seg2.start, kb * zc);
+        for (j, dst) in out[n1..].chunks_mut(zc).enumerate() {
+            unpack_bits(self.packed.parity_block(j), dst);
         }
-        self.full = full;
-        result
+        Ok(())
     }
 
     /// The full unpunctured codeword (len 68*Zc or 52*Zc, fillers as 0), for tests/checks.
@@ -165,17 +198,8 @@ impl Encoder {
         let kb = self.p.bg.systematic_cols();
         for step in &self.steps {
             self.acc.fill(0);
-            for &r in &step.rows {
-                for b in self.graph.row(r) {
-                    // In the summed core rows the other core parity blocks cancel, so
-                    // only systematic blocks contribute; a single row uses every block
-                    // except the one solved for (all others are known by then).
-                    let summed = step.rows.len() > 1;
-                    if b.col == step.col || (summed && b.col >= kb) {
-                        continue;
-                    }
-                    xor_rotated(&mut self.acc, &out[b.col * zc..(b.col + 1) * zc], b.shift);
-                }
+            for (col, shift) in step_terms(&self.graph, step, kb) {
+                xor_rotated(&mut self.acc, &out[col * zc..(col + 1) * zc], shift);
             }
             // p[(i + shift) % Zc] = acc[i]
             let dst = &mut out[step.col * zc..(step.col + 1) * zc];

@@ -37,6 +37,7 @@ mod decoder;
 mod encoder;
 pub mod files;
 mod graph;
+mod packed;
 mod params;
 mod ratematch;
 mod tables;

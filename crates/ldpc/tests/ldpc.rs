@@ -62,6 +62,38 @@ fn encoder_output_satisfies_every_parity_check_for_every_graph_and_lifting_size(
     }
 }
 
+/// The bit-packed `encode` against the byte-per-bit reference `encode_full` (its
+/// transmitted positions), for every graph and lifting size, with and without fillers
+/// and at the lowest and a truncating rate.
+#[test]
+fn packed_encoder_matches_the_byte_reference_for_every_graph_and_lifting_size() {
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    for bg in GRAPHS {
+        for &zc in &LIFTING_SIZES {
+            let k = bg.systematic_cols() * zc;
+            for payload_bits in [k, k - zc / 2 - 1] {
+                let n = (bg.cols() - 2) * zc - (k - payload_bits.max(2 * zc));
+                let min = payload_bits.saturating_sub(2 * zc).max(1);
+                for tx_bits in [n, (min + n) / 2 + 3, min] {
+                    let p = CodeParams::new(bg, zc, payload_bits, tx_bits).unwrap();
+                    let mut enc = Encoder::new(p);
+                    let payload = random_bits(&mut rng, payload_bits);
+                    let mut full = vec![0u8; p.full_len()];
+                    enc.encode_full(&payload, &mut full).unwrap();
+                    let expected: Vec<u8> = (2 * zc..payload_bits.max(2 * zc))
+                        .chain(k..p.full_len())
+                        .take(tx_bits)
+                        .map(|i| full[i])
+                        .collect();
+                    let mut tx = vec![7u8; tx_bits];
+                    enc.encode(&payload, &mut tx).unwrap();
+                    assert_eq!(tx, expected, "{bg} Zc={zc} K'={payload_bits} E={tx_bits}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn rate_matching_punctures_two_zc_skips_fillers_and_truncates() {
     let mut rng = ChaCha8Rng::seed_from_u64(2);
@@ -193,8 +225,17 @@ fn decoder_corrects_random_errors() {
 fn simd_and_scalar_give_identical_results_on_random_inputs() {
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let levels = levels();
+    // Zc a multiple of 64 (wrapped layout: AVX-512 register kernel), of 32 only (AVX2
+    // direct mirror stores) and others (fix-up copies).
     for (bg, zc, rate, ms) in [
         (BaseGraph::Bg1, 384, 1.0 / 3.0, MinSum::Normalized(0.75)),
+        (BaseGraph::Bg1, 64, 1.0 / 3.0, MinSum::Offset(1.0)),
+        (BaseGraph::Bg2, 128, 0.2, MinSum::Normalized(0.75)),
+        (BaseGraph::Bg1, 320, 0.6, MinSum::Normalized(0.625)),
+        (BaseGraph::Bg2, 256, 0.5, MinSum::Offset(0.25)),
+        (BaseGraph::Bg1, 96, 0.5, MinSum::Normalized(0.75)),
+        (BaseGraph::Bg2, 32, 0.3, MinSum::Normalized(0.75)),
+        (BaseGraph::Bg2, 352, 0.4, MinSum::Offset(0.5)),
         (BaseGraph::Bg1, 36, 0.5, MinSum::Offset(0.5)),
         (BaseGraph::Bg2, 15, 0.25, MinSum::Normalized(0.875)),
         (BaseGraph::Bg2, 208, 0.4, MinSum::Normalized(1.0)),

@@ -13,25 +13,28 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use num_complex::Complex64;
-use radiohost_iq::Cf32;
+use radiohost_iq::{Cf32, Ci16};
 use radiohost_ldpc::{BaseGraph, CodeParams, Decoder, DecoderConfig, Encoder, MinSum, SimdLevel};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-use crate::generator::Generator;
+use crate::config::SymbolKind;
+use crate::downlink::{DownlinkPipeline, DownlinkUserOutput, UserEmulator};
+use crate::generator::{frame_rng, Generator};
 use crate::ofdm::OfdmFft;
 use crate::qam::{Demodulator, Modulation, Modulator};
-use crate::uplink::{UplinkOutput, UplinkPipeline};
+use crate::uplink::{ErrorCount, UplinkOutput, UplinkPipeline};
 use crate::zf::{zf_detector, ZfScratch};
 use crate::{FrameConfig, PhyError};
 
 const CONFIG_64X16: &str = include_str!("../configs/64x16.json");
+const CONFIG_64X16_DOWNLINK: &str = include_str!("../configs/64x16_downlink.json");
 /// Non-zero entries (edges) of base graph 1: every one is active at rate 1/3.
 const BG1_EDGES: f64 = 316.0;
 
 /// One kernel's measurement: its throughput beside the floor.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct BenchRow {
     pub name: String,
     pub value: f64,
@@ -42,6 +45,25 @@ pub struct BenchRow {
     pub baseline: Option<(&'static str, f64)>,
     #[serde(skip)]
     pub note: String,
+    /// Whole-frame rows: core-milliseconds per frame and the floor's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ms_per_frame: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub floor_ms_per_frame: Option<f64>,
+    /// Whole-frame rows: each stage's core time per frame beside its floor.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StageRow>,
+}
+
+/// One stage of a whole-frame row.
+#[derive(Clone, Debug, Serialize)]
+pub struct StageRow {
+    pub stage: &'static str,
+    pub us_per_frame: f64,
+    pub floor_us_per_frame: f64,
+    /// What bounds the floor: "compute" (flops at peak), "memory" (bytes at the
+    /// measured copy bandwidth) or "ldpc" (the decoder/encoder floor).
+    pub floor_basis: &'static str,
 }
 
 /// The whole benchmark: the assumed peak, the measured copy bandwidth and the rows.
@@ -124,7 +146,8 @@ pub fn run(seconds: f64) -> Result<BenchReport, PhyError> {
     for m in [Modulation::Qam16, Modulation::Qam256] {
         rows.push(demod_row(t, m, bw));
     }
-    rows.push(uplink_row(t, &pk)?);
+    rows.push(uplink_row(t, &pk, bw)?);
+    rows.push(downlink_row(t, &pk, bw)?);
     Ok(BenchReport {
         peak: pk.what,
         copy_bandwidth: bw,
@@ -198,6 +221,7 @@ fn ldpc_rows(t: f64, pk: &Peak) -> Result<Vec<BenchRow>, PhyError> {
                 "{level} kernel, early termination off, {:.1} us/block",
                 dec_s * 1e6
             ),
+            ..Default::default()
         },
         BenchRow {
             name: "ldpc_encode_bg1_z384_r1/3".into(),
@@ -206,6 +230,7 @@ fn ldpc_rows(t: f64, pk: &Peak) -> Result<Vec<BenchRow>, PhyError> {
             floor: info / enc_floor_s / 1e6,
             baseline: None,
             note: format!("{:.1} us/block", enc_s * 1e6),
+            ..Default::default()
         },
     ])
 }
@@ -249,6 +274,7 @@ fn fft_row(t: f64, pk: &Peak) -> BenchRow {
         floor: samples / (flops / pk.flops) / 1e6,
         baseline: Some(("naive DFT", n as f64 / naive_s / 1e6)),
         note: format!("{:.2} us per 2048-point FFT", s / batch as f64 * 1e6),
+        ..Default::default()
     }
 }
 
@@ -335,6 +361,7 @@ fn zf_row(t: f64, pk: &Peak) -> BenchRow {
         floor: pk.flops / flops / 1e3,
         baseline: Some(("dense f64 inverse", 1.0 / naive_s / 1e3)),
         note: format!("{:.2} us per subcarrier (Cholesky of H^H H, f32)", s * 1e6),
+        ..Default::default()
     }
 }
 
@@ -403,45 +430,218 @@ fn demod_row(t: f64, m: Modulation, bw: f64) -> BenchRow {
         floor: bw / bytes / 1e6,
         baseline: Some(("full 2-D search", 1.0 / naive_s / 1e6)),
         note: "floor: bytes moved at the measured copy bandwidth".into(),
+        ..Default::default()
     }
 }
 
-fn uplink_row(t: f64, pk: &Peak) -> Result<BenchRow, PhyError> {
+/// Core time per stage and per frame over about `budget` seconds of frames.
+fn time_frames<const S: usize>(
+    budget: f64,
+    mut frame: impl FnMut() -> Result<[(&'static str, Duration); S], PhyError>,
+) -> Result<(f64, [(&'static str, f64); S]), PhyError> {
+    frame()?;
+    let mut sums = [("", 0f64); S];
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed().as_secs_f64() < budget || n < 3 {
+        for (sum, (name, d)) in sums.iter_mut().zip(frame()?) {
+            *sum = (name, sum.1 + d.as_secs_f64());
+        }
+        n += 1;
+    }
+    let per_frame = start.elapsed().as_secs_f64() / n as f64;
+    Ok((per_frame, sums.map(|(name, t)| (name, t / n as f64))))
+}
+
+/// A whole-frame row from the measured frame and stage times and each stage's floor
+/// (`(seconds, basis)`, in the same order as the stages).
+fn frame_row<const S: usize>(
+    name: &str,
+    bits: f64,
+    per_frame: f64,
+    stages: [(&'static str, f64); S],
+    floors: [(f64, &'static str); S],
+    note: String,
+) -> BenchRow {
+    let floor_s: f64 = floors.iter().map(|f| f.0).sum();
+    BenchRow {
+        name: name.into(),
+        value: bits / per_frame / 1e6,
+        unit: "Mbit/s/core",
+        floor: bits / floor_s / 1e6,
+        note,
+        ms_per_frame: Some(per_frame * 1e3),
+        floor_ms_per_frame: Some(floor_s * 1e3),
+        stages: stages
+            .iter()
+            .zip(floors)
+            .map(|(&(stage, t), (f, basis))| StageRow {
+                stage,
+                us_per_frame: t * 1e6,
+                floor_us_per_frame: f * 1e6,
+                floor_basis: basis,
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+/// Floors shared by both directions, in seconds.
+struct FrameFloors<'a> {
+    cfg: &'a FrameConfig,
+    pk: &'a Peak,
+    bw: f64,
+}
+
+impl FrameFloors<'_> {
+    fn compute(&self, flops: f64) -> (f64, &'static str) {
+        (flops / self.pk.flops, "compute")
+    }
+    fn memory(&self, bytes: f64) -> (f64, &'static str) {
+        (bytes / self.bw, "memory")
+    }
+    /// `symbols` FFTs (or IFFTs) per antenna: 5 N log2 N flops each.
+    fn fft(&self, symbols: usize) -> (f64, &'static str) {
+        let n = self.cfg.fft_size as f64;
+        self.compute(self.cfg.antennas as f64 * symbols as f64 * 5.0 * n * n.log2())
+    }
+    /// Group-centre CSI: per pilot symbol two pilots read per group, user and
+    /// antenna, one channel entry written (8 B each).
+    fn csi(&self) -> (f64, &'static str) {
+        let c = self.cfg;
+        let pilots = c.count_of(SymbolKind::Pilot) as f64;
+        let entries = (c.zf_groups() * c.users * c.antennas) as f64;
+        self.memory(entries * 8.0 * (2.0 * pilots + 1.0))
+    }
+    /// One Cholesky ZF per group: Gram (K(K+1)/2 dot products of length M) and two
+    /// triangular solves on K x M, 8 flops per complex multiply-add.
+    fn zf(&self) -> (f64, &'static str) {
+        let (m, k) = (self.cfg.antennas as f64, self.cfg.users as f64);
+        let per_group = 8.0 * (k * (k + 1.0) / 2.0 * m + k * k * m);
+        self.compute(self.cfg.zf_groups() as f64 * per_group)
+    }
+    /// Equalisation or precoding of `symbols` data symbols: K x M complex MACs per
+    /// subcarrier.
+    fn product(&self, symbols: usize) -> (f64, &'static str) {
+        let c = self.cfg;
+        self.compute(symbols as f64 * (c.data_num * c.users * c.antennas) as f64 * 8.0)
+    }
+    /// LDPC: every edge-lane update of `iterations` (mean) iterations of `blocks`
+    /// blocks at ~6 i8 vector ops, two vector ops per cycle.
+    fn decode(&self, blocks: f64, iterations: f64) -> (f64, &'static str) {
+        let ops = blocks * BG1_EDGES * self.cfg.code.zc as f64 * iterations * 6.0;
+        (ops / (self.pk.i8_lanes * 2.0) / self.pk.hz, "ldpc")
+    }
+    /// LDPC encoding: one XOR-accumulate per edge-lane.
+    fn encode(&self, blocks: f64) -> (f64, &'static str) {
+        let ops = blocks * BG1_EDGES * self.cfg.code.zc as f64;
+        (ops / (self.pk.i8_lanes * 2.0) / self.pk.hz, "ldpc")
+    }
+}
+
+/// The whole 64x16 uplink frame, stage by stage, checked bit-exact against the
+/// generator's truth before it is timed.
+fn uplink_row(t: f64, pk: &Peak, bw: f64) -> Result<BenchRow, PhyError> {
     let cfg = FrameConfig::from_json(CONFIG_64X16)?;
     let frame = Generator::new(&cfg).frame(0)?;
     let mut ul = UplinkPipeline::new(&cfg)?;
     let mut out = UplinkOutput::for_config(&cfg);
-    let s = time_per_call(t.max(1.0), || {
-        black_box(ul.process_frame(black_box(&frame.samples), &mut out).ok());
-    });
-    let payload = (cfg.uplink_blocks() * cfg.block_payload_bits() * cfg.users) as f64;
-    let (m, k, d, n) = (
-        cfg.antennas as f64,
-        cfg.users as f64,
-        cfg.data_num as f64,
-        cfg.fft_size as f64,
+    ul.process_frame(&frame.samples, &mut out)?;
+    let errors = ErrorCount::compare(
+        &frame.uplink_payload,
+        &out.payload,
+        &out.blocks,
+        cfg.block_payload_bits(),
     );
-    let syms = cfg.schedule.len() as f64;
-    let ul_syms = cfg.symbols_of(crate::config::SymbolKind::Uplink).len() as f64;
-    // Floor: FFTs + ZF + equalisation (8 flops per complex MAC) at peak, plus LDPC
-    // at its own floor (edges x Zc x iterations x 6 ops over i8 lanes).
-    let flops = m * syms * 5.0 * n * n.log2()
-        + d * 8.0 * (k * (k + 1.0) / 2.0 * m + k * k * m)
-        + ul_syms * d * k * m * 8.0;
-    let blocks = (cfg.uplink_blocks() * cfg.users) as f64;
-    let ldpc_ops = blocks * BG1_EDGES * cfg.code.zc as f64 * cfg.decoder_iter as f64 * 6.0;
-    let floor_s = flops / pk.flops + ldpc_ops / (pk.i8_lanes * 2.0) / pk.hz;
-    Ok(BenchRow {
-        name: "uplink_frame_64x16_2048fft_14sym".into(),
-        value: payload / s / 1e6,
-        unit: "Mbit/s/core",
-        floor: payload / floor_s / 1e6,
-        baseline: None,
-        note: format!(
-            "{:.2} ms per frame ({} payload bits; floor {:.2} ms)",
-            s * 1e3,
-            payload,
-            floor_s * 1e3
-        ),
-    })
+    if errors.bit_errors > 0 || errors.crc_failures > 0 {
+        return Err(PhyError::NotBitExact {
+            what: "uplink 64x16",
+            bit_errors: errors.bit_errors,
+            crc_failures: errors.crc_failures,
+        });
+    }
+    let iterations = out.blocks.iter().flatten().map(|b| b.iterations as f64).sum::<f64>()
+        / errors.blocks.max(1) as f64;
+    let (per_frame, stages) = time_frames(t.max(1.0), || {
+        ul.process_frame(black_box(&frame.samples), &mut out)?;
+        Ok(ul.stages().named())
+    })?;
+    let f = FrameFloors { cfg: &cfg, pk, bw };
+    let ul_syms = cfg.count_of(SymbolKind::Uplink);
+    let users_syms = (ul_syms * cfg.users * cfg.data_num) as f64;
+    let qm = cfg.modulation.bits_per_symbol() as f64;
+    let floors = [
+        f.fft(cfg.count_of(SymbolKind::Pilot) + ul_syms),
+        f.csi(),
+        f.zf(),
+        f.product(ul_syms),
+        // Equalised symbol (8 B) and noise variance (4 B) in, Qm LLRs (4 B) out.
+        f.memory(users_syms * (12.0 + 4.0 * qm)),
+        f.decode(errors.blocks as f64, iterations),
+    ];
+    let bits = (cfg.uplink_blocks() * cfg.block_payload_bits() * cfg.users) as f64;
+    let note = format!(
+        "{:.2} ms per frame, floor {:.2} ms; bit-exact against the generator ({} blocks, {:.2} decoder iterations on average); ZF per {} subcarriers",
+        per_frame * 1e3,
+        floors.iter().map(|x| x.0).sum::<f64>() * 1e3,
+        errors.blocks,
+        iterations,
+        cfg.zf_block
+    );
+    Ok(frame_row("uplink_frame_64x16", bits, per_frame, stages, floors, note))
+}
+
+/// The whole 64x16 downlink frame (precoders from the frame's pilots, encoding,
+/// modulation, precoding, IFFT), checked by the emulated users before it is timed.
+fn downlink_row(t: f64, pk: &Peak, bw: f64) -> Result<BenchRow, PhyError> {
+    let cfg = FrameConfig::from_json(CONFIG_64X16_DOWNLINK)?;
+    let frame = Generator::new(&cfg).frame(0)?;
+    let mut dl = DownlinkPipeline::new(&cfg);
+    let mut tx = vec![Ci16::default(); cfg.antennas * cfg.frame_len()];
+    let info = dl.process_frame(&frame.samples, &frame.downlink_payload, &mut tx)?;
+    let mut users = UserEmulator::new(&cfg)?;
+    let mut got = DownlinkUserOutput::for_config(&cfg);
+    let mut rng = frame_rng(cfg.seed, 0, 1);
+    users.receive(&tx, &info, &frame.channel, &mut rng, &mut got)?;
+    let errors = ErrorCount::compare(
+        &frame.downlink_payload,
+        &got.payload,
+        &got.blocks,
+        cfg.block_payload_bits(),
+    );
+    if errors.bit_errors > 0 || errors.crc_failures > 0 {
+        return Err(PhyError::NotBitExact {
+            what: "downlink 64x16 (emulated users)",
+            bit_errors: errors.bit_errors,
+            crc_failures: errors.crc_failures,
+        });
+    }
+    let (per_frame, stages) = time_frames(t.max(1.0), || {
+        dl.process_frame(black_box(&frame.samples), &frame.downlink_payload, &mut tx)?;
+        Ok(dl.stages().named())
+    })?;
+    let f = FrameFloors { cfg: &cfg, pk, bw };
+    let pilots = cfg.count_of(SymbolKind::Pilot);
+    let dl_syms = cfg.count_of(SymbolKind::Downlink);
+    let data_syms = dl_syms.saturating_sub(1);
+    let (fft, csi, zf) = (f.fft(pilots), f.csi(), f.zf());
+    let users_syms = (data_syms * cfg.users * cfg.data_num) as f64;
+    let qm = cfg.modulation.bits_per_symbol() as f64;
+    let floors = [
+        (fft.0 + csi.0 + zf.0, "compute"),
+        f.encode(errors.blocks as f64),
+        // Coded bits in (1 B each), symbols out (8 B).
+        f.memory(users_syms * (qm + 8.0)),
+        f.product(dl_syms),
+        f.fft(dl_syms),
+    ];
+    let bits = (cfg.downlink_blocks() * cfg.block_payload_bits() * cfg.users) as f64;
+    let note = format!(
+        "{:.2} ms per frame, floor {:.2} ms; the emulated users decode it bit-exact ({} blocks); ZF per {} subcarriers",
+        per_frame * 1e3,
+        floors.iter().map(|x| x.0).sum::<f64>() * 1e3,
+        errors.blocks,
+        cfg.zf_block
+    );
+    Ok(frame_row("downlink_frame_64x16", bits, per_frame, stages, floors, note))
 }

@@ -9,13 +9,13 @@
 
 use radiohost_iq::Cf32;
 use radiohost_ldpc::{
-    DecodeOutcome, Decoder, DecoderConfig, Encoder, LdpcError, MinSum, SimdLevel,
+    DecodeOutcome, Decoder, DecoderConfig, Encoder, LdpcError, MinSum,
 };
 
 use crate::config::{FrameConfig, BLOCK_CRC_BITS};
 use crate::crc::{self, CrcKind};
 use crate::qam::{Demodulator, Modulator};
-use crate::scramble::{data_c_init, GoldSequence};
+use crate::scramble::{data_c_init, SequenceCache};
 
 /// Scrambling `c_init` of user `k` (RNTI `k + 1`; the cell id comes from the seed).
 pub fn user_c_init(cfg: &FrameConfig, user: usize) -> u32 {
@@ -31,6 +31,7 @@ pub struct TxChain {
     payload_bits: usize,
     tx_bits: usize,
     blocks_per_symbol: usize,
+    sequences: SequenceCache,
 }
 
 impl TxChain {
@@ -43,6 +44,7 @@ impl TxChain {
             payload_bits: cfg.block_payload_bits(),
             tx_bits: cfg.code.tx_bits,
             blocks_per_symbol: cfg.blocks_per_symbol,
+            sequences: SequenceCache::default(),
         }
     }
 
@@ -58,6 +60,17 @@ impl TxChain {
         data_symbol_index: usize,
         symbols: &mut [Cf32],
     ) -> Result<(), LdpcError> {
+        self.encode(payload)?;
+        self.modulate(c_init, data_symbol_index, symbols);
+        Ok(())
+    }
+
+    /// First half of [`Self::symbol`]: CRC and LDPC encoding of every block into the
+    /// chain's bit buffer (zero padding after the last block).
+    ///
+    /// # Errors
+    /// An [`LdpcError`] for payload bytes that are not bits.
+    pub fn encode(&mut self, payload: &[u8]) -> Result<(), LdpcError> {
         let pb = self.payload_bits;
         assert_eq!(
             payload.len(),
@@ -71,10 +84,18 @@ impl TxChain {
             let out = &mut self.bits[b * self.tx_bits..(b + 1) * self.tx_bits];
             self.encoder.encode(&self.block, out)?;
         }
-        let sb = self.bits.len();
-        GoldSequence::new_at(c_init, data_symbol_index * sb).scramble_bits(&mut self.bits);
-        self.modulator.modulate(&self.bits, symbols);
         Ok(())
+    }
+
+    /// Second half of [`Self::symbol`]: scrambling and QAM of the encoded bits.
+    pub fn modulate(&mut self, c_init: u32, data_symbol_index: usize, symbols: &mut [Cf32]) {
+        let sb = self.bits.len();
+        let bits = &mut self.bits;
+        self.sequences.with(c_init, data_symbol_index * sb, |g| {
+            g.scramble_bits(bits);
+            (sb, ())
+        });
+        self.modulator.modulate(&self.bits, symbols);
     }
 }
 
@@ -94,15 +115,17 @@ pub struct RxChain {
     payload_bits: usize,
     tx_bits: usize,
     blocks_per_symbol: usize,
+    sequences: SequenceCache,
 }
 
-/// Decoder settings the pipelines use: normalised min-sum, early termination.
+/// Decoder settings the pipelines use: normalised min-sum, early termination, the
+/// kernel level of [`crate::simd::Isa::detect`].
 pub fn decoder_config(iterations: usize) -> DecoderConfig {
     DecoderConfig {
         max_iterations: iterations,
         min_sum: MinSum::Normalized(0.75),
         early_termination: true,
-        simd: SimdLevel::Auto,
+        simd: crate::simd::Isa::ldpc_level(),
     }
 }
 
@@ -116,6 +139,7 @@ impl RxChain {
             payload_bits: cfg.block_payload_bits(),
             tx_bits: cfg.code.tx_bits,
             blocks_per_symbol: cfg.blocks_per_symbol,
+            sequences: SequenceCache::default(),
         })
     }
 
@@ -133,6 +157,40 @@ impl RxChain {
         payload: &mut [u8],
         results: &mut [BlockResult],
     ) -> Result<(), LdpcError> {
+        self.soft_bits(symbols, noise_var, c_init, data_symbol_index);
+        self.decode(payload, results)
+    }
+
+    /// First half of [`Self::symbol`]: soft demodulation and descrambling into the
+    /// chain's LLR buffer.
+    pub fn soft_bits(
+        &mut self,
+        symbols: &[Cf32],
+        noise_var: &[f32],
+        c_init: u32,
+        data_symbol_index: usize,
+    ) {
+        self.demodulator
+            .demodulate(symbols, noise_var, &mut self.llrs);
+        let used = self.blocks_per_symbol * self.tx_bits;
+        let sb = self.llrs.len();
+        let llrs = &mut self.llrs[..used];
+        self.sequences.with(c_init, data_symbol_index * sb, |g| {
+            g.descramble_llrs(llrs);
+            (used, ())
+        });
+    }
+
+    /// Second half of [`Self::symbol`]: LDPC decoding and CRC of the blocks whose
+    /// LLRs [`Self::soft_bits`] left.
+    ///
+    /// # Errors
+    /// An [`LdpcError`] if the decoder rejects its input (e.g. NaN LLRs).
+    pub fn decode(
+        &mut self,
+        payload: &mut [u8],
+        results: &mut [BlockResult],
+    ) -> Result<(), LdpcError> {
         let pb = self.payload_bits;
         assert_eq!(
             payload.len(),
@@ -144,12 +202,6 @@ impl RxChain {
             self.blocks_per_symbol,
             "rx chain: results size"
         );
-        self.demodulator
-            .demodulate(symbols, noise_var, &mut self.llrs);
-        let used = self.blocks_per_symbol * self.tx_bits;
-        let sb = self.llrs.len();
-        GoldSequence::new_at(c_init, data_symbol_index * sb)
-            .descramble_llrs(&mut self.llrs[..used]);
         for b in 0..self.blocks_per_symbol {
             let llr = &self.llrs[b * self.tx_bits..(b + 1) * self.tx_bits];
             let DecodeOutcome { iterations, .. } = self.decoder.decode(llr, &mut self.block)?;

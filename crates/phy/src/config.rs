@@ -53,6 +53,12 @@ pub struct FrameConfigFile {
     /// Sample rate in Hz recorded in SigMF files; default `fft_size` x 15 kHz.
     #[serde(default)]
     pub sample_rate: Option<f64>,
+    /// Adjacent data subcarriers sharing one zero-forcing detector (Agora's
+    /// `zf_block_size`). Default: `ue_ant_num` with frequency-orthogonal pilots (each
+    /// user's pilot comb measures the channel once per `ue_ant_num` subcarriers, so a
+    /// finer detector adds no channel information), 1 with time-orthogonal pilots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zf_block: Option<usize>,
 }
 
 /// Channel model section.
@@ -169,6 +175,8 @@ pub struct FrameConfig {
     pub snr_db: f64,
     pub seed: u64,
     pub sample_rate: f64,
+    /// Data subcarriers per zero-forcing group (see [`FrameConfigFile::zf_block`]).
+    pub zf_block: usize,
 }
 
 /// Bits of payload (before CRC) per code block: K minus the 24-bit code-block CRC.
@@ -363,7 +371,18 @@ impl FrameConfig {
                 format!("{sample_rate}; must be a positive number of Hz"),
             ));
         }
+        let zf_block = file.zf_block.unwrap_or(match pilot_layout {
+            PilotLayout::FrequencyOrthogonal => k,
+            PilotLayout::TimeOrthogonal => 1,
+        });
+        if zf_block == 0 || zf_block > data_num {
+            return Err(bad(
+                "zf_block",
+                format!("{zf_block}; must be 1..={data_num} (ofdm_data_num)"),
+            ));
+        }
         Ok(FrameConfig {
+            zf_block,
             sample_rate,
             antennas: m,
             users: k,
@@ -438,6 +457,11 @@ impl FrameConfig {
     /// Downlink code blocks per user per frame.
     pub fn downlink_blocks(&self) -> usize {
         self.count_of(SymbolKind::Downlink).saturating_sub(1) * self.blocks_per_symbol
+    }
+
+    /// Zero-forcing groups per symbol (the last may be shorter than `zf_block`).
+    pub fn zf_groups(&self) -> usize {
+        self.data_num.div_ceil(self.zf_block)
     }
 
     /// Noise variance per (unit-power) subcarrier for `snr_db`.
@@ -552,6 +576,9 @@ mod tests {
         assert_eq!(c.blocks_per_symbol, 1);
         assert_eq!(c.uplink_blocks(), 3 * c.blocks_per_symbol);
         assert_eq!(c.frame_len(), 5 * 288);
+        assert_eq!((c.zf_block, c.zf_groups()), (2, 96), "zf_block defaults to K");
+        let c = FrameConfig::from_json(&with("zf_block", "5")).unwrap();
+        assert_eq!((c.zf_block, c.zf_groups()), (5, 39));
     }
 
     #[test]
@@ -589,6 +616,8 @@ mod tests {
                 "cp_len",
             ),
             ("channel", r#"{"model": "rician"}"#, "channel.model", "flat"),
+            ("zf_block", "0", "zf_block", "1..=192"),
+            ("zf_block", "193", "zf_block", "1..=192"),
         ];
         for (f, v, field, needle) in cases {
             let (got_field, reason) = field_error(&with(f, v));

@@ -14,6 +14,7 @@ use radiohost_iq::Cf32;
 
 use crate::config::PilotLayout;
 use crate::scramble::GoldSequence;
+use crate::simd::{dispatch, Isa};
 
 /// Seed of the pilot sequence (any fixed value known to both ends).
 const PILOT_C_INIT: u32 = 0x1D_3A5C;
@@ -45,6 +46,10 @@ pub struct CsiEstimator {
     pilots: Vec<Cf32>,
     /// Per user, the number of pilot symbols that carried it (time-orthogonal).
     counts: Vec<u32>,
+    /// [`Self::estimate_groups`]' interpolation points per (group, user) for
+    /// `plan_group`: `(lower pilot, upper pilot, weight of the upper)`.
+    plan: Vec<(usize, usize, f32)>,
+    plan_group: usize,
 }
 
 impl CsiEstimator {
@@ -55,7 +60,109 @@ impl CsiEstimator {
             users,
             pilots: pilot_sequence(data_num),
             counts: vec![0; users],
+            plan: Vec::new(),
+            plan_group: 0,
         }
+    }
+
+    /// The subcarrier whose channel the ZF detector of group `g` (of `group`
+    /// subcarriers) uses: the group's centre.
+    pub fn group_centre(&self, group: usize, g: usize) -> usize {
+        let i0 = g * group;
+        i0 + (group.min(self.pilots.len() - i0) - 1) / 2
+    }
+
+    /// The channel at the centre subcarrier of every group of `group` adjacent data
+    /// subcarriers, exactly what [`Self::estimate`] gives there: `h[(g*K + k)*M + m]`
+    /// (one `M x K` column-major matrix per group, what [`crate::zf`] consumes).
+    ///
+    /// `received` is laid out `[symbol][antenna][subcarrier]` as for `estimate`. Each
+    /// antenna's row is read in subcarrier order (no gathers), and only the pilots
+    /// next to the centres are touched.
+    ///
+    /// # Panics
+    /// If the buffer sizes disagree with the configuration or `group` is 0 (caller bugs).
+    pub fn estimate_groups(
+        &mut self,
+        received: &[Cf32],
+        pilot_syms: usize,
+        group: usize,
+        h: &mut [Cf32],
+    ) {
+        let (m_n, k_n, d) = (self.antennas, self.users, self.pilots.len());
+        assert!(group > 0, "csi: empty group");
+        let groups = d.div_ceil(group);
+        assert_eq!(received.len(), pilot_syms * m_n * d, "csi: received size");
+        assert_eq!(h.len(), groups * k_n * m_n, "csi: output size");
+        assert!(pilot_syms > 0, "csi: no pilot symbols");
+        match self.layout {
+            PilotLayout::FrequencyOrthogonal => {
+                self.plan_groups(group);
+                let inv = 1.0 / pilot_syms as f32;
+                for m in 0..m_n {
+                    for (gk, &(lo, hi, t)) in self.plan.iter().enumerate() {
+                        let (mut a, mut b) = (Cf32::default(), Cf32::default());
+                        for j in 0..pilot_syms {
+                            let row = &received[(j * m_n + m) * d..][..d];
+                            a += row[lo] * self.pilots[lo].conj();
+                            b += row[hi] * self.pilots[hi].conj();
+                        }
+                        let (a, b) = (a * inv, b * inv);
+                        // The same expression as `interpolate`, so both agree exactly.
+                        h[gk * m_n + m] = if lo == hi { a } else { a + (b - a) * t };
+                    }
+                }
+            }
+            PilotLayout::TimeOrthogonal => {
+                self.counts.fill(0);
+                for j in 0..pilot_syms {
+                    self.counts[j % k_n] += 1;
+                }
+                h.fill(Cf32::default());
+                for j in 0..pilot_syms {
+                    let k = j % k_n;
+                    for m in 0..m_n {
+                        let row = &received[(j * m_n + m) * d..][..d];
+                        for g in 0..groups {
+                            let i = self.group_centre(group, g);
+                            h[(g * k_n + k) * m_n + m] += row[i] * self.pilots[i].conj();
+                        }
+                    }
+                }
+                for (gk, col) in h.chunks_exact_mut(m_n).enumerate() {
+                    let c = self.counts[gk % k_n].max(1) as f32;
+                    col.iter_mut().for_each(|v| *v /= c);
+                }
+            }
+        }
+    }
+
+    /// Interpolation points of every (group, user) for frequency-orthogonal pilots
+    /// (recomputed only when the group size changes).
+    fn plan_groups(&mut self, group: usize) {
+        if self.plan_group == group && !self.plan.is_empty() {
+            return;
+        }
+        let (k_n, d) = (self.users, self.pilots.len());
+        self.plan.clear();
+        for g in 0..d.div_ceil(group) {
+            let i = self.group_centre(group, g);
+            for k in 0..k_n {
+                let last = k + (d - 1 - k) / k_n * k_n;
+                let point = if i % k_n == k {
+                    (i, i, 0.0)
+                } else if i < k {
+                    (k, k, 0.0)
+                } else if i > last {
+                    (last, last, 0.0)
+                } else {
+                    let lo = i - (i - k) % k_n;
+                    (lo, lo + k_n, ((i - lo) as f32) / k_n as f32)
+                };
+                self.plan.push(point);
+            }
+        }
+        self.plan_group = group;
     }
 
     pub fn pilots(&self) -> &[Cf32] {
@@ -133,13 +240,32 @@ impl CsiEstimator {
 /// how many there were: the receiver's noise measurement.
 pub fn null_bin_energy(freq: &[Cf32], data_start: usize, data_num: usize) -> (f64, usize) {
     let n = freq.len();
-    let mut sum = 0f64;
-    let mut count = 0;
-    for natural in (0..data_start).chain(data_start + data_num..n) {
-        sum += freq[(natural + n / 2) % n].norm_sqr() as f64;
-        count += 1;
+    let (mut sum, mut count) = (0f64, 0);
+    for (s, e) in [(0, data_start), (data_start + data_num, n)] {
+        for run in crate::ofdm::bin_runs(n, s, e) {
+            count += run.len();
+            let bins = &freq[run];
+            sum += dispatch!(Isa::detect(), fn run(bins: &[Cf32]) -> f64 => energy);
+        }
     }
     (sum, count)
+}
+
+/// `sum |x|^2` in 16 f32 lanes (vectorises; each lane sums at most a few hundred
+/// terms), added up in f64.
+#[inline(always)]
+fn energy<const FMA: bool>(x: &[Cf32]) -> f64 {
+    let mut acc = [0f32; 16];
+    let chunks = x.chunks_exact(16);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for l in 0..16 {
+            acc[l] = crate::simd::fmadd::<FMA>(c[l].re, c[l].re, acc[l]);
+            acc[l] = crate::simd::fmadd::<FMA>(c[l].im, c[l].im, acc[l]);
+        }
+    }
+    acc.iter().map(|&v| v as f64).sum::<f64>()
+        + tail.iter().map(|v| v.norm_sqr() as f64).sum::<f64>()
 }
 
 #[cfg(test)]
@@ -200,6 +326,39 @@ mod tests {
         }
     }
 
+    /// The group-centre estimates are exactly the full estimate at the centres.
+    #[test]
+    fn group_centres_match_full_estimate() {
+        for (layout, syms) in [
+            (PilotLayout::FrequencyOrthogonal, 1),
+            (PilotLayout::FrequencyOrthogonal, 2),
+            (PilotLayout::TimeOrthogonal, 7),
+        ] {
+            let (m_n, k_n, d) = (4, 3, 60);
+            let mut est = CsiEstimator::new(layout, m_n, k_n, d);
+            let rx: Vec<Cf32> = (0..syms * m_n * d)
+                .map(|i| Cf32::new((i % 13) as f32 - 6.0, (i % 7) as f32 * 0.5))
+                .collect();
+            let mut full = vec![Cf32::default(); d * k_n * m_n];
+            est.estimate(&rx, syms, &mut full);
+            for group in [1, 3, 7, 60] {
+                let groups = d.div_ceil(group);
+                let mut h = vec![Cf32::default(); groups * k_n * m_n];
+                est.estimate_groups(&rx, syms, group, &mut h);
+                for g in 0..groups {
+                    let i = est.group_centre(group, g);
+                    assert!(i >= g * group && i < ((g + 1) * group).min(d));
+                    for k in 0..k_n {
+                        for m in 0..m_n {
+                            let (a, b) = (h[(g * k_n + k) * m_n + m], full[(i * k_n + k) * m_n + m]);
+                            assert!((a - b).norm() <= 1e-6 * (1.0 + b.norm()), "{layout:?} group {group} g {g} k {k} m {m}: {a} vs {b}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn pilots_have_unit_modulus_and_nulls_are_counted() {
         assert!(pilot_sequence(100)
@@ -210,5 +369,17 @@ mod tests {
             freq[(4 + i + 8) % 16] = Cf32::new(10.0, 0.0);
         }
         assert_eq!(null_bin_energy(&freq, 4, 8), (8.0, 8));
+        // Against the plain modulo definition on a long symbol.
+        let freq: Vec<Cf32> = (0..2048)
+            .map(|i| Cf32::new((i % 11) as f32 * 0.1, (i % 7) as f32 * -0.2))
+            .collect();
+        let (start, num) = (424, 1200);
+        let want: f64 = (0..start)
+            .chain(start + num..2048)
+            .map(|t| freq[(t + 1024) % 2048].norm_sqr() as f64)
+            .sum();
+        let (got, count) = null_bin_energy(&freq, start, num);
+        assert_eq!(count, 848);
+        assert!((got - want).abs() < 1e-5 * want, "{got} vs {want}");
     }
 }

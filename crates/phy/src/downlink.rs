@@ -1,8 +1,9 @@
 //! Reference downlink and the emulated user receivers that verify it.
 //!
 //! Base station ([`DownlinkPipeline`]): CSI and ZF from the uplink pilots of the same
-//! frame (TDD reciprocity) -> per user CRC, LDPC, scrambling, QAM -> ZF precoding
-//! `x = beta * W^T s` per subcarrier -> IFFT + CP per antenna -> ci16. The first `D`
+//! frame (TDD reciprocity, one detector per ZF group) -> per user CRC, LDPC,
+//! scrambling, QAM -> ZF precoding `x = beta * W^T s` of each group as one matrix
+//! product -> IFFT + CP per antenna -> ci16. The first `D`
 //! symbol carries every user's pilot sequence, precoded like data: each user
 //! equalises the following `D` symbols with the gain it measures there.
 //!
@@ -10,6 +11,8 @@
 //! `snr_db`, the user's own AGC and ci16 ADC) and a single-antenna receiver (CP
 //! removal, FFT, gain from the reference symbol, noise from null subcarriers, soft
 //! demodulation, descrambling, LDPC decoding, CRC).
+
+use std::time::{Duration, Instant};
 
 use radiohost_iq::{Cf32, Ci16};
 use rand::Rng;
@@ -20,8 +23,10 @@ use crate::config::{FrameConfig, SymbolKind};
 use crate::csi::pilot_sequence;
 use crate::frontend::{FrontEnd, Synthesizer};
 use crate::generator::TARGET_RMS;
+use crate::group_product::{Coefficients, GroupProduct};
+use crate::ofdm::quantise_ci16;
+use crate::simd::Isa;
 use crate::uplink::Detector;
-use crate::zf::precode;
 use crate::PhyError;
 
 /// What the base station reports about a transmitted frame.
@@ -33,19 +38,47 @@ pub struct DownlinkInfo {
     pub beta: f32,
 }
 
+/// Time one frame spent in each base-station stage (one thread, so core time).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DownlinkStages {
+    /// Pilot FFTs, CSI and ZF of the frame's uplink pilots (the precoders).
+    pub detector: Duration,
+    /// Block CRC and LDPC encoding.
+    pub encode: Duration,
+    /// Scrambling and QAM.
+    pub modulate: Duration,
+    /// Precoding of every group (matrix products).
+    pub precode: Duration,
+    /// Subcarrier mapping, IFFT, cyclic prefix and ci16 conversion per antenna.
+    pub ifft: Duration,
+}
+
+impl DownlinkStages {
+    /// `(name, time)` of every stage, in pipeline order.
+    pub fn named(&self) -> [(&'static str, Duration); 5] {
+        [
+            ("detector", self.detector),
+            ("encode", self.encode),
+            ("modulate", self.modulate),
+            ("precode", self.precode),
+            ("ifft", self.ifft),
+        ]
+    }
+}
+
 /// The reference downlink pipeline.
 pub struct DownlinkPipeline {
     cfg: FrameConfig,
     detector: Detector,
     tx: TxChain,
     synth: Synthesizer,
+    product: GroupProduct,
     pilots: Vec<Cf32>,
     dl_syms: Vec<usize>,
     user_syms: Vec<Cf32>,
     ant_syms: Vec<Cf32>,
-    s: Vec<Cf32>,
-    xm: Vec<Cf32>,
     time: Vec<Cf32>,
+    stages: DownlinkStages,
 }
 
 impl DownlinkPipeline {
@@ -55,15 +88,20 @@ impl DownlinkPipeline {
             detector: Detector::new(cfg),
             tx: TxChain::new(cfg),
             synth: Synthesizer::new(cfg),
+            product: GroupProduct::new(k),
             pilots: pilot_sequence(d),
             dl_syms: cfg.symbols_of(SymbolKind::Downlink),
             user_syms: vec![Cf32::default(); k * d],
             ant_syms: vec![Cf32::default(); m * d],
-            s: vec![Cf32::default(); k],
-            xm: vec![Cf32::default(); m],
             time: vec![Cf32::default(); cfg.symbol_len()],
+            stages: DownlinkStages::default(),
             cfg: cfg.clone(),
         }
+    }
+
+    /// Time each stage took in the last [`Self::process_frame`].
+    pub fn stages(&self) -> DownlinkStages {
+        self.stages
     }
 
     /// From the received frame (`rx_samples`, for its pilots) and each user's payload
@@ -97,51 +135,71 @@ impl DownlinkPipeline {
                 bits_per_user: need,
             });
         }
+        let t0 = Instant::now();
         self.detector.process(rx_samples)?;
-        // beta: total transmit power K per subcarrier on average over the band.
-        let total: f64 = self.detector.noise_gain.iter().map(|&g| g as f64).sum();
+        let det = &self.detector;
+        // beta: total transmit power K per subcarrier on average over the band (each
+        // group's noise gains count once per subcarrier of the group).
+        let total: f64 = (0..det.groups())
+            .map(|g| {
+                let gains = &det.noise_gain[g * k_n..(g + 1) * k_n];
+                det.group_range(g).1 as f64 * gains.iter().map(|&x| x as f64).sum::<f64>()
+            })
+            .sum();
         let beta = (k_n as f64 * d as f64 / total.max(f64::MIN_POSITIVE)).sqrt() as f32;
         let per_antenna = (k_n * d) as f64 / (cfg.fft_size * m_n) as f64;
         let tx_gain = TARGET_RMS / per_antenna.sqrt() as f32;
         tx_samples.fill(Ci16::default());
         let sym_len = cfg.symbol_len();
-        let mk = m_n * k_n;
+        let isa = Isa::detect();
+        let mut st = DownlinkStages::default();
+        let mut t = Instant::now();
+        st.detector = t - t0;
+        let mut lap = |slot: &mut Duration| {
+            let now = Instant::now();
+            *slot += now - t;
+            t = now;
+        };
         for (j, &sym) in self.dl_syms.iter().enumerate() {
             if j == 0 {
                 for k in 0..k_n {
                     self.user_syms[k * d..(k + 1) * d].copy_from_slice(&self.pilots);
                 }
+                lap(&mut st.modulate);
             } else {
                 let u = j - 1;
                 for (k, user_payload) in payload.iter().enumerate() {
                     let bits = &user_payload[u * blocks * pb..(u + 1) * blocks * pb];
+                    self.tx.encode(bits)?;
+                    lap(&mut st.encode);
                     let out = &mut self.user_syms[k * d..(k + 1) * d];
-                    self.tx.symbol(bits, user_c_init(cfg, k), u, out)?;
+                    self.tx.modulate(user_c_init(cfg, k), u, out);
+                    lap(&mut st.modulate);
                 }
             }
-            for i in 0..d {
-                for (k, s) in self.s.iter_mut().enumerate() {
-                    *s = self.user_syms[k * d + i];
-                }
-                precode(
-                    &self.detector.w[i * mk..(i + 1) * mk],
-                    &self.s,
-                    beta,
-                    &mut self.xm,
+            for g in 0..det.groups() {
+                let (i0, n) = det.group_range(g);
+                let p = Coefficients::precoder(det.detector(g), k_n, m_n, beta);
+                self.product.apply(
+                    isa,
+                    p,
+                    &self.user_syms[i0..],
+                    d,
+                    n,
+                    &mut self.ant_syms[i0..],
+                    d,
                 );
-                for (m, x) in self.xm.iter().enumerate() {
-                    self.ant_syms[m * d + i] = *x;
-                }
             }
+            lap(&mut st.precode);
             for m in 0..m_n {
                 self.synth
                     .symbol(&self.ant_syms[m * d..(m + 1) * d], tx_gain, &mut self.time);
                 let out = &mut tx_samples[m * frame_len + sym * sym_len..][..sym_len];
-                for (o, t) in out.iter_mut().zip(&self.time) {
-                    *o = Ci16::from_cf32(*t);
-                }
+                quantise_ci16(&self.time, out);
             }
+            lap(&mut st.ifft);
         }
+        self.stages = st;
         Ok(DownlinkInfo { tx_gain, beta })
     }
 }

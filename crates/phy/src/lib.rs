@@ -2,8 +2,10 @@
 //!
 //! Kernels (each usable on its own, allocation-free once constructed):
 //! [`ofdm`] (batched FFT/IFFT, cyclic prefix), [`csi`] (pilots, channel estimation),
-//! [`zf`] (zero-forcing detector, equalisation, precoding), [`qam`] (modulation and
-//! max-log soft demodulation), [`scramble`] (NR Gold sequence), [`crc`] (NR CRCs).
+//! [`zf`] (zero-forcing detector, per-subcarrier equalisation and precoding),
+//! [`group_product`] (equalisation and precoding of a whole ZF group as one matrix
+//! product), [`qam`] (modulation and max-log soft demodulation), [`scramble`] (NR
+//! Gold sequence), [`crc`] (NR CRCs). [`simd`] picks the instruction set at run time.
 //! LDPC comes from `radiohost-ldpc`.
 //!
 //! Around them: [`config`] (frame configuration files), [`generator`] (seeded data
@@ -21,10 +23,12 @@ pub mod downlink;
 pub mod evaluate;
 pub mod frontend;
 pub mod generator;
+pub mod group_product;
 pub mod ofdm;
 pub mod qam;
 pub mod recording;
 pub mod scramble;
+pub mod simd;
 pub mod uplink;
 pub mod zf;
 
@@ -50,6 +54,12 @@ pub enum PhyError {
     ChannelShape {
         expected: (usize, usize, usize),
         got: (usize, usize, usize),
+    },
+    #[error("{what} does not decode bit-exact against the generator's truth ({bit_errors} bit errors, {crc_failures} CRC failures): refusing to time it")]
+    NotBitExact {
+        what: &'static str,
+        bit_errors: u64,
+        crc_failures: u64,
     },
     #[error("recording: {0}")]
     Recording(String),

@@ -11,6 +11,8 @@ use std::sync::Arc;
 use radiohost_iq::{Cf32, Ci16};
 use rustfft::{Fft, FftPlanner};
 
+use crate::simd::{dispatch, Isa};
+
 /// Forward and inverse transforms of one size with their scratch, planned once.
 pub struct OfdmFft {
     size: usize,
@@ -84,9 +86,35 @@ pub fn remove_cp_ci16(symbol: &[Ci16], cp_len: usize, out: &mut [Cf32]) {
         cp_len + out.len(),
         "remove_cp: length mismatch"
     );
+    let src = &symbol[cp_len..];
+    dispatch!(Isa::detect(), fn run(src: &[Ci16], out: &mut [Cf32]) => ci16_to_cf32)
+}
+
+#[inline(always)]
+fn ci16_to_cf32<const FMA: bool>(src: &[Ci16], out: &mut [Cf32]) {
     const SCALE: f32 = 1.0 / i16::MAX as f32;
-    for (o, s) in out.iter_mut().zip(&symbol[cp_len..]) {
+    for (o, s) in out.iter_mut().zip(src) {
         *o = Cf32::new(s.re as f32 * SCALE, s.im as f32 * SCALE);
+    }
+}
+
+/// Quantise `src` to full-scale ci16 (`Ci16::from_cf32` of every sample: round to
+/// nearest, saturate), vectorised.
+///
+/// # Panics
+/// If the lengths differ (a caller bug).
+pub fn quantise_ci16(src: &[Cf32], dst: &mut [Ci16]) {
+    assert_eq!(src.len(), dst.len(), "quantise: length mismatch");
+    dispatch!(Isa::detect(), fn run(src: &[Cf32], dst: &mut [Ci16]) => quantise_body)
+}
+
+#[inline(always)]
+fn quantise_body<const FMA: bool>(src: &[Cf32], dst: &mut [Ci16]) {
+    // The same expression as `Ci16::from_cf32`, inlined so that it vectorises
+    // (`as` saturates and maps NaN to 0).
+    let q = |v: f32| (v * i16::MAX as f32).round() as i16;
+    for (o, s) in dst.iter_mut().zip(src) {
+        *o = Ci16::new(q(s.re), q(s.im));
     }
 }
 
@@ -112,11 +140,32 @@ pub fn add_cp(body: &[Cf32], cp_len: usize, gain: f32, out: &mut [Cf32]) {
     let n = body.len();
     assert_eq!(out.len(), cp_len + n, "add_cp: length mismatch");
     assert!(cp_len <= n, "add_cp: prefix longer than the symbol");
-    for (o, s) in out[..cp_len].iter_mut().zip(&body[n - cp_len..]) {
+    let (prefix, rest) = out.split_at_mut(cp_len);
+    scale_into(&body[n - cp_len..], gain, prefix);
+    scale_into(body, gain, rest);
+}
+
+fn scale_into(src: &[Cf32], gain: f32, dst: &mut [Cf32]) {
+    dispatch!(Isa::detect(), fn run(src: &[Cf32], gain: f32, dst: &mut [Cf32]) => scale_body)
+}
+
+#[inline(always)]
+fn scale_body<const FMA: bool>(src: &[Cf32], gain: f32, dst: &mut [Cf32]) {
+    for (o, s) in dst.iter_mut().zip(src) {
         *o = s * gain;
     }
-    for (o, s) in out[cp_len..].iter_mut().zip(body) {
-        *o = s * gain;
+}
+
+/// The rustfft bins (DC at 0) of the natural-order subcarriers `start .. end` (DC at
+/// `n / 2`): at most two contiguous runs, so loops over them need no modulo.
+pub fn bin_runs(n: usize, start: usize, end: usize) -> [std::ops::Range<usize>; 2] {
+    let (a, b) = (start + n / 2, end + n / 2);
+    if b <= n {
+        [a..b, 0..0]
+    } else if a >= n {
+        [a - n..b - n, 0..0]
+    } else {
+        [a..n, 0..b - n]
     }
 }
 
@@ -130,18 +179,22 @@ pub fn data_bin(fft_size: usize, data_start: usize, i: usize) -> usize {
 
 /// Gather the data subcarriers of one frequency-domain symbol.
 pub fn gather_data(freq: &[Cf32], data_start: usize, out: &mut [Cf32]) {
-    let n = freq.len();
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = freq[data_bin(n, data_start, i)];
+    let mut o = 0;
+    for run in bin_runs(freq.len(), data_start, data_start + out.len()) {
+        let len = run.len();
+        out[o..o + len].copy_from_slice(&freq[run]);
+        o += len;
     }
 }
 
 /// Scatter data subcarriers into a zeroed frequency-domain symbol.
 pub fn scatter_data(data: &[Cf32], data_start: usize, freq: &mut [Cf32]) {
-    let n = freq.len();
     freq.fill(Cf32::default());
-    for (i, d) in data.iter().enumerate() {
-        freq[data_bin(n, data_start, i)] = *d;
+    let mut o = 0;
+    for run in bin_runs(freq.len(), data_start, data_start + data.len()) {
+        let len = run.len();
+        freq[run].copy_from_slice(&data[o..o + len]);
+        o += len;
     }
 }
 
@@ -213,5 +266,24 @@ mod tests {
         gather_data(&freq, 6, &mut g);
         assert_eq!(g, d);
         assert_eq!(freq.iter().filter(|v| v.norm() > 0.0).count(), 4);
+        // Runs cover exactly the modulo mapping, wrapping or not.
+        for (n, start, num) in [(16, 2, 6), (16, 6, 4), (16, 0, 16), (16, 9, 7), (2048, 424, 1200)] {
+            let got: Vec<usize> = bin_runs(n, start, start + num).into_iter().flatten().collect();
+            let want: Vec<usize> = (0..num).map(|i| data_bin(n, start, i)).collect();
+            assert_eq!(got, want, "n {n} start {start} num {num}");
+        }
+    }
+
+    #[test]
+    fn quantise_matches_ci16_from_cf32() {
+        let src: Vec<Cf32> = (0..301)
+            .map(|i| Cf32::new(i as f32 * 0.0137 - 2.0, 1.5 - i as f32 * 0.011))
+            .chain([Cf32::new(f32::NAN, 0.5 / 32767.0), Cf32::new(-0.5 / 32767.0, 1.5 / 32767.0)])
+            .collect();
+        let mut got = vec![Ci16::default(); src.len()];
+        quantise_ci16(&src, &mut got);
+        for (g, s) in got.iter().zip(&src) {
+            assert_eq!(*g, Ci16::from_cf32(*s), "{s}");
+        }
     }
 }

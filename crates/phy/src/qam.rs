@@ -14,6 +14,8 @@
 use radiohost_iq::Cf32;
 use serde::{Deserialize, Serialize};
 
+use crate::simd::{dispatch, Isa};
+
 /// Modulation order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Modulation {
@@ -93,7 +95,6 @@ fn pam_level(axis_bits: &[u8]) -> f32 {
 #[derive(Clone, Debug)]
 struct AxisTable {
     levels: [f32; 16],
-    count: usize,
 }
 
 impl AxisTable {
@@ -107,10 +108,7 @@ impl AxisTable {
             }
             *level = pam_level(&bits[..q]) * m.scale();
         }
-        Self {
-            levels,
-            count: 1 << q,
-        }
+        Self { levels }
     }
 }
 
@@ -179,62 +177,102 @@ impl Demodulator {
     /// # Panics
     /// If the lengths do not match (a caller bug).
     pub fn demodulate(&self, symbols: &[Cf32], noise_var: &[f32], llrs: &mut [f32]) {
+        self.demodulate_at(Isa::detect(), symbols, noise_var, llrs);
+    }
+
+    /// [`Self::demodulate`] built for `isa` (clamped to what the CPU has): for tests
+    /// and benches comparing the builds.
+    pub fn demodulate_at(&self, isa: Isa, symbols: &[Cf32], noise_var: &[f32], llrs: &mut [f32]) {
         let qm = self.modulation.bits_per_symbol();
         assert_eq!(llrs.len(), symbols.len() * qm, "demodulate: llr length");
         assert_eq!(noise_var.len(), symbols.len(), "demodulate: noise length");
-        let mut axis = [0f32; LANES];
-        let mut out = [[0f32; LANES]; 4];
-        let mut inv = [0f32; LANES];
-        let qa = self.modulation.bits_per_axis();
-        let mut start = 0;
-        while start < symbols.len() {
-            let n = LANES.min(symbols.len() - start);
-            for l in 0..n {
-                inv[l] = 1.0 / noise_var[start + l].max(1e-12);
-            }
-            for (comp, offset) in [(0usize, 0usize), (1, 1)] {
-                for l in 0..n {
-                    let s = symbols[start + l];
-                    axis[l] = if comp == 0 { s.re } else { s.im };
-                }
-                self.axis_llrs(&axis, &mut out);
-                for l in 0..n {
-                    let base = (start + l) * qm;
-                    for (bit, o) in out.iter().enumerate().take(qa) {
-                        llrs[base + 2 * bit + offset] = o[l] * inv[l];
-                    }
-                }
-            }
-            start += n;
-        }
+        let this = self;
+        dispatch!(isa, fn run(this: &Demodulator, symbols: &[Cf32], noise_var: &[f32],
+            llrs: &mut [f32]) => demodulate_body)
     }
+}
 
-    /// Unscaled max-log LLRs (`min d^2 over bit 1 - min d^2 over bit 0`) for one axis.
-    #[inline]
-    fn axis_llrs(&self, y: &[f32; LANES], out: &mut [[f32; LANES]; 4]) {
-        let qa = self.modulation.bits_per_axis();
-        let mut best = [[[f32::INFINITY; LANES]; 2]; 4];
-        for label in 0..self.table.count {
-            let a = self.table.levels[label];
-            let mut d = [0f32; LANES];
+#[inline(always)]
+fn demodulate_body<const FMA: bool>(
+    this: &Demodulator,
+    symbols: &[Cf32],
+    noise_var: &[f32],
+    llrs: &mut [f32],
+) {
+    // Bits per axis as a constant, so every per-level loop unrolls into registers.
+    let levels = &this.table.levels;
+    match this.modulation.bits_per_axis() {
+        1 => demodulate_axes::<1>(levels, symbols, noise_var, llrs),
+        2 => demodulate_axes::<2>(levels, symbols, noise_var, llrs),
+        3 => demodulate_axes::<3>(levels, symbols, noise_var, llrs),
+        _ => demodulate_axes::<4>(levels, symbols, noise_var, llrs),
+    }
+}
+
+#[inline(always)]
+fn demodulate_axes<const QA: usize>(
+    levels: &[f32; 16],
+    symbols: &[Cf32],
+    noise_var: &[f32],
+    llrs: &mut [f32],
+) {
+    let qm = 2 * QA;
+    let mut start = 0;
+    while start < symbols.len() {
+        let n = LANES.min(symbols.len() - start);
+        let (mut re, mut im, mut inv) = ([0f32; LANES], [0f32; LANES], [0f32; LANES]);
+        let (syms, nv) = (&symbols[start..start + n], &noise_var[start..start + n]);
+        if n == LANES {
             for l in 0..LANES {
-                let e = y[l] - a;
-                d[l] = e * e;
+                (re[l], im[l]) = (syms[l].re, syms[l].im);
+                inv[l] = 1.0 / nv[l].max(1e-12);
             }
-            for (bit, b) in best.iter_mut().enumerate().take(qa) {
-                let v = (label >> (qa - 1 - bit)) & 1;
-                let slot = &mut b[v];
-                for l in 0..LANES {
-                    slot[l] = slot[l].min(d[l]);
-                }
+        } else {
+            for l in 0..n {
+                (re[l], im[l]) = (syms[l].re, syms[l].im);
+                inv[l] = 1.0 / nv[l].max(1e-12);
             }
         }
-        for bit in 0..qa {
+        let out_re = axis_llrs::<QA>(levels, &re);
+        let out_im = axis_llrs::<QA>(levels, &im);
+        // Even bits come from the in-phase axis, odd bits from the quadrature axis.
+        let dst = &mut llrs[start * qm..(start + n) * qm];
+        for (l, chunk) in dst.chunks_exact_mut(qm).enumerate() {
+            for bit in 0..QA {
+                chunk[2 * bit] = out_re[bit][l] * inv[l];
+                chunk[2 * bit + 1] = out_im[bit][l] * inv[l];
+            }
+        }
+        start += n;
+    }
+}
+
+/// Unscaled max-log LLRs (`min d^2 over bit 1 - min d^2 over bit 0`) of one axis
+/// for `LANES` symbols: the distance to every PAM level, minimised per bit value.
+#[inline(always)]
+fn axis_llrs<const QA: usize>(levels: &[f32; 16], y: &[f32; LANES]) -> [[f32; LANES]; QA] {
+    let mut best = [[[f32::INFINITY; LANES]; 2]; QA];
+    for (label, &a) in levels.iter().enumerate().take(1 << QA) {
+        let mut d = [0f32; LANES];
+        for l in 0..LANES {
+            let e = y[l] - a;
+            d[l] = e * e;
+        }
+        for (bit, b) in best.iter_mut().enumerate() {
+            let slot = &mut b[(label >> (QA - 1 - bit)) & 1];
             for l in 0..LANES {
-                out[bit][l] = best[bit][1][l] - best[bit][0][l];
+                // A plain comparison is one vector min (f32::min also orders NaN).
+                slot[l] = if d[l] < slot[l] { d[l] } else { slot[l] };
             }
         }
     }
+    let mut out = [[0f32; LANES]; QA];
+    for (o, b) in out.iter_mut().zip(&best) {
+        for l in 0..LANES {
+            o[l] = b[1][l] - b[0][l];
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -332,6 +370,28 @@ mod tests {
                         "{m:?} sym {i} bit {b}: {got} vs {}",
                         expect[b]
                     );
+                }
+            }
+        }
+    }
+
+    /// Every ISA build gives the portable build's LLRs.
+    #[test]
+    fn every_isa_matches_portable() {
+        for m in ALL {
+            let n = 203;
+            let syms: Vec<Cf32> = (0..n)
+                .map(|i| Cf32::new((i % 17) as f32 * 0.11 - 0.9, (i % 13) as f32 * 0.13 - 0.8))
+                .collect();
+            let nv: Vec<f32> = (0..n).map(|i| 0.02 + 0.01 * (i % 3) as f32).collect();
+            let d = Demodulator::new(m);
+            let mut want = vec![0.0; n * m.bits_per_symbol()];
+            d.demodulate_at(Isa::Portable, &syms, &nv, &mut want);
+            for isa in Isa::available() {
+                let mut got = vec![0.0; want.len()];
+                d.demodulate_at(isa, &syms, &nv, &mut got);
+                for (g, w) in got.iter().zip(&want) {
+                    assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "{m:?} {isa:?}: {g} vs {w}");
                 }
             }
         }

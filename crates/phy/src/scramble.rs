@@ -6,6 +6,8 @@
 //! word can be computed from bits of the previous register value, so the sequence costs
 //! a handful of shifts per 32 output bits instead of a loop per bit.
 
+use crate::simd::{dispatch, Isa};
+
 /// The NR Gold sequence generator, positioned at some `n`.
 #[derive(Clone, Debug)]
 pub struct GoldSequence {
@@ -103,14 +105,82 @@ impl GoldSequence {
 
     /// Descramble soft bits: flip the sign of each LLR whose sequence bit is one.
     pub fn descramble_llrs(&mut self, llrs: &mut [f32]) {
-        for chunk in llrs.chunks_mut(32) {
-            let w = self.take_bits(chunk.len() as u32);
-            for (i, l) in chunk.iter_mut().enumerate() {
-                // Move the sequence bit into the float sign bit: no branch.
-                let flip = ((w >> i) & 1) << 31;
-                *l = f32::from_bits(l.to_bits() ^ flip);
-            }
+        let this = self;
+        dispatch!(Isa::detect(), fn run(this: &mut GoldSequence, llrs: &mut [f32]) => descramble_body)
+    }
+}
+
+#[inline(always)]
+fn descramble_body<const FMA: bool>(seq: &mut GoldSequence, llrs: &mut [f32]) {
+    let mut chunks = llrs.chunks_exact_mut(32);
+    for chunk in &mut chunks {
+        let w = seq.take_bits(32);
+        for (i, l) in chunk.iter_mut().enumerate() {
+            // Move the sequence bit into the float sign bit: no branch.
+            let flip = ((w >> i) & 1) << 31;
+            *l = f32::from_bits(l.to_bits() ^ flip);
         }
+    }
+    let tail = chunks.into_remainder();
+    let w = seq.take_bits(tail.len() as u32);
+    for (i, l) in tail.iter_mut().enumerate() {
+        let flip = ((w >> i) & 1) << 31;
+        *l = f32::from_bits(l.to_bits() ^ flip);
+    }
+}
+
+/// Each user's sequence kept where its last use ended, so that consecutive symbols
+/// continue it instead of regenerating it from `c(0)` (which costs a step per 32
+/// bits of offset: most of the descrambling time late in a frame).
+#[derive(Clone, Debug)]
+pub struct SequenceCache {
+    /// `(c_init, position, generator at that position)`.
+    entries: Vec<(u32, usize, GoldSequence)>,
+}
+
+/// Sequences a cache keeps (more users than this only cost regeneration).
+const CACHE_ENTRIES: usize = 64;
+
+impl Default for SequenceCache {
+    fn default() -> Self {
+        Self {
+            entries: Vec::with_capacity(CACHE_ENTRIES),
+        }
+    }
+}
+
+impl SequenceCache {
+    /// The sequence for `c_init` positioned at `c(offset)`; `f` uses it and returns
+    /// how many bits it consumed.
+    pub fn with<R>(
+        &mut self,
+        c_init: u32,
+        offset: usize,
+        f: impl FnOnce(&mut GoldSequence) -> (usize, R),
+    ) -> R {
+        let i = match self.entries.iter().position(|e| e.0 == c_init) {
+            Some(i) => {
+                let e = &mut self.entries[i];
+                if e.1 <= offset {
+                    e.2.skip(offset - e.1);
+                } else {
+                    e.2 = GoldSequence::new_at(c_init, offset);
+                }
+                i
+            }
+            None => {
+                if self.entries.len() == CACHE_ENTRIES {
+                    self.entries.remove(0);
+                }
+                self.entries
+                    .push((c_init, offset, GoldSequence::new_at(c_init, offset)));
+                self.entries.len() - 1
+            }
+        };
+        let e = &mut self.entries[i];
+        let (used, r) = f(&mut e.2);
+        e.1 = offset + used;
+        r
     }
 }
 
@@ -161,6 +231,21 @@ mod tests {
             g.scramble_bits(&mut second);
             prop_assert_eq!(&first[..], &whole[off..off + a]);
             prop_assert_eq!(&second[..], &whole[off + a..]);
+        }
+    }
+
+    #[test]
+    fn cache_continues_sequences_exactly() {
+        let mut cache = SequenceCache::default();
+        // Forward, repeated, backward and interleaved positions of two users.
+        for (c_init, offset, n) in [(5u32, 0usize, 40usize), (9, 10, 7), (5, 40, 33), (5, 100, 64), (9, 3, 5), (5, 100, 1)] {
+            let got = cache.with(c_init, offset, |g| {
+                let first = g.take_bits(n.min(32) as u32);
+                g.skip(n.saturating_sub(32));
+                (n, first)
+            });
+            let want = GoldSequence::new_at(c_init, offset).take_bits(n.min(32) as u32);
+            assert_eq!(got, want, "c_init {c_init} offset {offset}");
         }
     }
 

@@ -15,6 +15,8 @@
 
 use radiohost_iq::Cf32;
 
+use crate::simd::{dispatch, Isa};
+
 /// The Gram matrix was not positive definite: the users' channels are (numerically)
 /// linearly dependent on this subcarrier.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
@@ -129,29 +131,30 @@ fn dot(a: &[Cf32], b: &[Cf32]) -> Cf32 {
     acc
 }
 
-/// Whether this CPU has AVX2 and FMA (checked once per call; std caches it).
-#[inline]
-fn has_avx2_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
 /// Compute the ZF detector of one subcarrier.
 ///
 /// `h`: `M*K` channel (column-major), `w`: `K*M` output (row-major),
 /// `noise_gain`: `K` outputs, `[(H^H H)^-1]_kk` (post-equaliser noise per unit of
-/// receiver noise variance). Runs an AVX2+FMA build of the same code when the CPU
-/// has it (the default target is baseline x86-64).
+/// receiver noise variance). Runs the AVX-512 or AVX2+FMA build of the same code
+/// when the CPU has it (the default target is baseline x86-64).
 ///
 /// # Panics
 /// If the slice lengths disagree with `m`, `k` or the scratch (caller bugs).
 pub fn zf_detector(
+    h: &[Cf32],
+    m: usize,
+    k: usize,
+    scratch: &mut ZfScratch,
+    w: &mut [Cf32],
+    noise_gain: &mut [f32],
+) -> Result<(), ZfError> {
+    zf_detector_at(Isa::detect(), h, m, k, scratch, w, noise_gain)
+}
+
+/// [`zf_detector`] built for `isa` (clamped to what the CPU has): for tests and
+/// benches comparing the builds.
+pub fn zf_detector_at(
+    isa: Isa,
     h: &[Cf32],
     m: usize,
     k: usize,
@@ -164,29 +167,13 @@ pub fn zf_detector(
     assert_eq!(noise_gain.len(), k, "zf: noise gain size");
     assert_eq!(scratch.k, k, "zf: scratch for another K");
     scratch.resize(m);
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2_fma() {
-        // SAFETY: the CPU supports the features this function is compiled for.
-        return unsafe { zf_avx2(h, m, k, scratch, w, noise_gain) };
-    }
-    zf_body(h, m, k, scratch, w, noise_gain)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn zf_avx2(
-    h: &[Cf32],
-    m: usize,
-    k: usize,
-    s: &mut ZfScratch,
-    w: &mut [Cf32],
-    noise_gain: &mut [f32],
-) -> Result<(), ZfError> {
-    zf_body(h, m, k, s, w, noise_gain)
+    let s = scratch;
+    dispatch!(isa, fn run(h: &[Cf32], m: usize, k: usize, s: &mut ZfScratch, w: &mut [Cf32],
+        noise_gain: &mut [f32]) -> Result<(), ZfError> => zf_body)
 }
 
 #[inline(always)]
-fn zf_body(
+fn zf_body<const FMA: bool>(
     h: &[Cf32],
     m: usize,
     k: usize,
@@ -281,23 +268,11 @@ fn zf_body(
 pub fn equalize(w: &[Cf32], y: &[Cf32], x: &mut [Cf32]) {
     let m = y.len();
     assert_eq!(w.len(), m * x.len(), "equalize: detector size");
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2_fma() {
-        // SAFETY: the CPU supports the features this function is compiled for.
-        unsafe { equalize_avx2(w, y, x) };
-        return;
-    }
-    equalize_body(w, y, x);
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn equalize_avx2(w: &[Cf32], y: &[Cf32], x: &mut [Cf32]) {
-    equalize_body(w, y, x)
+    dispatch!(Isa::detect(), fn run(w: &[Cf32], y: &[Cf32], x: &mut [Cf32]) => equalize_body)
 }
 
 #[inline(always)]
-fn equalize_body(w: &[Cf32], y: &[Cf32], x: &mut [Cf32]) {
+fn equalize_body<const FMA: bool>(w: &[Cf32], y: &[Cf32], x: &mut [Cf32]) {
     for (xk, wk) in x.iter_mut().zip(w.chunks_exact(y.len())) {
         *xk = dot(wk, y);
     }

@@ -365,6 +365,19 @@ pub struct CompareReport {
     pub first: Vec<(&'static str, RunOutcome)>,
     /// Why the TCP baseline did not run, if it did not.
     pub tcp_error: Option<String>,
+    /// The stop flag cut the comparison short: the rows are the runs done.
+    pub interrupted: bool,
+}
+
+/// Where a comparison is, for progress reports.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CompareStep {
+    /// PMT and multicast run `run` (virtual time) finished.
+    Simulated { run: u64 },
+    /// Kernel TCP run `run` starts; it takes up to `limit_s` seconds of real time.
+    TcpStarting { run: u64, limit_s: f64 },
+    /// Kernel TCP run `run` finished.
+    TcpDone { run: u64 },
 }
 
 fn rows_of(protocol: &'static str, run: u64, out: &RunOutcome, limit: f64, rows: &mut Vec<Row>) {
@@ -396,12 +409,16 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     })
 }
 
-/// Run the comparison; `on_tcp` hears the run number and the longest a TCP run may
-/// take (seconds) before each one starts (they run in real time).
+/// Run the comparison; `on_step` hears each step (TCP runs are real time: it
+/// hears how long each may take before it starts). Setting `stop` ends the
+/// comparison after the current step (a TCP run ends at once, keeping what it
+/// received); the report then holds the runs done and `interrupted`.
 pub fn compare(
     c: &CompareConfig,
-    mut on_tcp: impl FnMut(u64, f64),
+    stop: &Arc<AtomicBool>,
+    mut on_step: impl FnMut(CompareStep),
 ) -> Result<CompareReport, AppError> {
+    let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
     if c.runs == 0 {
         return Err(AppError::AtLeastOne("runs"));
     }
@@ -425,6 +442,9 @@ pub fn compare(
     let limit = Duration::from_secs_f64(worst_floor(c.size) * c.limit_factor);
     let (mut rows, mut first, mut tcp_error) = (Vec::new(), Vec::new(), None);
     for run in 0..c.runs {
+        if stopped() {
+            break;
+        }
         let seed = c.seed + run;
         let pmt = run_pmt(c.size, &c.links, seed, cfg.clone(), limit)?;
         rows_of("pmt", run, &pmt, c.limit_factor, &mut rows);
@@ -434,17 +454,26 @@ pub fn compare(
             first.push(("pmt", pmt));
             first.push(("multicast", mc));
         }
+        on_step(CompareStep::Simulated { run });
     }
     if c.tcp {
         for run in 0..c.tcp_runs {
-            on_tcp(run, worst_floor(c.tcp_size) * c.limit_factor);
+            if stopped() {
+                break;
+            }
+            let limit_s = worst_floor(c.tcp_size) * c.limit_factor;
+            on_step(CompareStep::TcpStarting { run, limit_s });
             let seed = c.seed + run;
-            match crate::tcp::run_tcp(c.tcp_size, &c.links, seed, c.limit_factor, "reno") {
+            let tcp = crate::tcp::run_tcp(c.tcp_size, &c.links, seed, c.limit_factor, "reno", stop);
+            match tcp {
+                // A run cut short by the stop flag is not a measurement.
+                Ok(_) if stopped() => break,
                 Ok(tcp) => {
                     rows_of("tcp-reno", run, &tcp, c.limit_factor, &mut rows);
                     if run == 0 {
                         first.push(("tcp-reno", tcp));
                     }
+                    on_step(CompareStep::TcpDone { run });
                 }
                 Err(e) => {
                     tcp_error = Some(e.to_string());
@@ -461,6 +490,7 @@ pub fn compare(
         ratios,
         first,
         tcp_error,
+        interrupted: stopped(),
     })
 }
 
@@ -532,6 +562,7 @@ fn ratios(rows: &[Row], receivers: usize) -> Vec<Ratio> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering;
 
     #[test]
     fn destinations_parse_with_optional_local_address() {
@@ -574,7 +605,15 @@ mod tests {
             window: 8,
             groups: 2,
         };
-        let r = compare(&c, |_, _| panic!("TCP is off")).unwrap();
+        let go = Arc::new(AtomicBool::new(false));
+        let mut simulated = 0;
+        let r = compare(&c, &go, |s| match s {
+            CompareStep::Simulated { .. } => simulated += 1,
+            _ => panic!("TCP is off"),
+        })
+        .unwrap();
+        assert_eq!(simulated, 3);
+        assert!(!r.interrupted);
         assert_eq!(r.rows.len(), 12);
         assert!(r
             .rows
@@ -601,18 +640,24 @@ mod tests {
                 runs: 0,
                 ..c.clone()
             },
-            |_, _| ()
+            &go,
+            |_| ()
         )
         .is_err());
         // TCP needs enough runs for a median and a spread; refused before anything runs.
         let few = CompareConfig {
             tcp: true,
             tcp_runs: 1,
-            ..c
+            ..c.clone()
         };
         assert!(matches!(
-            compare(&few, |_, _| panic!("must not start")),
+            compare(&few, &go, |_| panic!("must not start")),
             Err(AppError::TcpRuns(1))
         ));
+        // A stop ends it after the current run, keeping the rows done.
+        let stop = Arc::new(AtomicBool::new(false));
+        let r = compare(&c, &stop.clone(), |_| stop.store(true, Ordering::Relaxed)).unwrap();
+        assert!(r.interrupted);
+        assert_eq!(r.rows.len(), 4, "one run of two protocols to two receivers");
     }
 }

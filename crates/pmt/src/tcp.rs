@@ -75,7 +75,20 @@ struct Received {
     timeline: Vec<(f64, u64)>,
 }
 
-fn serve(listener: TcpListener, size: usize, start: Instant, deadline: Instant) -> Received {
+/// Until when a TCP run goes on: its deadline, or a stop asked for (Ctrl-C).
+#[derive(Clone)]
+struct Until {
+    deadline: Instant,
+    stop: Arc<AtomicBool>,
+}
+
+impl Until {
+    fn running(&self) -> bool {
+        Instant::now() < self.deadline && !self.stop.load(Ordering::Relaxed)
+    }
+}
+
+fn serve(listener: TcpListener, size: usize, start: Instant, until: Until) -> Received {
     let mut r = Received {
         bytes: Vec::with_capacity(size),
         done: None,
@@ -85,14 +98,14 @@ fn serve(listener: TcpListener, size: usize, start: Instant, deadline: Instant) 
     let mut conn = loop {
         match listener.accept() {
             Ok((c, _)) => break c,
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) if until.running() => std::thread::sleep(Duration::from_millis(5)),
             Err(_) => return r,
         }
     };
     let _ = conn.set_nonblocking(false);
     let _ = conn.set_read_timeout(Some(Duration::from_millis(100)));
     let mut buf = vec![0u8; 65536];
-    while Instant::now() < deadline {
+    while until.running() {
         match conn.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
@@ -119,13 +132,13 @@ fn send(
     data: Arc<[u8]>,
     algo: String,
     start: Instant,
-    deadline: Instant,
+    until: Until,
     finished: Arc<AtomicBool>,
 ) -> Result<Vec<(f64, u32)>, SenderError> {
     let stream = loop {
         match TcpStream::connect_timeout(&to, Duration::from_secs(2)) {
             Ok(s) => break s,
-            Err(source) if Instant::now() >= deadline => {
+            Err(source) if !until.running() => {
                 return Err(SenderError::Connect { to, source })
             }
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
@@ -138,9 +151,10 @@ fn send(
     let _ = stream.set_write_timeout(Some(Duration::from_millis(100)));
     let probe = stream.try_clone().map_err(SenderError::Probe)?;
     let stop = finished.clone();
+    let sampling = until.clone();
     let sampler = std::thread::spawn(move || {
         let mut cwnd = Vec::new();
-        while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+        while !stop.load(Ordering::Relaxed) && sampling.running() {
             if let Some(c) = tcp_cwnd(&probe) {
                 cwnd.push((start.elapsed().as_secs_f64(), c));
             }
@@ -150,7 +164,7 @@ fn send(
     });
     let mut w = &stream;
     let mut off = 0;
-    while off < data.len() && Instant::now() < deadline {
+    while off < data.len() && until.running() {
         match w.write(&data[off..]) {
             Ok(n) => off += n,
             Err(e)
@@ -166,7 +180,7 @@ fn send(
     }
     let _ = stream.shutdown(Shutdown::Write);
     // Keep sampling until the receiver has everything (or the deadline).
-    while !finished.load(Ordering::Relaxed) && Instant::now() < deadline {
+    while !finished.load(Ordering::Relaxed) && until.running() {
         std::thread::sleep(Duration::from_millis(20));
     }
     finished.store(true, Ordering::Relaxed);
@@ -174,14 +188,16 @@ fn send(
 }
 
 /// Run one TCP connection per link concurrently, each stopped at `limit_factor` x its
-/// floor. The namespaces are named uniquely per call ([`unique_tag`]), so runs may
-/// overlap.
+/// floor, or all at once when `stop` is set (their results so far are kept). The
+/// namespaces are named uniquely per call ([`unique_tag`]), so runs may overlap;
+/// they are removed before this returns.
 pub fn run_tcp(
     size: usize,
     links: &[LinkConfig],
     seed: u64,
     limit_factor: f64,
     congestion: &str,
+    stop: &Arc<AtomicBool>,
 ) -> Result<RunOutcome, TunError> {
     let tag = unique_tag("rh");
     let object = object_for(size, seed);
@@ -202,16 +218,20 @@ pub fn run_tcp(
     let mut clients = Vec::new();
     let mut flags = Vec::new();
     for (i, p) in pairs.iter().enumerate() {
-        let deadline = start + Duration::from_secs_f64(floors[i] * limit_factor);
+        let until = Until {
+            deadline: start + Duration::from_secs_f64(floors[i] * limit_factor),
+            stop: stop.clone(),
+        };
         let (tx, rx) = std::sync::mpsc::channel();
         let bind = SocketAddr::from((p.addr_b, PORT));
+        let serving = until.clone();
         servers.push(in_netns(&p.ns_b, move || {
             let (listener, bind_error) = match TcpListener::bind(bind) {
                 Ok(l) => (Some(l), None),
                 Err(e) => (None, Some(e)),
             };
             let _ = tx.send(bind_error);
-            listener.map(|l| serve(l, size, start, deadline))
+            listener.map(|l| serve(l, size, start, serving))
         })?);
         let bind_error = rx
             .recv()
@@ -228,7 +248,7 @@ pub fn run_tcp(
         let data = object.clone();
         let algo = congestion.to_string();
         clients.push(in_netns(&p.ns_a, move || {
-            send(to, data, algo, start, deadline, finished)
+            send(to, data, algo, start, until, finished)
         })?);
     }
     let mut receivers = Vec::new();

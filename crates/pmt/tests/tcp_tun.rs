@@ -4,7 +4,7 @@
 //! `RADIOHOST_REQUIRE_PRIVILEGED=1` is set (as CI, which runs as root, does): then a
 //! refusal fails the test, so the harness cannot pass without having run.
 
-use radiohost_pmt::app::{compare, parse_links, Clock, CompareConfig, MIN_TCP_RUNS};
+use radiohost_pmt::app::{compare, parse_links, Clock, CompareConfig, CompareStep, MIN_TCP_RUNS};
 use radiohost_pmt::tcp::run_tcp;
 use radiohost_pmt::tun::probe;
 use radiohost_testbed::link::LinkConfig;
@@ -32,7 +32,8 @@ fn tcp_reno_through_emulated_links_delivers_and_reports_cwnd() {
         LinkConfig::parse("4Mbit,1%,delay=5ms").unwrap(),
         LinkConfig::parse("2Mbit,5%,delay=10ms").unwrap(),
     ];
-    let out = run_tcp(60_000, &links, 1, 40.0, "reno").expect("harness runs");
+    let go = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let out = run_tcp(60_000, &links, 1, 40.0, "reno", &go).expect("harness runs");
     for (i, r) in out.receivers.iter().enumerate() {
         assert!(r.intact, "receiver {i}: {r:?}");
         let secs = r.seconds.expect("finished");
@@ -70,7 +71,14 @@ fn compare_runs_tcp_five_times_and_labels_real_time() {
         groups: 2,
     };
     let mut started = Vec::new();
-    let r = compare(&c, |run, _| started.push(run)).expect("comparison runs");
+    let go = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let r = compare(&c, &go, |s| {
+        if let CompareStep::TcpStarting { run, .. } = s {
+            started.push(run)
+        }
+    })
+    .expect("comparison runs");
+    assert!(!r.interrupted);
     assert_eq!(r.tcp_error, None);
     assert_eq!(started, (0..MIN_TCP_RUNS).collect::<Vec<_>>());
     let tcp: Vec<_> = r.rows.iter().filter(|x| x.protocol == "tcp-reno").collect();

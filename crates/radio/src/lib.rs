@@ -11,7 +11,8 @@
 //! Backends, one module each, all passing the same [`conformance`] suite:
 //! [`emulated`] (attached to `testbed::air`), [`warp`] (a set of WARP nodes as
 //! one buffer-based multi-channel radio), [`chdr`] (continuous CHDR streaming)
-//! and [`sigmf`] (RX from a recording, TX into one). docs/ARCHITECTURE.md says
+//! [`sigmf`] (RX from a recording, TX into one) and [`zeromq`] (gr-zeromq
+//! streams: GNU Radio flowgraphs and pyzmq peers). docs/ARCHITECTURE.md says
 //! how a UHD or SoapySDR backend is added.
 
 pub mod chdr;
@@ -20,6 +21,7 @@ pub mod emulated;
 pub mod sigmf;
 mod types;
 pub mod warp;
+pub mod zeromq;
 
 pub use radiohost_iq::Cf32;
 pub use radiohost_rt::Time;

@@ -5,6 +5,7 @@
 //! this module owns both ends of the conversation with it.
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::CommandExt;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,7 +59,10 @@ pub fn under_load<T>(
     let Some(mut cmd) = load else {
         return Ok((f(), None));
     };
+    // Its own process group: Ctrl-C at the terminal reaches only the parent,
+    // which stops cleanly and ends the child by closing its stdin.
     let mut child = cmd
+        .process_group(0)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -110,7 +114,9 @@ pub struct EchoProcess {
 impl EchoProcess {
     /// Starts the child and reads the address it prints first.
     pub fn start(mut cmd: Command) -> Result<EchoProcess, ProcessError> {
+        // Own process group, as the load's: the parent decides when it ends.
         let mut child = cmd
+            .process_group(0)
             .stdout(Stdio::piped())
             .stdin(Stdio::null())
             .spawn()

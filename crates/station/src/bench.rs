@@ -2,18 +2,20 @@
 //! CPU devices, with LROC/baseline ratios and the floor: what `radiohost station
 //! bench` runs.
 //!
-//! The floor is the machine's ideal capacity: workers x 1 s / (serial execution time
-//! of one frame), the serial time measured in this run by executing frames'
-//! instructions in DAG order on one thread (median per opcode, which is also the
-//! per-opcode calibration the simulator reads).
+//! The floor is the pool's ideal capacity: per device, its units x 1 s / (serial
+//! execution time of one frame on it), the serial time measured in this run by
+//! calibrating every device through its executor (each opcode of a frame run one at
+//! a time in DAG order, median per opcode; [`crate::calibration`]). The runs then
+//! charge the devices these calibrated costs, and the calibration is what
+//! `--calibration-out` saves for the simulator.
 
-use std::collections::BTreeMap;
-use std::time::Instant;
+use std::sync::Arc;
 
 use radiohost_phy::FrameConfig;
 use serde::Serialize;
 
-use crate::kernels::{execute, FrameSlot, Scratch};
+use crate::calibration::{Calibration, DeviceCalibration};
+use crate::kernels::KernelContext;
 use crate::policy::{make_policy, PolicyParams};
 use crate::ru::TransportKind;
 use crate::runtime::{run_station, DeviceSpec, StationSetup};
@@ -41,6 +43,8 @@ pub struct BenchConfig {
 pub struct BenchRow {
     pub config: String,
     pub policy: String,
+    /// Offered load as a fraction of the floor.
+    pub load: f64,
     pub offered_fps: f64,
     pub achieved_fps: f64,
     pub mean_ms: f64,
@@ -50,6 +54,8 @@ pub struct BenchRow {
     pub missed: u64,
     pub decoded_ok: u64,
     pub frames: u64,
+    /// `calibrated` when every device was charged measured costs, else `modelled`.
+    pub costs: &'static str,
 }
 
 /// LROC against one baseline at one offered load.
@@ -76,21 +82,22 @@ pub struct Saturation {
     pub of_floor: f64,
 }
 
-/// The serial per-opcode execution times of one configuration.
+/// The calibration of one configuration and the floor it gives.
 #[derive(Clone, Debug, Serialize)]
-pub struct Calibration {
+pub struct BenchFloor {
     pub config: String,
+    /// One frame's instructions one after the other on the first device.
     pub serial_frame_us: f64,
     pub floor_fps: f64,
-    pub cpu: BTreeMap<&'static str, u64>,
-    pub shape: serde_json::Value,
+    pub calibration: Calibration,
 }
 
-impl Calibration {
-    /// The file the scheduling simulator reads (`{"cpu": {opcode: ns}, "shape": ..}`).
-    pub fn simulator_json(&self) -> serde_json::Value {
-        serde_json::json!({ "cpu": self.cpu, "shape": self.shape, "config": self.config })
-    }
+/// Serial time of one frame of `ctx` on `dev`: the sum of its opcodes' medians.
+pub fn serial_frame_ns(ctx: &KernelContext, dev: &DeviceCalibration) -> f64 {
+    ctx.frame_program(0)
+        .iter()
+        .map(|i| dev.median_ns(i.opcode).unwrap_or(0) as f64)
+        .sum()
 }
 
 /// Everything a sweep measured.
@@ -99,53 +106,10 @@ pub struct BenchReport {
     pub rows: Vec<BenchRow>,
     pub ratios: Vec<Ratio>,
     pub saturation: Vec<Saturation>,
-    pub calibration: Vec<Calibration>,
+    pub calibration: Vec<BenchFloor>,
     /// /proc/loadavg at the start (empty where there is none).
     pub loadavg: String,
     pub workers: usize,
-}
-
-/// Execute `frames` frames single-threaded in DAG order. Per opcode the median
-/// time of its executions (robust to preemption on a shared machine), and the serial
-/// time of one frame as the sum of those medians over the frame's instructions.
-pub fn calibrate(
-    s: &StationSetup,
-    frames: u64,
-) -> Result<(BTreeMap<&'static str, u64>, f64), SetupError> {
-    let ctx = &s.ctx;
-    let slot = FrameSlot::new(ctx);
-    let mut scratch = Scratch::new(ctx)?;
-    let mut samples: BTreeMap<&'static str, Vec<u64>> = BTreeMap::new();
-    // One warm-up frame, then the measured ones.
-    for f in 0..=frames {
-        let truth = s.bank.truth(0, f);
-        for (rx, sym) in ctx.shape.received_symbols().into_iter().enumerate() {
-            slot.stage_symbol_from_frame(ctx, rx, sym, &truth.frame.samples);
-        }
-        crate::kernels::slot::write(&slot.downlink_payload)
-            .clone_from_slice(&truth.frame.downlink_payload);
-        for i in ctx.frame_program(f) {
-            let t = Instant::now();
-            execute(ctx, &slot, i, &mut scratch)?;
-            let ns = t.elapsed().as_nanos() as u64;
-            if f > 0 {
-                samples.entry(i.opcode.name()).or_default().push(ns);
-            }
-        }
-    }
-    let per_op: BTreeMap<&'static str, u64> = samples
-        .into_iter()
-        .map(|(k, mut v)| {
-            v.sort_unstable();
-            (k, v[v.len() / 2])
-        })
-        .collect();
-    let serial: u64 = ctx
-        .frame_program(0)
-        .iter()
-        .map(|i| per_op.get(i.opcode.name()).copied().unwrap_or(0))
-        .sum();
-    Ok((per_op, serial as f64))
 }
 
 /// Run the sweep; `progress` hears a description before each run.
@@ -156,7 +120,7 @@ pub fn run_bench(
     if b.loads.iter().any(|l| !(*l > 0.0 && *l < 100.0)) || b.loads.is_empty() {
         return Err(SetupError::Loads);
     }
-    let workers: usize = b.devices.iter().map(|d| d.workers).sum();
+    let workers: usize = b.devices.iter().map(DeviceSpec::cpu_workers).sum();
     let mut rep = BenchReport {
         rows: Vec::new(),
         ratios: Vec::new(),
@@ -175,17 +139,37 @@ pub fn run_bench(
                 source: e,
             }
         })?;
-        let (per_op, serial_ns) = calibrate(&s, 8)?;
-        let floor_fps = workers as f64 * 1e9 / serial_ns;
-        rep.calibration.push(Calibration {
+        // Every distinct device once (cpu:1 twice is one measurement).
+        let mut distinct: Vec<DeviceSpec> = Vec::new();
+        for d in &b.devices {
+            if !distinct.iter().any(|x| x.name() == d.name()) {
+                distinct.push(d.clone());
+            }
+        }
+        progress(&format!("{name}: calibrating {} device(s)", distinct.len()));
+        let cal = Calibration::measure(&distinct, &s.ctx, &s.bank, name, 8)?;
+        let floor_fps: f64 = b
+            .devices
+            .iter()
+            .filter_map(|d| {
+                let c = cal.device(&d.name())?;
+                let serial = serial_frame_ns(&s.ctx, c);
+                // A CPU device runs one instruction per worker; a GPU overlaps
+                // instructions, but its floor is counted as one frame at a time.
+                let width = d.cpu_workers().max(1) as f64;
+                (serial > 0.0).then(|| width * 1e9 / serial)
+            })
+            .sum();
+        let serial_ns = cal
+            .devices
+            .first()
+            .map_or(0.0, |d| serial_frame_ns(&s.ctx, d));
+        s.calibration = Some(Arc::new(cal.clone()));
+        rep.calibration.push(BenchFloor {
             config: name.clone(),
             serial_frame_us: serial_ns / 1e3,
             floor_fps,
-            cpu: per_op,
-            shape: serde_json::json!({
-                "antennas": cfg.antennas, "users": cfg.users, "fft_size": cfg.fft_size,
-                "data_num": cfg.data_num, "parts": b.parts, "schedule": cfg.file.frame_schedule,
-            }),
+            calibration: cal,
         });
         s.transport = b.transport;
         s.frames = b.frames;
@@ -214,6 +198,7 @@ pub fn run_bench(
                 at_load.push(BenchRow {
                     config: name.clone(),
                     policy: p.clone(),
+                    load,
                     offered_fps: 1e9 / s.frame_period_ns as f64,
                     achieved_fps: r.achieved_fps,
                     mean_ms: r.mean_ms,
@@ -222,6 +207,15 @@ pub fn run_bench(
                     missed: r.missed + r.rejected + r.failed,
                     decoded_ok: r.decoded_ok,
                     frames: r.frames,
+                    costs: if r
+                        .device_costs
+                        .iter()
+                        .all(|d| d.costs == crate::costs::CostSource::Calibrated)
+                    {
+                        "calibrated"
+                    } else {
+                        "modelled"
+                    },
                 });
             }
             if let Some(l) = at_load.iter().find(|r| r.policy == "lroc") {
@@ -261,14 +255,14 @@ pub fn run_bench(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::setup::{cpu_devices, load_config};
+    use crate::setup::load_config;
 
     #[test]
     fn tiny_sweep_has_rows_ratios_and_a_floor() {
         let b = BenchConfig {
             configs: vec![load_config(std::path::Path::new("8x2")).unwrap()],
             policies: vec!["lroc".into(), "frame".into()],
-            devices: cpu_devices(1, 1, false).unwrap(),
+            devices: DeviceSpec::split(1, 1, &[]),
             loads: vec![0.2],
             frames: 4,
             deadline_ns: Some(1_000_000_000),
@@ -282,8 +276,10 @@ mod tests {
             (2, 2, 1, 2)
         );
         let c = &rep.calibration[0];
-        assert!(c.serial_frame_us > 0.0 && c.floor_fps > 0.0 && !c.cpu.is_empty());
-        assert!(c.simulator_json()["cpu"].is_object());
+        assert!(c.serial_frame_us > 0.0 && c.floor_fps > 0.0);
+        assert_eq!(c.calibration.devices.len(), 1);
+        // The runs were charged the measured costs, and say so.
+        assert!(rep.rows.iter().all(|r| r.costs == "calibrated"), "{:?}", rep.rows);
         assert!(run_bench(
             &BenchConfig {
                 loads: vec![-1.0],

@@ -13,7 +13,8 @@
 
 use std::sync::Arc;
 
-use crate::isa::{DeviceId, DeviceKind, FrameId, Instr, Nanos, Opcode};
+use crate::costs::DeviceProfile;
+use crate::isa::{DeviceId, FrameId, Instr, Nanos};
 use crate::kernels::KernelError;
 
 /// Why a dispatched instruction did not complete. The policy retries it elsewhere
@@ -30,6 +31,9 @@ pub enum InstrError {
     DeviceRemoved(DeviceId),
     #[error("device {0} does not exist")]
     NoDevice(DeviceId),
+    /// An executor outside this crate (a GPU) could not run it.
+    #[error("executor error: {0}")]
+    Executor(#[source] crate::runtime::DeviceFault),
     /// A fault injected by a test or the simulator.
     #[error("injected fault")]
     Injected,
@@ -82,8 +86,9 @@ pub trait Policy: Send {
     /// `"lroc"`, `"frame"`, `"symbol"` or `"task"`.
     fn name(&self) -> &'static str;
 
-    /// A device joins the pool with `capacity` resource units.
-    fn add_device(&mut self, now: Nanos, device: DeviceId, kind: DeviceKind, capacity: u32);
+    /// A device joins the pool: its resource units and what each opcode costs on it
+    /// (the scoreboard charges these, then refines the latencies from completions).
+    fn add_device(&mut self, now: Nanos, device: DeviceId, profile: &DeviceProfile);
 
     /// A device leaves the pool (removed or failed). Its running and planned
     /// instructions are rescheduled elsewhere; their late completions from `device`
@@ -117,8 +122,4 @@ pub trait Policy: Send {
     /// When the policy next needs `poll_dispatch` called even if nothing else happens
     /// (a deadline to enforce, a delayed instruction to release).
     fn next_timeout(&self) -> Option<Nanos>;
-
-    /// Seed the opcode table with a latency for `opcode` on `kind` (calibration from a
-    /// previous run or the simulator's model), in nanoseconds at full width.
-    fn calibrate(&mut self, kind: DeviceKind, opcode: Opcode, latency_ns: Nanos);
 }

@@ -124,7 +124,8 @@ impl fmt::Display for Instr {
 }
 
 /// Kind of executor device; resource units are cores for CPUs and SMs for GPUs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum DeviceKind {
     Cpu,
     Gpu,

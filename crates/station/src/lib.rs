@@ -7,6 +7,8 @@
 //! real CPU executors and by the discrete-event scheduling simulator.
 
 pub mod bench;
+pub mod calibration;
+pub mod costs;
 pub mod dag;
 pub mod engine;
 pub mod isa;

@@ -133,7 +133,7 @@ pub fn choose_device(
     let home = home.filter(|&h| devices.contains(h) && Some(h) != avoid);
     let fits = |d: DeviceId| -> Option<(u32, u32)> {
         let dev = devices.get(d)?;
-        let need = table.need(dev.kind, op).min(dev.capacity);
+        let need = table.need(d, op).min(dev.capacity);
         (need > 0 && Some(d) != avoid).then_some((need, dev.free()))
     };
     // Most free units, then least queued and running work.
@@ -169,11 +169,11 @@ pub fn choose_device(
     if let Some(d) = least_loaded(true) {
         let hd = devices.get(h)?;
         let td = devices.get(d)?;
-        let units = td.free().min(table.need(td.kind, op).min(td.capacity));
+        let units = td.free().min(table.need(d, op).min(td.capacity));
         let wait_home = hd.backlog_ns(min_units(params.alpha, need));
         let there =
-            table.latency_with(td.kind, op, units) + transfer_cost(params, devices, h, d, op);
-        if wait_home + table.latency_with(hd.kind, op, need) > there {
+            table.latency_with(d, op, units) + transfer_cost(params, devices, h, d, op);
+        if wait_home + table.latency_with(h, op, need) > there {
             return Some((d, Reason::Fragmented));
         }
     }
@@ -183,9 +183,9 @@ pub fn choose_device(
 /// Frame-level estimate on the current pool: the longer of the critical path and the
 /// total work spread over every unit (what a frame needs with no contention).
 pub fn estimate_frame(dag: &FrameDag, table: &OpcodeTable, devices: &DeviceTable) -> Nanos {
-    let kind = devices.main_kind();
+    let main = devices.main_device().unwrap_or(DeviceId::MAX);
     let cp = dag
-        .critical_path_to_end(|op| table.latency(kind, op))
+        .critical_path_to_end(|op| table.latency(main, op))
         .into_iter()
         .max()
         .unwrap_or(0);
@@ -194,7 +194,7 @@ pub fn estimate_frame(dag: &FrameDag, table: &OpcodeTable, devices: &DeviceTable
         .topo_order()
         .map(|i| {
             let op = dag.opcode(i);
-            table.latency(kind, op) * u64::from(table.need(kind, op))
+            table.latency(main, op) * u64::from(table.need(main, op))
         })
         .sum();
     cp.max(work / capacity.max(1))
@@ -217,10 +217,21 @@ mod tests {
         }
     }
 
-    /// Two GPUs of 32 SMs; ZF needs 16 (the default table).
+    /// Two GPUs of 32 SMs; ZF needs 16 SMs and 10 us, a copy 4 SMs.
     fn pool(used0: u32, queued0: u64) -> (OpcodeTable, DeviceTable) {
+        let cost = |need, latency_ns| crate::costs::OpcodeCost { need, latency_ns };
+        let gpu = crate::costs::DeviceProfile {
+            kind: DeviceKind::Gpu,
+            units: 32,
+            memory_bytes: 0,
+            costs: [cost(8, 20_000); Opcode::ALL.len()],
+            source: crate::costs::CostSource::Modelled,
+        }
+        .with_cost(Opcode::Zf, cost(16, 10_000))
+        .with_cost(Opcode::Load, cost(4, 5_000));
         let mut table = OpcodeTable::new(1);
-        table.seed(DeviceKind::Gpu, Opcode::Zf, 10_000);
+        table.register(0, &gpu);
+        table.register(1, &gpu);
         let mut devices = DeviceTable::default();
         devices.add(0, DeviceKind::Gpu, 32);
         devices.add(1, DeviceKind::Gpu, 32);
@@ -297,7 +308,7 @@ mod tests {
         let dag = FrameDag::build(&shape);
         let (t, d) = pool(0, 0);
         let cp = dag
-            .critical_path_to_end(|op| t.latency(DeviceKind::Gpu, op))
+            .critical_path_to_end(|op| t.latency(0, op))
             .into_iter()
             .max()
             .unwrap();

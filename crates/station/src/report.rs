@@ -84,6 +84,8 @@ pub struct RunReport {
     pub device_removals: u64,
     /// Instructions completed per device id (including removed devices).
     pub device_instrs: Vec<u64>,
+    /// Every device that took part, with where its costs came from.
+    pub device_costs: Vec<DeviceCostLabel>,
     /// Share of the run the scheduler thread was busy (policy and messaging).
     pub scheduler_busy: f64,
     /// Scheduler time per dispatched instruction (policy cost), microseconds.
@@ -94,6 +96,17 @@ pub struct RunReport {
     /// Completed frames the scheduler waited to queue for the truth checker.
     pub checker_full_waits: u64,
     pub notes: Vec<String>,
+}
+
+/// One device of a run and whether the scheduler charged it calibrated or modelled
+/// costs.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct DeviceCostLabel {
+    pub device: u32,
+    /// `--devices` syntax (`cpu:2`, `gpu:0`).
+    pub name: String,
+    pub units: u32,
+    pub costs: crate::costs::CostSource,
 }
 
 /// Collects records and stage timings while a run goes.
@@ -138,6 +151,7 @@ pub struct RunMeta {
     pub rescheduled: u64,
     pub device_removals: u64,
     pub device_instrs: Vec<u64>,
+    pub device_costs: Vec<DeviceCostLabel>,
     pub scheduler_busy_ns: u64,
     pub dispatches: u64,
     pub notes: Vec<String>,
@@ -227,6 +241,7 @@ impl ReportBuilder {
             rescheduled: meta.rescheduled,
             device_removals: meta.device_removals,
             device_instrs: meta.device_instrs,
+            device_costs: meta.device_costs,
             scheduler_busy: meta.scheduler_busy_ns as f64 / 1e9 / wall,
             scheduler_us_per_dispatch: meta.scheduler_busy_ns as f64
                 / 1e3

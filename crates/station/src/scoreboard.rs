@@ -1,8 +1,10 @@
 //! The scoreboard: what every policy knows about opcodes, instructions and devices.
 //!
-//! - [`OpcodeTable`]: resource need per device kind and latency per opcode, averaged
-//!   over a calibration window (cumulative mean for the first `window` samples, then an
-//!   exponential average of weight `1/window`), seeded by `Policy::calibrate`.
+//! - [`OpcodeTable`]: per device, resource need and latency per opcode, seeded from
+//!   the device's [`DeviceProfile`] (calibrated on that device, or modelled) when it
+//!   joins, then averaged over a calibration window of its own completions
+//!   (cumulative mean for the first `window` samples, then an exponential average of
+//!   weight `1/window`).
 //! - [`FrameRecord`]: the instruction status table of one frame (ISSUE -> EXEC ->
 //!   COMMIT with timestamps, remaining predecessors, retry count).
 //! - [`DeviceTable`]: capacity and units in use per device, and its planned executors
@@ -10,42 +12,15 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use crate::costs::DeviceProfile;
 use crate::dag::{FrameDag, InstrIdx};
 use crate::isa::{DeviceId, DeviceKind, FrameId, Instr, Nanos, Opcode};
 
-const KINDS: usize = 2;
 const OPS: usize = Opcode::ALL.len();
 
-fn kind_index(kind: DeviceKind) -> usize {
-    match kind {
-        DeviceKind::Cpu => 0,
-        DeviceKind::Gpu => 1,
-    }
-}
-
-/// Latency before any calibration (ns): rough CPU figures for a 16x4 frame; the first
-/// completions or a `calibrate` call replace them.
-fn default_latency(op: Opcode) -> Nanos {
-    match op {
-        Opcode::Load | Opcode::Store | Opcode::Modul => 5_000,
-        Opcode::Zf | Opcode::Decode => 50_000,
-        _ => 20_000,
-    }
-}
-
-/// Resource units one instruction uses at full width: a CPU kernel is one worker
-/// thread; a GPU kernel spreads over a share of the SMs that grows with its work.
-fn default_need(kind: DeviceKind, op: Opcode) -> u32 {
-    match kind {
-        DeviceKind::Cpu => 1,
-        DeviceKind::Gpu => match op {
-            Opcode::Load | Opcode::Store => 4,
-            Opcode::Zf | Opcode::Precode | Opcode::EqDemod => 16,
-            Opcode::PilotFft | Opcode::UpFft | Opcode::Ifft => 12,
-            Opcode::Decode | Opcode::Encode | Opcode::Modul => 8,
-        },
-    }
-}
+/// Latency of an opcode on a device the table has no profile for (ns); only seen
+/// while a device is being removed or before any joined.
+const UNKNOWN_LATENCY_NS: Nanos = 20_000;
 
 #[derive(Clone, Copy, Debug)]
 struct Average {
@@ -53,77 +28,84 @@ struct Average {
     samples: u32,
 }
 
-/// Opcode table: need and calibrated latency per (device kind, opcode).
+/// One device's row: need and running latency average per opcode.
+#[derive(Clone, Copy, Debug)]
+struct CostRow {
+    latency: [Average; OPS],
+    need: [u32; OPS],
+}
+
+/// Opcode table: need and calibrated latency per (device, opcode).
 #[derive(Clone, Debug)]
 pub struct OpcodeTable {
-    latency: [[Average; OPS]; KINDS],
-    need: [[u32; OPS]; KINDS],
+    rows: Vec<Option<CostRow>>,
     window: u32,
     observations: u64,
 }
 
 impl OpcodeTable {
-    /// A table with default figures; `window` (>= 1) is the calibration window.
+    /// An empty table; `window` (>= 1) is the calibration window.
     pub fn new(window: u32) -> Self {
-        let mut latency = [[Average {
-            mean: 0.0,
-            samples: 0,
-        }; OPS]; KINDS];
-        let mut need = [[1; OPS]; KINDS];
-        for kind in [DeviceKind::Cpu, DeviceKind::Gpu] {
-            for op in Opcode::ALL {
-                latency[kind_index(kind)][op.index()].mean = default_latency(op) as f64;
-                need[kind_index(kind)][op.index()] = default_need(kind, op);
-            }
-        }
         Self {
-            latency,
-            need,
+            rows: Vec::new(),
             window: window.max(1),
             observations: 0,
         }
     }
 
-    /// Calibrated latency of `op` on `kind` at full width.
-    pub fn latency(&self, kind: DeviceKind, op: Opcode) -> Nanos {
-        self.latency[kind_index(kind)][op.index()].mean.round() as Nanos
+    fn row(&self, device: DeviceId) -> Option<&CostRow> {
+        self.rows.get(device as usize).and_then(Option::as_ref)
     }
 
-    /// Latency of `op` on `kind` when it gets `units` of its `need`.
-    pub fn latency_with(&self, kind: DeviceKind, op: Opcode, units: u32) -> Nanos {
-        let need = self.need(kind, op).max(1) as u64;
-        let units = u64::from(units.max(1)).min(need);
-        self.latency(kind, op).saturating_mul(need) / units
-    }
-
-    /// Resource units `op` uses on `kind` at full width.
-    pub fn need(&self, kind: DeviceKind, op: Opcode) -> u32 {
-        self.need[kind_index(kind)][op.index()]
-    }
-
-    /// Override the resource need (at least one unit).
-    pub fn set_need(&mut self, kind: DeviceKind, op: Opcode, units: u32) {
-        self.need[kind_index(kind)][op.index()] = units.max(1);
-    }
-
-    /// Seed the latency (a calibration from a previous run or a model): it counts as a
-    /// full window of samples so single noisy completions do not swamp it.
-    pub fn seed(&mut self, kind: DeviceKind, op: Opcode, latency_ns: Nanos) {
-        self.latency[kind_index(kind)][op.index()] = Average {
-            mean: latency_ns as f64,
-            samples: self.window,
+    /// Seed `device`'s row from its profile (replacing any earlier incarnation's). Each
+    /// latency counts as a full window of samples so single noisy completions do not
+    /// swamp it.
+    pub fn register(&mut self, device: DeviceId, profile: &DeviceProfile) {
+        let i = device as usize;
+        if self.rows.len() <= i {
+            self.rows.resize(i + 1, None);
+        }
+        let row = CostRow {
+            latency: profile.costs.map(|c| Average {
+                mean: c.latency_ns as f64,
+                samples: self.window,
+            }),
+            need: profile.costs.map(|c| c.need.clamp(1, profile.units.max(1))),
         };
+        self.rows[i] = Some(row);
         self.observations += 1;
     }
 
-    /// Fold in one measured run of `op` that had `units` of its need.
-    pub fn observe(&mut self, kind: DeviceKind, op: Opcode, elapsed_ns: Nanos, units: u32) {
-        let need = self.need(kind, op).max(1);
+    /// Calibrated latency of `op` on `device` at full width.
+    pub fn latency(&self, device: DeviceId, op: Opcode) -> Nanos {
+        self.row(device)
+            .map_or(UNKNOWN_LATENCY_NS, |r| r.latency[op.index()].mean.round() as Nanos)
+    }
+
+    /// Latency of `op` on `device` when it gets `units` of its `need`.
+    pub fn latency_with(&self, device: DeviceId, op: Opcode, units: u32) -> Nanos {
+        let need = self.need(device, op).max(1) as u64;
+        let units = u64::from(units.max(1)).min(need);
+        self.latency(device, op).saturating_mul(need) / units
+    }
+
+    /// Resource units `op` uses on `device` at full width.
+    pub fn need(&self, device: DeviceId, op: Opcode) -> u32 {
+        self.row(device).map_or(1, |r| r.need[op.index()])
+    }
+
+    /// Fold in one measured run of `op` on `device` that had `units` of its need.
+    pub fn observe(&mut self, device: DeviceId, op: Opcode, elapsed_ns: Nanos, units: u32) {
+        let window = self.window;
+        let need = self.need(device, op).max(1);
+        let Some(row) = self.rows.get_mut(device as usize).and_then(Option::as_mut) else {
+            return;
+        };
         // Normalise to full width: a kernel on half its units took about twice as long.
         let full = elapsed_ns as f64 * f64::from(units.clamp(1, need)) / f64::from(need);
-        let avg = &mut self.latency[kind_index(kind)][op.index()];
+        let avg = &mut row.latency[op.index()];
         avg.samples = avg.samples.saturating_add(1);
-        let weight = 1.0 / f64::from(avg.samples.min(self.window));
+        let weight = 1.0 / f64::from(avg.samples.min(window));
         avg.mean += (full - avg.mean) * weight;
         self.observations += 1;
     }
@@ -369,25 +351,26 @@ impl DeviceTable {
         self.devices.is_empty()
     }
 
-    /// Kind most of the capacity belongs to (the slack estimate's reference).
-    pub fn main_kind(&self) -> DeviceKind {
-        let gpu: u64 = self
-            .devices
-            .values()
-            .filter(|d| d.kind == DeviceKind::Gpu)
-            .map(|d| u64::from(d.capacity))
-            .sum();
-        let cpu: u64 = self
-            .devices
-            .values()
-            .filter(|d| d.kind == DeviceKind::Cpu)
-            .map(|d| u64::from(d.capacity))
-            .sum();
-        if gpu > cpu {
+    /// The device whose costs stand for the pool in slack estimates: the largest
+    /// device of the kind most of the capacity belongs to (lowest id on ties).
+    pub fn main_device(&self) -> Option<DeviceId> {
+        let total = |k: DeviceKind| -> u64 {
+            self.devices
+                .values()
+                .filter(|d| d.kind == k)
+                .map(|d| u64::from(d.capacity))
+                .sum()
+        };
+        let kind = if total(DeviceKind::Gpu) > total(DeviceKind::Cpu) {
             DeviceKind::Gpu
         } else {
             DeviceKind::Cpu
-        }
+        };
+        self.devices
+            .iter()
+            .filter(|(_, d)| d.kind == kind)
+            .max_by_key(|(id, d)| (d.capacity, std::cmp::Reverse(**id)))
+            .map(|(id, _)| *id)
     }
 }
 
@@ -395,32 +378,65 @@ impl DeviceTable {
 mod tests {
     use super::*;
 
-    #[test]
-    fn calibration_window_averages_then_forgets() {
-        let mut t = OpcodeTable::new(4);
-        for _ in 0..4 {
-            t.observe(DeviceKind::Cpu, Opcode::Zf, 100, 1);
+    fn profile(kind: DeviceKind, units: u32, need: u32, ns: Nanos) -> DeviceProfile {
+        let cost = crate::costs::OpcodeCost {
+            need,
+            latency_ns: ns,
+        };
+        DeviceProfile {
+            kind,
+            units,
+            memory_bytes: 0,
+            costs: [cost; OPS],
+            source: crate::costs::CostSource::Calibrated,
         }
-        // The cumulative mean over the first window replaces the default completely.
-        assert_eq!(t.latency(DeviceKind::Cpu, Opcode::Zf), 100);
-        t.observe(DeviceKind::Cpu, Opcode::Zf, 500, 1);
-        assert_eq!(t.latency(DeviceKind::Cpu, Opcode::Zf), 200);
-        t.seed(DeviceKind::Cpu, Opcode::Zf, 1_000);
-        assert_eq!(t.latency(DeviceKind::Cpu, Opcode::Zf), 1_000);
-        t.observe(DeviceKind::Cpu, Opcode::Zf, 0, 1);
-        assert_eq!(t.latency(DeviceKind::Cpu, Opcode::Zf), 750);
     }
 
     #[test]
-    fn partial_width_scales_latency() {
+    fn calibration_window_averages_then_forgets() {
+        let mut t = OpcodeTable::new(4);
+        t.register(0, &profile(DeviceKind::Cpu, 1, 1, 1_000));
+        assert_eq!(t.latency(0, Opcode::Zf), 1_000);
+        for _ in 0..4 {
+            t.observe(0, Opcode::Zf, 100, 1);
+        }
+        // A full window of samples has mostly replaced the seed.
+        assert!(t.latency(0, Opcode::Zf) < 400, "{}", t.latency(0, Opcode::Zf));
+        // Re-registering (a new incarnation) starts from its profile again.
+        t.register(0, &profile(DeviceKind::Cpu, 1, 1, 1_000));
+        assert_eq!(t.latency(0, Opcode::Zf), 1_000);
+        t.observe(0, Opcode::Zf, 0, 1);
+        assert_eq!(t.latency(0, Opcode::Zf), 750);
+    }
+
+    #[test]
+    fn each_device_is_charged_its_own_costs() {
         let mut t = OpcodeTable::new(1);
-        t.set_need(DeviceKind::Gpu, Opcode::Zf, 16);
-        t.seed(DeviceKind::Gpu, Opcode::Zf, 1_000);
-        assert_eq!(t.latency_with(DeviceKind::Gpu, Opcode::Zf, 8), 2_000);
-        assert_eq!(t.latency_with(DeviceKind::Gpu, Opcode::Zf, 64), 1_000);
+        t.register(0, &profile(DeviceKind::Gpu, 132, 16, 1_000));
+        t.register(1, &profile(DeviceKind::Gpu, 8, 16, 5_000));
+        assert_eq!(t.need(0, Opcode::Zf), 16);
+        // Never more than the device has.
+        assert_eq!(t.need(1, Opcode::Zf), 8);
+        assert_eq!(t.latency(1, Opcode::Zf), 5_000);
+        assert_eq!(t.latency_with(0, Opcode::Zf, 8), 2_000);
+        assert_eq!(t.latency_with(0, Opcode::Zf, 64), 1_000);
         // A run on 8 of 16 units that took 2000 ns is 1000 ns at full width.
-        t.observe(DeviceKind::Gpu, Opcode::Zf, 2_000, 8);
-        assert_eq!(t.latency(DeviceKind::Gpu, Opcode::Zf), 1_000);
+        t.observe(0, Opcode::Zf, 2_000, 8);
+        assert_eq!(t.latency(0, Opcode::Zf), 1_000);
+        assert_eq!(t.latency(1, Opcode::Zf), 5_000, "device 1 untouched");
+        // Unknown devices get a neutral guess and are never charged more than 1 unit.
+        assert_eq!(t.need(9, Opcode::Zf), 1);
+        t.observe(9, Opcode::Zf, 1, 1);
+    }
+
+    #[test]
+    fn main_device_is_the_largest_of_the_main_kind() {
+        let mut d = DeviceTable::default();
+        assert_eq!(d.main_device(), None);
+        d.add(0, DeviceKind::Cpu, 2);
+        d.add(1, DeviceKind::Gpu, 132);
+        d.add(2, DeviceKind::Gpu, 66);
+        assert_eq!(d.main_device(), Some(1));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! policies on one setup.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use radiohost_phy::{ConfigError, FrameConfig};
 use thiserror::Error;
@@ -12,6 +13,7 @@ use crate::policy::{make_policy, PolicyError, PolicyParams, POLICY_NAMES};
 use crate::report::RunReport;
 use crate::ru::TransportKind;
 use crate::runtime::{run_station, DeviceAction, DeviceChange, DeviceSpec, StationSetup};
+use crate::calibration::Calibration;
 use crate::sim::{ChurnEvent, CostModel};
 
 /// The frame configurations known by name (the repository's phy and station configs).
@@ -33,7 +35,7 @@ pub enum SetupError {
     UnknownPolicy(String),
     #[error("{0} must be at least 1")]
     Zero(&'static str),
-    #[error("removing a device needs at least 2 devices (one must remain)")]
+    #[error("--device-events would remove every device: at least one must remain")]
     RemoveLastDevice,
     #[error("loads must be positive fractions of the floor capacity below 100, e.g. 0.5,1.0")]
     Loads,
@@ -54,11 +56,12 @@ pub enum SetupError {
         path: String,
         source: std::io::Error,
     },
-    #[error("calibration {path}: {source}")]
-    Calibration {
-        path: String,
-        source: crate::sim::ModelError,
-    },
+    #[error(transparent)]
+    Calibration(#[from] crate::calibration::CalibrationError),
+    #[error("--devices `{given}`: {why}; give a comma list of cpu:WORKERS and gpu:ORDINAL, e.g. cpu:1,cpu:1 or cpu:2,gpu:0")]
+    Devices { given: String, why: String },
+    #[error("--device-events: {0}")]
+    DeviceEvents(String),
     #[error("policy parameters {path}: {source}")]
     PolicyParams {
         path: String,
@@ -97,16 +100,109 @@ fn read(path: &Path) -> Result<String, SetupError> {
     })
 }
 
-/// The simulator's kernel costs: a calibration file as `station bench
-/// --calibration-out` writes it, or the built-in model.
+/// The simulator's kernel costs: a calibration file as `station calibrate` writes
+/// it, or the built-in model (labelled modelled in every report).
 pub fn read_cost_model(path: Option<&Path>) -> Result<CostModel, SetupError> {
     let Some(p) = path else {
         return Ok(CostModel::default());
     };
-    CostModel::from_calibration_json(&read(p)?).map_err(|source| SetupError::Calibration {
-        path: p.display().to_string(),
-        source,
-    })
+    Ok(CostModel::from_calibration(&Calibration::load(p)?))
+}
+
+/// One entry of a `--devices` list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceArg {
+    /// A CPU device of this many worker threads.
+    Cpu(usize),
+    /// The CUDA GPU of this ordinal.
+    Gpu(usize),
+}
+
+/// Most worker threads one CPU device may have.
+pub const MAX_CPU_WORKERS: usize = 1024;
+
+/// Parse `cpu:N,gpu:K,...` (at least one device).
+pub fn parse_devices(s: &str) -> Result<Vec<DeviceArg>, SetupError> {
+    let bad = |why: String| SetupError::Devices {
+        given: s.to_string(),
+        why,
+    };
+    let mut out = Vec::new();
+    for item in s.split(',').map(str::trim) {
+        let (kind, n) = item
+            .split_once(':')
+            .ok_or_else(|| bad(format!("`{item}` has no kind")))?;
+        let n: usize = n
+            .trim()
+            .parse()
+            .map_err(|_| bad(format!("`{item}`: `{n}` is not a whole number")))?;
+        out.push(match kind.trim() {
+            "cpu" if (1..=MAX_CPU_WORKERS).contains(&n) => DeviceArg::Cpu(n),
+            "cpu" => {
+                return Err(bad(format!(
+                    "`{item}`: a CPU device has 1 to {MAX_CPU_WORKERS} workers"
+                )))
+            }
+            "gpu" => DeviceArg::Gpu(n),
+            other => return Err(bad(format!("unknown device kind `{other}`"))),
+        });
+    }
+    if out.is_empty() {
+        return Err(bad("no device".into()));
+    }
+    Ok(out)
+}
+
+/// CPU device specs for the `cpu:N` entries of `args` (in order), their workers
+/// pinned round robin over all online cores unless `pin` is false.
+pub fn cpu_specs(args: &[DeviceArg], pin: bool) -> Vec<DeviceSpec> {
+    let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut next = 0usize;
+    args.iter()
+        .filter_map(|a| match *a {
+            DeviceArg::Cpu(workers) => {
+                let cores = if pin {
+                    (0..workers).map(|w| (next + w) % online).collect()
+                } else {
+                    Vec::new()
+                };
+                next += workers;
+                Some(DeviceSpec::cpu(workers, cores))
+            }
+            DeviceArg::Gpu(_) => None,
+        })
+        .collect()
+}
+
+/// Device changes from `remove:DEV@TIME,add:DEV@TIME,...` (the simulator's churn
+/// syntax): a removal takes device DEV out when the frame due at TIME arrives; an
+/// add brings a removed DEV back (restarted from its spec under a new id).
+pub fn parse_device_events(
+    s: Option<&str>,
+    frame_period_ns: u64,
+    rus: usize,
+    devices: usize,
+) -> Result<Vec<DeviceChange>, SetupError> {
+    let mut out = Vec::new();
+    for e in parse_churn(s)? {
+        if e.device as usize >= devices {
+            return Err(SetupError::DeviceEvents(format!(
+                "device {} does not exist: devices are numbered 0 to {} in --devices order",
+                e.device,
+                devices.saturating_sub(1)
+            )));
+        }
+        let at_frame = e.at_ns / frame_period_ns.max(1) * rus.max(1) as u64;
+        out.push(DeviceChange {
+            at_frame,
+            action: if e.add {
+                DeviceAction::Rejoin(e.device)
+            } else {
+                DeviceAction::Remove(e.device)
+            },
+        });
+    }
+    Ok(out)
 }
 
 /// Policy parameters from a JSON file (any subset of the fields), or the defaults.
@@ -160,35 +256,12 @@ pub fn parse_policies(s: &str) -> Result<Vec<String>, SetupError> {
     }
 }
 
-/// `devices` CPU devices of `workers` each, pinned over all online cores unless
-/// `pin` is false.
-pub fn cpu_devices(
-    devices: usize,
-    workers: usize,
-    pin: bool,
-) -> Result<Vec<DeviceSpec>, SetupError> {
-    if devices == 0 {
-        return Err(SetupError::Zero("devices"));
-    }
-    if workers == 0 {
-        return Err(SetupError::Zero("workers"));
-    }
-    let cores: Vec<usize> = if pin {
-        (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
-    } else {
-        Vec::new()
-    };
-    Ok(DeviceSpec::split(devices, workers, &cores))
-}
-
-/// One `station run`: a configuration on CPU devices, fed by radio units.
+/// One `station run`: a configuration on a pool of devices, fed by radio units.
 #[derive(Clone, Debug)]
 pub struct RunConfig {
     pub config: FrameConfig,
     pub config_name: String,
-    pub devices: usize,
-    pub workers: usize,
-    pub pin: bool,
+    pub devices: Vec<DeviceSpec>,
     pub rus: usize,
     /// Frames each radio unit sends.
     pub frames: u64,
@@ -198,12 +271,14 @@ pub struct RunConfig {
     pub deadline_ns: u64,
     /// Subcarrier parts ZF, EqDemod and Precode are split into.
     pub parts: usize,
-    /// Remove the last device when this frame (global id) arrives.
-    pub remove_device_at: Option<u64>,
+    /// Devices leaving and rejoining during the run.
+    pub device_changes: Vec<DeviceChange>,
     /// Distinct generated frames the radio units replay.
     pub bank_frames: usize,
     /// Also verify every completed frame's downlink with emulated users.
     pub verify_downlink: bool,
+    /// Measured costs the scheduler charges the devices it covers.
+    pub calibration: Option<Arc<Calibration>>,
 }
 
 impl RunConfig {
@@ -215,13 +290,26 @@ impl RunConfig {
         if self.frames == 0 {
             return Err(SetupError::Zero("frames"));
         }
-        let devs = cpu_devices(self.devices, self.workers, self.pin)?;
+        if self.devices.is_empty() {
+            return Err(SetupError::Zero("devices"));
+        }
+        let removed: std::collections::BTreeSet<_> = self
+            .device_changes
+            .iter()
+            .filter_map(|c| match c.action {
+                DeviceAction::Remove(d) => Some(d),
+                _ => None,
+            })
+            .collect();
+        if !removed.is_empty() && removed.len() >= self.devices.len() {
+            return Err(SetupError::RemoveLastDevice);
+        }
         let mut s = StationSetup::new(
             &self.config,
             &self.config_name,
             self.parts,
             self.bank_frames,
-            devs,
+            self.devices.clone(),
         )
         .map_err(|e| engine(format!("setting up {}", self.config_name), e))?;
         s.rus = self.rus;
@@ -230,15 +318,8 @@ impl RunConfig {
         s.frame_period_ns = self.frame_period_ns;
         s.deadline_ns = self.deadline_ns;
         s.verify_downlink = self.verify_downlink;
-        if let Some(f) = self.remove_device_at {
-            if self.devices < 2 {
-                return Err(SetupError::RemoveLastDevice);
-            }
-            s.changes.push(DeviceChange {
-                at_frame: f,
-                action: DeviceAction::Remove((self.devices - 1) as u32),
-            });
-        }
+        s.changes = self.device_changes.clone();
+        s.calibration = self.calibration.clone();
         Ok(s)
     }
 }
@@ -275,7 +356,22 @@ mod tests {
             load_config(Path::new("7x7")),
             Err(SetupError::UnknownConfig(_))
         ));
-        assert!(cpu_devices(0, 1, false).is_err());
+        assert_eq!(
+            parse_devices("cpu:2, gpu:0,cpu:1").unwrap(),
+            vec![DeviceArg::Cpu(2), DeviceArg::Gpu(0), DeviceArg::Cpu(1)]
+        );
+        for bad in ["2", "cpu:0", "cpu:x", "tpu:1", "cpu:99999", ""] {
+            let e = parse_devices(bad).unwrap_err().to_string();
+            assert!(e.contains("cpu:WORKERS"), "{bad}: {e}");
+        }
+        let specs = cpu_specs(&parse_devices("cpu:2,gpu:1,cpu:1").unwrap(), false);
+        assert_eq!(specs.len(), 2);
+        assert_eq!(specs[0].name(), "cpu:2");
+        let ev = parse_device_events(Some("remove:1@200ms,add:1@500ms"), 1_000_000, 1, 2).unwrap();
+        assert_eq!(ev[0].at_frame, 200);
+        assert!(matches!(ev[1].action, DeviceAction::Rejoin(1)));
+        assert!(parse_device_events(Some("remove:2@1ms"), 1_000_000, 1, 2).is_err());
+        assert!(parse_device_events(Some("remove:1"), 1_000_000, 1, 2).is_err());
     }
 
     #[test]
@@ -284,22 +380,21 @@ mod tests {
         let rc = RunConfig {
             config,
             config_name,
-            devices: 1,
-            workers: 1,
-            pin: false,
+            devices: DeviceSpec::split(1, 1, &[]),
             rus: 1,
             frames: 4,
             transport: TransportKind::Ring,
             frame_period_ns: 2_000_000,
             deadline_ns: 1_000_000_000,
             parts: 2,
-            remove_device_at: Some(1),
+            device_changes: parse_device_events(Some("remove:0@1ms"), 2_000_000, 1, 1).unwrap(),
             bank_frames: 2,
             verify_downlink: false,
+            calibration: None,
         };
         assert!(matches!(rc.setup(), Err(SetupError::RemoveLastDevice)));
         let s = RunConfig {
-            remove_device_at: None,
+            device_changes: Vec::new(),
             ..rc
         }
         .setup()

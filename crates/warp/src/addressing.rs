@@ -8,6 +8,18 @@ pub const NODE_BASE_PORT: u16 = 9000;
 /// Triggers go to this UDP port.
 pub const TRIGGER_PORT: u16 = 10000;
 
+/// Most nodes WARPLab addressing has room for: 10.0.0.1 ..= 10.0.0.254.
+pub const MAX_WARPLAB_NODES: u16 = 254;
+
+/// A node the address layout has no address for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AddressingError {
+    #[error("node {node} would listen on port {base_port} + {node}, beyond 65535; lower the base port (--base-port) or the node IDs")]
+    Port { node: u16, base_port: u16 },
+    #[error("node {node} has no WARPLab address: node n is 10.0.0.(n+1), so node IDs are 0..={}", MAX_WARPLAB_NODES - 1)]
+    WarplabAddress { node: u16 },
+}
+
 /// How node addresses are laid out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Addressing {
@@ -41,13 +53,26 @@ impl Addressing {
         }
     }
 
-    pub fn node_addr(self, node: u16) -> SocketAddr {
+    /// Where node `node` listens; an error where the layout has no address for it
+    /// (a port past 65535, or a WARPLab address past 10.0.0.254).
+    pub fn node_addr(self, node: u16) -> Result<SocketAddr, AddressingError> {
         let ip = if self.warplab {
-            Ipv4Addr::new(10, 0, 0, (node + 1).min(254) as u8)
+            let host = u8::try_from(node as u32 + 1)
+                .ok()
+                .filter(|&h| h <= MAX_WARPLAB_NODES as u8)
+                .ok_or(AddressingError::WarplabAddress { node })?;
+            Ipv4Addr::new(10, 0, 0, host)
         } else {
             Ipv4Addr::LOCALHOST
         };
-        SocketAddr::new(IpAddr::V4(ip), self.base_port.wrapping_add(node))
+        let port = self
+            .base_port
+            .checked_add(node)
+            .ok_or(AddressingError::Port {
+                node,
+                base_port: self.base_port,
+            })?;
+        Ok(SocketAddr::new(IpAddr::V4(ip), port))
     }
 
     pub fn trigger_addr(self) -> SocketAddr {
@@ -122,9 +147,30 @@ mod tests {
         assert_eq!(FramePayload::Standard.samples_per_packet(), 359);
         assert!(FramePayload::Standard.udp_payload() <= 1500 - 20 - 8);
         assert_eq!(
-            Addressing::WARPLAB.node_addr(3).to_string(),
+            Addressing::WARPLAB.node_addr(3).unwrap().to_string(),
             "10.0.0.4:9003"
         );
-        assert_eq!(Addressing::LOOPBACK.node_addr(15).port(), 9015);
+        assert_eq!(Addressing::LOOPBACK.node_addr(15).unwrap().port(), 9015);
+    }
+
+    #[test]
+    fn nodes_without_an_address_are_refused() {
+        let top = Addressing::LOOPBACK.with_ports(65535, 10000);
+        assert_eq!(top.node_addr(0).unwrap().port(), 65535);
+        let err = top.node_addr(1).unwrap_err();
+        assert_eq!(
+            err,
+            AddressingError::Port {
+                node: 1,
+                base_port: 65535
+            }
+        );
+        assert!(err.to_string().contains("65535"), "{err}");
+        assert_eq!(
+            Addressing::WARPLAB.node_addr(253).unwrap().ip().to_string(),
+            "10.0.0.254"
+        );
+        assert!(Addressing::WARPLAB.node_addr(254).is_err());
+        assert!(Addressing::WARPLAB.node_addr(u16::MAX).is_err());
     }
 }

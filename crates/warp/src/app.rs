@@ -15,6 +15,7 @@ use thiserror::Error;
 use crate::emulator::EmulatorConfig;
 use crate::host::{HostConfig, Mode, NodeTarget, TransportError, WarpHost};
 use crate::sockbuf::SocketBuffers;
+use crate::udp::OffloadPolicy;
 use crate::{Addressing, FramePayload, RfBuffer};
 
 /// Why a WARP command could not run.
@@ -41,6 +42,8 @@ pub enum AppError {
     SigMf(#[from] SigMfError),
     #[error(transparent)]
     Transport(#[from] TransportError),
+    #[error(transparent)]
+    Addressing(#[from] crate::addressing::AddressingError),
 }
 
 /// Parse "0-3,7" into node IDs.
@@ -99,6 +102,8 @@ pub struct NodeSetup {
     pub mode: Mode,
     pub timeout: Duration,
     pub retries: u32,
+    /// UDP GSO/GRO where the kernel offers them, or never.
+    pub offload: OffloadPolicy,
 }
 
 /// A socket whose receive buffer the kernel made smaller than asked.
@@ -120,16 +125,17 @@ impl fmt::Display for BufferShortfall {
 
 /// A host for `setup`'s nodes, and the sockets whose receive buffers fell short.
 pub fn connect_nodes(setup: &NodeSetup) -> Result<(WarpHost, Vec<BufferShortfall>), AppError> {
-    let addrs: Vec<SocketAddr> = setup
+    let addrs = setup
         .ids
         .iter()
         .map(|&id| setup.addressing.node_addr(id))
-        .collect();
+        .collect::<Result<Vec<SocketAddr>, _>>()?;
     let per_iface = setup.ids.len().div_ceil(setup.interfaces.len().max(1));
     let cfg = HostConfig {
         timeout: setup.timeout,
         retries: setup.retries,
         mode: setup.mode,
+        offload: setup.offload,
         ..host_config(
             &setup.interfaces,
             setup.payload,
@@ -194,6 +200,8 @@ pub struct NetworkSpec {
     pub host_links: usize,
     /// Only answer these hosts (empty: any).
     pub allowed_hosts: Vec<IpAddr>,
+    /// UDP GSO/GRO (emulator and host) where the kernel offers them, or never.
+    pub offload: OffloadPolicy,
 }
 
 impl NetworkSpec {
@@ -219,6 +227,7 @@ impl NetworkSpec {
             host_link,
             host_links: self.host_links,
             allowed_hosts: self.allowed_hosts.clone(),
+            offload: self.offload,
             ..defaults
         })
     }
@@ -296,6 +305,7 @@ mod tests {
             host_rate: 10e9,
             host_links: 2,
             allowed_hosts: Vec::new(),
+            offload: OffloadPolicy::Auto,
         };
         let c = spec.emulator_config().unwrap();
         assert_eq!((c.nodes, c.host_links, c.node_link.rate_bps), (4, 2, 1e9));

@@ -10,7 +10,8 @@ use serde::Serialize;
 
 use crate::app::{connect, host_config, loopback_interfaces, test_waveform, AppError, NetworkSpec};
 use crate::emulator::Emulator;
-use crate::host::{HostStats, Mode, WarpHost};
+use crate::host::{HostConfig, HostStats, Mode, WarpHost};
+use crate::udp::Offload;
 use crate::{FramePayload, RfBuffer};
 
 /// A benchmark: `network` with as many nodes as the largest count, once per host
@@ -53,6 +54,22 @@ pub struct BenchReport {
     pub troubled: Vec<(u8, HostStats)>,
     /// What the kernel granted each host socket.
     pub socket_buffers: Vec<crate::host::SocketBuffers>,
+    /// Per host-link count: UDP GSO/GRO of the host's sockets and of the emulator's
+    /// node sockets (after the run), and how many GSO sends / GRO receives each made.
+    pub offload: Vec<OffloadReport>,
+}
+
+/// UDP segmentation offload during one host-link count's run.
+#[derive(Clone, Debug)]
+pub struct OffloadReport {
+    pub host_links: u8,
+    pub host: Vec<Offload>,
+    pub emulator_gso: bool,
+    pub emulator_gro: bool,
+    pub host_gso_sends: u64,
+    pub host_gro_batches: u64,
+    pub emulator_gso_sends: u64,
+    pub emulator_gro_batches: u64,
 }
 
 /// Why the benchmark stopped.
@@ -103,6 +120,7 @@ pub fn run(b: &BenchConfig, mut progress: impl FnMut(&str)) -> Result<BenchRepor
         rows: Vec::new(),
         troubled: Vec::new(),
         socket_buffers: Vec::new(),
+        offload: Vec::new(),
     };
     for &links in &link_sets {
         // Ephemeral ports: the bench never collides with a running emulator.
@@ -118,7 +136,10 @@ pub fn run(b: &BenchConfig, mut progress: impl FnMut(&str)) -> Result<BenchRepor
         let trigger = emu
             .trigger_addr()
             .ok_or(BenchError::Invalid("the emulator has no trigger socket"))?;
-        let host_cfg = host_config(&loopback_interfaces(links as usize), net.payload, trigger);
+        let host_cfg = HostConfig {
+            offload: net.offload,
+            ..host_config(&loopback_interfaces(links as usize), net.payload, trigger)
+        };
         let mut host = connect(&ids, emu.node_addrs(), |i| cfg.host_link_of(i), host_cfg)?;
         rep.socket_buffers.extend_from_slice(host.socket_buffers());
         let data: Vec<Vec<WarpWord>> = ids
@@ -149,6 +170,17 @@ pub fn run(b: &BenchConfig, mut progress: impl FnMut(&str)) -> Result<BenchRepor
             }
         }
         let stats = host.stats().clone();
+        let emu_stats = emu.stats();
+        rep.offload.push(OffloadReport {
+            host_links: links,
+            host: host.offload().to_vec(),
+            emulator_gso: emu_stats.offload.iter().any(|o| o.gso),
+            emulator_gro: emu_stats.offload.iter().any(|o| o.gro),
+            host_gso_sends: stats.gso_sends,
+            host_gro_batches: stats.gro_batches,
+            emulator_gso_sends: emu_stats.gso_sends,
+            emulator_gro_batches: emu_stats.gro_batches,
+        });
         if stats.rerequests + stats.write_retries + stats.stale_replies > 0 {
             rep.troubled.push((links, stats));
         }
@@ -297,6 +329,7 @@ mod tests {
                 host_rate: 10e9,
                 host_links: 1,
                 allowed_hosts: Vec::new(),
+                offload: crate::udp::OffloadPolicy::Auto,
             },
             nodes: vec![1, 2],
             samples: 1024,

@@ -17,10 +17,14 @@
 //! `4n + r`: TX comes back on the same node's RX as `WarpWord::tx_to_rx`.
 
 use crate::addressing::{Addressing, FramePayload};
+use crate::mmsg::RecvBatch;
 use crate::node::{
     NodeAction, NodeCore, NodeCounters, NodePorts, ReadJob, BUFFER_SAMPLES, WARP_RATE_HZ,
 };
-use crate::wire::{self, SAMPLE_PACKET_OVERHEAD};
+use crate::udp::{Offload, OffloadPolicy, SegmentBatch};
+use crate::wire::{
+    self, NodeRefusal, PacketType, TransportHeader, CMD_READ_IQ, SAMPLE_PACKET_OVERHEAD,
+};
 use radiohost_testbed::air::{Air, AirClock, AirConfig};
 use radiohost_testbed::link::{Fate, Link, LinkConfig, LinkStats};
 use radiohost_testbed::pacing::tighten_timer_slack;
@@ -55,6 +59,10 @@ pub struct EmulatorConfig {
     /// The air the nodes are front ends of, and which air ports each node's RF paths
     /// are; `None`: an identity air of its own (see the module docs).
     pub air: Option<(Air, PortMap)>,
+    /// UDP GSO for replies and GRO for requests where the kernel offers them. A
+    /// node's replies leave in one GSO send only when several are already due (the
+    /// loop fell behind), so offload never sends a packet before its modelled time.
+    pub offload: OffloadPolicy,
 }
 
 /// Which air ports each node's RF paths are: `nodes[n]` for node index `n`.
@@ -108,6 +116,7 @@ impl Default for EmulatorConfig {
             listen_for_triggers: true,
             allowed_hosts: Vec::new(),
             air: None,
+            offload: OffloadPolicy::Auto,
         }
     }
 }
@@ -138,6 +147,13 @@ pub struct EmulatorStats {
     pub send_errors: u64,
     /// Datagrams from hosts not in `allowed_hosts` (dropped).
     pub unexpected_source: u64,
+    /// Reply sends that carried several datagrams (UDP GSO).
+    pub gso_sends: u64,
+    /// Receives that returned several GRO-coalesced datagrams at once.
+    pub gro_batches: u64,
+    /// What each node's socket got of UDP GSO/GRO (GSO turns off for good on a
+    /// socket whose route refused it).
+    pub offload: Vec<Offload>,
 }
 
 impl EmulatorStats {
@@ -183,12 +199,27 @@ pub struct Emulator {
 
 impl Emulator {
     pub fn start(cfg: EmulatorConfig) -> io::Result<Self> {
+        if cfg.nodes == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "an emulator runs at least one node",
+            ));
+        }
         let payload = cfg.payload;
         let mut sockets = Vec::new();
         let mut addrs = Vec::new();
         for n in 0..cfg.nodes {
             // Base port 0: let the kernel choose (several testbeds on one machine).
-            let mut addr = cfg.addressing.node_addr(cfg.first_node + n);
+            let id = cfg.first_node.checked_add(n).ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("node IDs {}.. run past 65535", cfg.first_node),
+                )
+            })?;
+            let mut addr = cfg
+                .addressing
+                .node_addr(id)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
             if cfg.addressing.base_port == 0 {
                 addr.set_port(0);
             }
@@ -395,6 +426,12 @@ struct EventLoop {
     oversized: u64,
     send_errors: u64,
     unexpected_source: u64,
+    offload: Vec<Offload>,
+    /// Reply packets due now, gathered per node into GSO sends.
+    due: Vec<(usize, SocketAddr, Departure)>,
+    batch: SegmentBatch,
+    gso_sends: u64,
+    gro_batches: u64,
 }
 
 /// How far ahead of the wall clock the loop may compute link entries: a new
@@ -416,6 +453,10 @@ impl EventLoop {
             Link::new(c)
         };
         let hl = cfg.host_links.max(1);
+        let offload = sockets
+            .iter()
+            .map(|s| Offload::enable(s, cfg.offload))
+            .collect();
         Self {
             node_down: (0..n)
                 .map(|i| seeded(&cfg.node_link, 2 * i as u64))
@@ -446,6 +487,11 @@ impl EventLoop {
             oversized: 0,
             send_errors: 0,
             unexpected_source: 0,
+            offload,
+            due: Vec::new(),
+            batch: SegmentBatch::new(),
+            gso_sends: 0,
+            gro_batches: 0,
         }
     }
 
@@ -457,6 +503,7 @@ impl EventLoop {
     fn run(&mut self) -> io::Result<()> {
         tighten_timer_slack();
         let mut buf = vec![0u8; 65536];
+        let mut batch = RecvBatch::new(16, 65536, self.offload.iter().any(|o| o.gro));
         let mut out = vec![0u8; wire::MAX_DATAGRAM];
         let mut fds: Vec<libc::pollfd> = self
             .sockets
@@ -476,7 +523,7 @@ impl EventLoop {
                 std::hint::spin_loop();
                 crate::mmsg::wait_any_readable(&mut fds, Duration::ZERO)?;
             }
-            self.receive(&mut buf, &fds)?;
+            self.receive(&mut buf, &mut batch, &fds)?;
             self.process(&mut out);
         }
         self.publish();
@@ -501,7 +548,12 @@ impl EventLoop {
 
     /// Drain the sockets `ppoll` marked readable (checking only those keeps the
     /// spinning loop at one syscall per turn).
-    fn receive(&mut self, buf: &mut [u8], fds: &[libc::pollfd]) -> io::Result<()> {
+    fn receive(
+        &mut self,
+        buf: &mut [u8],
+        batch: &mut RecvBatch,
+        fds: &[libc::pollfd],
+    ) -> io::Result<()> {
         let readable = |i: usize| fds[i].revents & libc::POLLIN != 0;
         if let Some(trigger) = self
             .trigger
@@ -532,67 +584,86 @@ impl EventLoop {
         }
         let max = self.cfg.payload.udp_payload();
         for i in (0..self.sockets.len()).filter(|&i| readable(i)) {
-            while let Some((n, from)) = recv_nonblocking(&self.sockets[i], buf)? {
-                if n > max {
-                    self.oversized += 1;
-                    tracing::debug!(
-                        node = i,
-                        %from,
-                        len = n,
-                        "dropped oversized datagram: larger than the {max}-byte datagrams of {:?} frames",
-                        self.cfg.payload
-                    );
-                    continue;
+            let fd = self.sockets[i].as_raw_fd();
+            loop {
+                let received = batch.recv(fd)?;
+                if received == 0 {
+                    break;
                 }
-                if !self.cfg.allowed_hosts.is_empty()
-                    && !self.cfg.allowed_hosts.contains(&from.ip())
-                {
-                    self.unexpected_source += 1;
-                    tracing::debug!(node = i, %from, "dropped datagram from a host not allowed (--allow-host)");
-                    continue;
+                for m in 0..received {
+                    let (from, datagrams) = batch.get(m);
+                    let Some(from) = from else { continue };
+                    if datagrams.len() > 1 {
+                        self.gro_batches += 1;
+                    }
+                    for bytes in datagrams {
+                        self.accept_request(i, from, bytes, max);
+                    }
                 }
-                let now = self.epoch.elapsed();
-                let wire_bytes = n + FramePayload::WIRE_OVERHEAD;
-                let hl = self.cfg.host_link_of(i);
-                let at = match self.host_down[hl].offer(now, wire_bytes) {
-                    Fate::Deliver { at, .. } => at,
-                    Fate::Dropped(why) => {
-                        tracing::debug!(
-                            node = i,
-                            host_link = hl,
-                            len = n,
-                            "host link dropped a datagram to the node: {why:?}"
-                        );
-                        continue;
-                    }
-                };
-                let at = match self.node_down[i].offer(at, wire_bytes) {
-                    Fate::Deliver { at, .. } => at,
-                    Fate::Dropped(why) => {
-                        tracing::debug!(
-                            node = i,
-                            len = n,
-                            "node link dropped a datagram to the node: {why:?}"
-                        );
-                        continue;
-                    }
-                };
-                let mut bytes = self.spare.pop().unwrap_or_default();
-                bytes.clear();
-                bytes.extend_from_slice(&buf[..n]);
-                let order = self.next_order();
-                self.arrivals.push(Reverse(Timed {
-                    due: at,
-                    order,
-                    item: Arrival {
-                        node: i,
-                        from,
-                        bytes,
-                    },
-                }));
             }
         }
         Ok(())
+    }
+
+    /// One datagram from the host to node `i`: checked, then offered to the host
+    /// link and the node's link, to be handled at its modelled arrival.
+    fn accept_request(&mut self, i: usize, from: SocketAddr, bytes: &[u8], max: usize) {
+        let n = bytes.len();
+        if n > max {
+            self.oversized += 1;
+            tracing::debug!(
+                node = i,
+                %from,
+                len = n,
+                "dropped oversized datagram: larger than the {max}-byte datagrams of {:?} frames",
+                self.cfg.payload
+            );
+            return;
+        }
+        if !self.cfg.allowed_hosts.is_empty() && !self.cfg.allowed_hosts.contains(&from.ip()) {
+            self.unexpected_source += 1;
+            tracing::debug!(node = i, %from, "dropped datagram from a host not allowed (--allow-host)");
+            return;
+        }
+        let now = self.epoch.elapsed();
+        let wire_bytes = n + FramePayload::WIRE_OVERHEAD;
+        let hl = self.cfg.host_link_of(i);
+        let at = match self.host_down[hl].offer(now, wire_bytes) {
+            Fate::Deliver { at, .. } => at,
+            Fate::Dropped(why) => {
+                tracing::debug!(
+                    node = i,
+                    host_link = hl,
+                    len = n,
+                    "host link dropped a datagram to the node: {why:?}"
+                );
+                return;
+            }
+        };
+        let at = match self.node_down[i].offer(at, wire_bytes) {
+            Fate::Deliver { at, .. } => at,
+            Fate::Dropped(why) => {
+                tracing::debug!(
+                    node = i,
+                    len = n,
+                    "node link dropped a datagram to the node: {why:?}"
+                );
+                return;
+            }
+        };
+        let mut copy = self.spare.pop().unwrap_or_default();
+        copy.clear();
+        copy.extend_from_slice(bytes);
+        let order = self.next_order();
+        self.arrivals.push(Reverse(Timed {
+            due: at,
+            order,
+            item: Arrival {
+                node: i,
+                from,
+                bytes: copy,
+            },
+        }));
     }
 
     fn process(&mut self, out: &mut [u8]) {
@@ -609,18 +680,34 @@ impl EventLoop {
                         .acks
                         .push_back((a.from, out[..n].to_vec(), due))
                 }
-                NodeAction::Read(job) => {
-                    if self.read_fits(&job) {
+                NodeAction::Read(job) if self.read_fits(&job) => {
+                    if job.packet_count() > 0 {
                         self.outboxes[a.node].reads.push_back((a.from, job, 0, due));
-                    } else {
-                        self.oversized += 1;
-                        tracing::debug!(
-                            node = a.node,
-                            bytes_per_packet = job.request.bytes_per_packet,
-                            "dropped READ_IQ: its reply packets would exceed the {}-byte datagrams of {:?} frames",
-                            self.cfg.payload.udp_payload(),
-                            self.cfg.payload
-                        );
+                    }
+                }
+                NodeAction::Read(job) => {
+                    self.oversized += 1;
+                    tracing::debug!(
+                        node = a.node,
+                        bytes_per_packet = job.request.bytes_per_packet,
+                        "refused READ_IQ: its reply packets would exceed the {}-byte datagrams of {:?} frames",
+                        self.cfg.payload.udp_payload(),
+                        self.cfg.payload
+                    );
+                    let node = &mut shared.nodes[a.node];
+                    let request = TransportHeader {
+                        dest_id: node.id(),
+                        src_id: job.host_id,
+                        pkt_type: PacketType::HostToNode,
+                        seq_num: job.seq_num,
+                        flags: 0,
+                    };
+                    if let NodeAction::Reply(n) =
+                        node.refuse(&request, CMD_READ_IQ, NodeRefusal::PacketTooLarge, out)
+                    {
+                        self.outboxes[a.node]
+                            .acks
+                            .push_back((a.from, out[..n].to_vec(), due));
                     }
                 }
             }
@@ -657,17 +744,34 @@ impl EventLoop {
             }
             self.schedule_node(node);
         }
-        // 3. Packets that have arrived at the host: send them now.
+        // 3. Packets that have arrived at the host: send them now. Each node's
+        // packets that are all due at once leave in one GSO send where the socket has
+        // it (they are due together only when this loop fell behind).
         while self
             .departures
             .peek()
             .is_some_and(|Reverse(t)| t.due <= now)
         {
-            let Reverse(Timed {
-                item: (node, to, d),
-                ..
-            }) = self.departures.pop().expect("peeked");
-            let n = match &d {
+            let Reverse(Timed { item, .. }) = self.departures.pop().expect("peeked");
+            self.due.push(item);
+        }
+        // Stable: every node's packets stay in their order.
+        self.due.sort_by_key(|(node, _, _)| *node);
+        let mut current: Option<(usize, SocketAddr)> = None;
+        for (node, to, d) in std::mem::take(&mut self.due).drain(..) {
+            let len = match &d {
+                Departure::Ack(bytes) => bytes.len(),
+                Departure::ReadPacket(job, index) => {
+                    wire::SAMPLE_PACKET_OVERHEAD + 4 * job.packet(*index).2 as usize
+                }
+            };
+            if current != Some((node, to)) || !self.batch.fits(len) {
+                if let Some((n, t)) = current {
+                    self.flush(n, t);
+                }
+                current = Some((node, to));
+            }
+            self.batch.push_with(wire::MAX_DATAGRAM, |out| match &d {
                 Departure::Ack(bytes) => {
                     out[..bytes.len()].copy_from_slice(bytes);
                     bytes.len()
@@ -675,20 +779,38 @@ impl EventLoop {
                 Departure::ReadPacket(job, index) => {
                     shared.nodes[node].encode_read_packet(job, *index, out)
                 }
-            };
-            if let Err(e) = self.sockets[node].send_to(&out[..n], to) {
-                self.send_errors += 1;
-                tracing::debug!(node, %to, len = n, "reply not sent: {e}");
-            }
+            });
+        }
+        if let Some((n, t)) = current {
+            self.flush(n, t);
         }
         shared.stats.oversized = self.oversized;
         shared.stats.send_errors = self.send_errors;
         shared.stats.unexpected_source = self.unexpected_source;
+        shared.stats.gso_sends = self.gso_sends;
+        shared.stats.gro_batches = self.gro_batches;
+        shared.stats.offload.clone_from(&self.offload);
         drop(shared);
         if self.order.is_multiple_of(64)
             || self.last_publish.elapsed() >= Duration::from_millis(100)
         {
             self.publish();
+        }
+    }
+
+    /// Send the gathered reply packets of `node` to `to`.
+    fn flush(&mut self, node: usize, to: SocketAddr) {
+        let datagrams = self.batch.len();
+        match self
+            .batch
+            .send(&self.sockets[node], to, &mut self.offload[node])
+        {
+            Ok(1) if datagrams > 1 => self.gso_sends += 1,
+            Ok(_) => {}
+            Err(e) => {
+                self.send_errors += datagrams as u64;
+                tracing::debug!(node, %to, datagrams, "replies not sent: {e}");
+            }
         }
     }
 

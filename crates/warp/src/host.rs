@@ -17,6 +17,7 @@ mod write;
 
 use crate::addressing::FramePayload;
 use crate::mmsg::RecvBatch;
+use crate::udp::{Offload, OffloadPolicy, SegmentBatch};
 use crate::wire::{self, PacketType, RfBuffer, TransportHeader, BROADCAST_ID};
 use radiohost_iq::WarpWord;
 use std::collections::HashMap;
@@ -63,6 +64,8 @@ pub struct HostConfig {
     pub mode: Mode,
     /// How long to spin on the sockets before sleeping in `ppoll` (0: never spin).
     pub busy_poll: Duration,
+    /// UDP GSO for writes and GRO for replies where the kernel offers them.
+    pub offload: OffloadPolicy,
 }
 
 impl Default for HostConfig {
@@ -76,6 +79,7 @@ impl Default for HostConfig {
             trigger_addr: crate::Addressing::LOOPBACK.trigger_addr(),
             mode: Mode::Parallel,
             busy_poll: Duration::from_micros(200),
+            offload: OffloadPolicy::Auto,
         }
     }
 }
@@ -92,6 +96,10 @@ pub struct HostStats {
     pub rerequests: u64,
     pub write_retries: u64,
     pub write_fallbacks: u64,
+    /// Receives that returned several GRO-coalesced datagrams at once.
+    pub gro_batches: u64,
+    /// Sends that carried several datagrams (UDP GSO).
+    pub gso_sends: u64,
 }
 
 pub use crate::sockbuf::SocketBuffers;
@@ -127,6 +135,13 @@ pub enum TransportError {
     #[error("{}; is `radiohost warp emulate` running and are the node addresses right?",
         .0.iter().map(|f| f.to_string()).collect::<Vec<_>>().join("; "))]
     Nodes(Vec<NodeFailure>),
+    #[error("node {id} ({addr}) refused {op}: {reason}")]
+    Refused {
+        id: u16,
+        addr: SocketAddr,
+        op: &'static str,
+        reason: wire::NodeRefusal,
+    },
     #[error("cannot use local interface {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -145,6 +160,8 @@ pub struct WarpHost {
     by_addr: HashMap<SocketAddr, usize>,
     sockets: Vec<UdpSocket>,
     buffers: Vec<SocketBuffers>,
+    /// What each socket got of UDP GSO/GRO.
+    offload: Vec<Offload>,
     next_seq: u16,
     batch: RecvBatch,
     pollfds: Vec<libc::pollfd>,
@@ -171,17 +188,19 @@ impl WarpHost {
         }
         let mut sockets = Vec::new();
         let mut buffers = Vec::new();
+        let mut offload = Vec::new();
         for &addr in &cfg.interfaces {
             let sock =
                 UdpSocket::bind(addr).map_err(|source| TransportError::Bind { addr, source })?;
             sock.set_nonblocking(true)?;
             sock.set_broadcast(true)?;
             buffers.push(crate::sockbuf::grow_buffers(&sock, cfg.socket_buffer)?);
+            offload.push(Offload::enable(&sock, cfg.offload));
             sockets.push(sock);
         }
         let by_addr = nodes.iter().enumerate().map(|(i, n)| (n.addr, i)).collect();
         Ok(Self {
-            batch: RecvBatch::new(64, wire::MAX_DATAGRAM + 64),
+            batch: RecvBatch::new(32, wire::MAX_DATAGRAM + 64, offload.iter().any(|o| o.gro)),
             pollfds: sockets
                 .iter()
                 .map(|s| libc::pollfd {
@@ -195,6 +214,7 @@ impl WarpHost {
             by_addr,
             sockets,
             buffers,
+            offload,
             next_seq: 1,
             stats: HostStats::default(),
             node_latency: Vec::new(),
@@ -228,6 +248,12 @@ impl WarpHost {
         &self.buffers
     }
 
+    /// UDP GSO/GRO in use, per local interface (GSO turns off for good on a socket
+    /// whose route refused it).
+    pub fn offload(&self) -> &[Offload] {
+        &self.offload
+    }
+
     /// A fresh sequence number.
     fn take_seq(&mut self) -> u16 {
         let seq = self.next_seq;
@@ -242,6 +268,17 @@ impl WarpHost {
             pkt_type: PacketType::HostToNode,
             seq_num: seq,
             flags,
+        }
+    }
+
+    /// The error for node index `node` refusing `op`.
+    fn refused(&self, node: usize, op: &'static str, reason: wire::NodeRefusal) -> TransportError {
+        let target = self.nodes[node];
+        TransportError::Refused {
+            id: target.id,
+            addr: target.addr,
+            op,
+            reason,
         }
     }
 
@@ -366,21 +403,27 @@ impl WarpHost {
                 }
                 any = true;
                 for i in 0..n {
-                    let (bytes, from) = self.batch.get(i);
-                    self.stats.datagrams += 1;
-                    let Some(&node) = from.and_then(|a| self.by_addr.get(&a)) else {
-                        self.stats.unexpected_source += 1;
-                        continue;
-                    };
-                    match wire::decode(bytes) {
-                        Ok(d)
-                            if d.transport.pkt_type == PacketType::NodeToHost
-                                && d.transport.src_id == self.nodes[node].id =>
-                        {
-                            on_reply(&mut self.stats, node, &d)
+                    let (from, datagrams) = self.batch.get(i);
+                    if datagrams.len() > 1 {
+                        self.stats.gro_batches += 1;
+                    }
+                    let node = from.and_then(|a| self.by_addr.get(&a)).copied();
+                    for bytes in datagrams {
+                        self.stats.datagrams += 1;
+                        let Some(node) = node else {
+                            self.stats.unexpected_source += 1;
+                            continue;
+                        };
+                        match wire::decode(bytes) {
+                            Ok(d)
+                                if d.transport.pkt_type == PacketType::NodeToHost
+                                    && d.transport.src_id == self.nodes[node].id =>
+                            {
+                                on_reply(&mut self.stats, node, &d)
+                            }
+                            Ok(_) => self.stats.unexpected_reply += 1,
+                            Err(_) => self.stats.malformed += 1,
                         }
-                        Ok(_) => self.stats.unexpected_reply += 1,
-                        Err(_) => self.stats.malformed += 1,
                     }
                 }
             }
@@ -390,15 +433,35 @@ impl WarpHost {
 
     fn send(&self, node: usize, bytes: &[u8]) -> Result<(), TransportError> {
         let target = self.nodes[node];
-        loop {
-            match self.sockets[target.interface].send_to(bytes, target.addr) {
-                Ok(_) => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::yield_now(),
-                // A previous datagram bounced (port unreachable); this one may not.
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
-                Err(e) => return Err(e.into()),
-            }
+        Ok(crate::udp::send_one(
+            &self.sockets[target.interface],
+            bytes,
+            target.addr,
+        )?)
+    }
+
+    /// Packets of one node to send at once: as many as one GSO send carries when
+    /// any interface has GSO, else 1 (nodes interleaved packet by packet).
+    fn gso_burst(&self) -> usize {
+        if self.offload.iter().any(|o| o.gso) {
+            (crate::udp::MAX_GSO_BYTES / self.cfg.payload.udp_payload())
+                .clamp(1, crate::udp::MAX_GSO_SEGMENTS)
+        } else {
+            1
         }
+    }
+
+    /// Send `batch` to `node` (one GSO send where the socket has it) and empty it.
+    fn send_batch(&mut self, node: usize, batch: &mut SegmentBatch) -> Result<(), TransportError> {
+        let target = self.nodes[node];
+        let datagrams = batch.len();
+        let offload = &mut self.offload[target.interface];
+        let sock = &self.sockets[target.interface];
+        let calls = batch.send(sock, target.addr, offload)?;
+        if calls == 1 && datagrams > 1 {
+            self.stats.gso_sends += 1;
+        }
+        Ok(())
     }
 }
 

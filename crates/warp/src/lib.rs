@@ -17,6 +17,7 @@ pub mod host;
 mod mmsg;
 pub mod node;
 mod sockbuf;
+pub mod udp;
 pub mod wire;
 
 pub use addressing::{Addressing, FramePayload};

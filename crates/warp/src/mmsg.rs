@@ -1,5 +1,6 @@
-//! Batched UDP receive and send (recvmmsg/sendmmsg): one syscall for many
-//! datagrams, which matters when 16 nodes answer with hundreds of jumbo frames.
+//! Batched UDP receive (recvmmsg, with UDP GRO where the socket has it on): one
+//! syscall for many datagrams, which matters when 16 nodes answer with hundreds of
+//! jumbo frames.
 
 use socket2::SockAddr;
 use std::io;
@@ -7,11 +8,15 @@ use std::net::SocketAddr;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-/// Receive buffers for up to `count` datagrams per call.
+/// Control-message space per received message: one `UDP_GRO` int, 8-byte aligned.
+const CONTROL_WORDS: usize = 4;
+
+/// Receive buffers for up to `count` datagrams (or GRO batches) per call.
 pub struct RecvBatch {
     bufs: Vec<Vec<u8>>,
     iovecs: Vec<libc::iovec>,
     addrs: Vec<libc::sockaddr_storage>,
+    controls: Vec<[u64; CONTROL_WORDS]>,
     msgs: Vec<libc::mmsghdr>,
     received: usize,
 }
@@ -21,7 +26,14 @@ pub struct RecvBatch {
 unsafe impl Send for RecvBatch {}
 
 impl RecvBatch {
-    pub fn new(count: usize, size: usize) -> Self {
+    /// `count` buffers, each big enough for a GRO batch when `gro`, else for one
+    /// datagram of `datagram` bytes.
+    pub fn new(count: usize, datagram: usize, gro: bool) -> Self {
+        let size = if gro {
+            crate::udp::GRO_BUFFER
+        } else {
+            datagram
+        };
         // SAFETY: all-zero is a valid value for these plain C structs.
         let zero_addr: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
         let zero_msg: libc::mmsghdr = unsafe { std::mem::zeroed() };
@@ -35,6 +47,7 @@ impl RecvBatch {
                 count
             ],
             addrs: vec![zero_addr; count],
+            controls: vec![[0u64; CONTROL_WORDS]; count],
             msgs: vec![zero_msg; count],
             received: 0,
         }
@@ -54,8 +67,8 @@ impl RecvBatch {
             m.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             m.msg_iov = &mut self.iovecs[i];
             m.msg_iovlen = 1;
-            m.msg_control = std::ptr::null_mut();
-            m.msg_controllen = 0;
+            m.msg_control = self.controls[i].as_mut_ptr().cast();
+            m.msg_controllen = std::mem::size_of::<[u64; CONTROL_WORDS]>() as _;
             m.msg_flags = 0;
             self.msgs[i].msg_len = 0;
         }
@@ -82,14 +95,35 @@ impl RecvBatch {
         Ok(self.received)
     }
 
-    /// Datagram `i` of the last `recv` and who sent it.
-    pub fn get(&self, i: usize) -> (&[u8], Option<SocketAddr>) {
+    /// Message `i` of the last `recv`: who sent it and its datagrams (one, or
+    /// several when GRO coalesced them: every one of the GRO segment size but the
+    /// last).
+    pub fn get(&self, i: usize) -> (Option<SocketAddr>, std::slice::Chunks<'_, u8>) {
         assert!(i < self.received, "datagram index out of range");
         let len = self.msgs[i].msg_len as usize;
         let namelen = self.msgs[i].msg_hdr.msg_namelen;
         // SAFETY: the kernel wrote a sockaddr of `namelen` bytes into addrs[i].
         let addr = unsafe { SockAddr::new(self.addrs[i], namelen) };
-        (&self.bufs[i][..len], addr.as_socket())
+        let segment = self.gro_segment(i).unwrap_or(len).max(1);
+        (addr.as_socket(), self.bufs[i][..len].chunks(segment))
+    }
+
+    /// The `UDP_GRO` segment size the kernel attached to message `i`, if any.
+    fn gro_segment(&self, i: usize) -> Option<usize> {
+        let hdr = &self.msgs[i].msg_hdr;
+        // SAFETY: the kernel filled msg_control/msg_controllen of this message; the
+        // CMSG_* walk stays within them.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(hdr);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == libc::UDP_GRO {
+                    let size = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+                    return usize::try_from(size).ok().filter(|&s| s > 0);
+                }
+                c = libc::CMSG_NXTHDR(hdr, c);
+            }
+        }
+        None
     }
 }
 

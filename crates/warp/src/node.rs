@@ -17,8 +17,8 @@
 
 use crate::checksum::WriteChecksum;
 use crate::wire::{
-    self, Datagram, Message, PacketType, ReadIqRequest, RfBuffer, SampleHeader, TransportHeader,
-    BROADCAST_ID, CMD_READ_IQ, CMD_WRITE_IQ, SAMPLE_FLAG_RESET_CHECKSUM,
+    self, Datagram, Message, NodeRefusal, PacketType, ReadIqRequest, RfBuffer, SampleHeader,
+    TransportHeader, BROADCAST_ID, CMD_READ_IQ, CMD_WRITE_IQ, SAMPLE_FLAG_RESET_CHECKSUM,
 };
 use radiohost_iq::{Cf32, Ci16, WarpWord, FIX14_SCALE};
 use radiohost_testbed::air::{Air, AirClock, AirConfig};
@@ -39,6 +39,8 @@ pub struct NodeCounters {
     pub reads_served: u64,
     pub triggers: u64,
     pub write_acks: u64,
+    /// Requests answered with an error (`CMD_PARAM_ERROR`): out of range or empty.
+    pub refusals: u64,
     /// TX samples the air refused (late or over its queue bound).
     pub air_tx_dropped: u64,
     /// RX captures the air could not serve (too old, or the air refused); the RX
@@ -75,16 +77,21 @@ impl ReadJob {
         self.buffers().count() * self.request.num_packets as usize
     }
 
-    /// Buffer, start and sample count of reply packet `index`.
+    /// Buffer, start and sample count of reply packet `index` (< `packet_count`;
+    /// beyond it, an empty packet of the last buffer).
     pub fn packet(&self, index: usize) -> (RfBuffer, u32, u32) {
-        let per_buffer = self.request.num_packets as usize;
+        let end = self.request.start.saturating_add(self.request.num_samples);
+        if index >= self.packet_count() {
+            let last = self.buffers().last().unwrap_or(RfBuffer::A);
+            return (last, end, 0);
+        }
+        let per_buffer = (self.request.num_packets as usize).max(1);
         let buffer = self
             .buffers()
             .nth(index / per_buffer)
-            .expect("index within packet_count");
+            .unwrap_or(RfBuffer::A);
         let i = (index % per_buffer) as u32;
         let per_packet = self.request.samples_per_packet();
-        let end = self.request.start + self.request.num_samples;
         let start = self
             .request
             .start
@@ -347,7 +354,7 @@ impl NodeCore {
             return NodeAction::None;
         }
         match message {
-            Message::ReadIq(request) => self.accept_read(&transport, request),
+            Message::ReadIq(request) => self.accept_read(&transport, request, out),
             Message::Samples {
                 command: CMD_WRITE_IQ,
                 header,
@@ -368,7 +375,12 @@ impl NodeCore {
         }
     }
 
-    fn accept_read(&mut self, t: &TransportHeader, request: ReadIqRequest) -> NodeAction {
+    fn accept_read(
+        &mut self,
+        t: &TransportHeader,
+        request: ReadIqRequest,
+        out: &mut [u8],
+    ) -> NodeAction {
         let end = request.start as u64 + request.num_samples as u64;
         if end > BUFFER_SAMPLES as u64 {
             self.counters.out_of_range += 1;
@@ -376,9 +388,13 @@ impl NodeCore {
                 node = self.id,
                 start = request.start,
                 samples = request.num_samples,
-                "dropped READ_IQ beyond the {BUFFER_SAMPLES}-sample buffer"
+                "refused READ_IQ beyond the {BUFFER_SAMPLES}-sample buffer"
             );
-            return NodeAction::None;
+            return self.refuse(t, CMD_READ_IQ, NodeRefusal::OutOfRange, out);
+        }
+        if request.num_samples == 0 {
+            tracing::debug!(node = self.id, "refused READ_IQ of zero samples");
+            return self.refuse(t, CMD_READ_IQ, NodeRefusal::Empty, out);
         }
         self.counters.reads_served += 1;
         // The reply packets are built from the RX buffers later; fill them now.
@@ -407,9 +423,9 @@ impl NodeCore {
                 node = self.id,
                 start,
                 samples = words.len(),
-                "dropped WRITE_IQ beyond the {BUFFER_SAMPLES}-sample buffer"
+                "refused WRITE_IQ beyond the {BUFFER_SAMPLES}-sample buffer"
             );
-            return NodeAction::None;
+            return self.refuse(t, CMD_WRITE_IQ, NodeRefusal::OutOfRange, out);
         };
         if h.flags & SAMPLE_FLAG_RESET_CHECKSUM != 0 {
             self.checksum.reset();
@@ -424,6 +440,22 @@ impl NodeCore {
         self.counters.write_acks += 1;
         let reply = self.reply_header(t);
         match wire::encode_write_ack(out, &reply, self.checksum.value()) {
+            Ok(n) => NodeAction::Reply(n),
+            Err(_) => NodeAction::None,
+        }
+    }
+
+    /// Answer a request the node cannot carry out with WARPLab's `CMD_PARAM_ERROR`.
+    pub fn refuse(
+        &mut self,
+        t: &TransportHeader,
+        command: u32,
+        reason: NodeRefusal,
+        out: &mut [u8],
+    ) -> NodeAction {
+        self.counters.refusals += 1;
+        let reply = self.reply_header(t);
+        match wire::encode_refusal(out, &reply, command, reason) {
             Ok(n) => NodeAction::Reply(n),
             Err(_) => NodeAction::None,
         }

@@ -35,6 +35,44 @@ pub const SAMPLE_FLAG_RESET_CHECKSUM: u8 = 0x01;
 
 pub const CMD_WRITE_IQ: u32 = 0x3000_0007;
 pub const CMD_READ_IQ: u32 = 0x3000_0008;
+/// WARPLab's status word for a command a node could not carry out.
+pub const CMD_PARAM_ERROR: u32 = 0xFF00_0000;
+
+/// Why a node refused a command (the second argument of its error response).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum NodeRefusal {
+    /// Samples beyond the node's 32768-sample buffer.
+    OutOfRange = 1,
+    /// A request for zero samples.
+    Empty = 2,
+    /// Reply packets larger than the node's frames.
+    PacketTooLarge = 3,
+    /// A reason this codec does not know.
+    Other = 0xFFFF_FFFF,
+}
+
+impl NodeRefusal {
+    fn from_code(code: u32) -> Self {
+        match code {
+            1 => Self::OutOfRange,
+            2 => Self::Empty,
+            3 => Self::PacketTooLarge,
+            _ => Self::Other,
+        }
+    }
+}
+
+impl std::fmt::Display for NodeRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::OutOfRange => "samples beyond the node's 32768-sample buffer",
+            Self::Empty => "zero samples asked",
+            Self::PacketTooLarge => "reply packets larger than the node's frames",
+            Self::Other => "an unknown reason",
+        })
+    }
+}
 /// Arguments of a READ_IQ request.
 const READ_IQ_ARGS: usize = 5;
 
@@ -194,6 +232,9 @@ pub enum Message<'a> {
     },
     /// Node's answer to a ROBUST write packet: the running checksum.
     WriteAck { checksum: u32 },
+    /// Node's answer to a READ_IQ or WRITE_IQ it cannot carry out: the command and
+    /// why (status `CMD_PARAM_ERROR`, then the reason).
+    Refused { command: u32, reason: NodeRefusal },
     /// A well-formed command we do not implement.
     Unknown { command: u32 },
 }
@@ -249,6 +290,11 @@ impl<'a> Reader<'a> {
     fn u32(&mut self, what: &'static str) -> Result<u32, WireError> {
         let b = self.take(4, what)?;
         Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn peek_u32(&self) -> Option<u32> {
+        let b = self.bytes.get(self.pos..self.pos + 4)?;
+        Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
 
     fn rest(&mut self) -> &'a [u8] {
@@ -318,6 +364,15 @@ fn decode_command<'a>(r: &mut Reader<'a>, pkt_type: PacketType) -> Result<Messag
             };
             validate_read_request(&req)?;
             Message::ReadIq(req)
+        }
+        (CMD_READ_IQ | CMD_WRITE_IQ, PacketType::NodeToHost)
+            if r.bytes.len() - r.pos == 8 && r.peek_u32() == Some(CMD_PARAM_ERROR) =>
+        {
+            r.u32("status")?;
+            Message::Refused {
+                command,
+                reason: NodeRefusal::from_code(r.u32("reason")?),
+            }
         }
         (CMD_WRITE_IQ, PacketType::NodeToHost) if r.bytes.len() - r.pos == 4 => Message::WriteAck {
             checksum: r.u32("checksum")?,
@@ -486,6 +541,20 @@ pub fn encode_write_ack(
     let mut e = Encoder::new(buf, t, COMMAND_HEADER_LEN + 4)?;
     e.command(CMD_WRITE_IQ, 1);
     e.u32(checksum);
+    Ok(e.len)
+}
+
+/// Encode a node's refusal of `command` (`CMD_PARAM_ERROR`, then the reason).
+pub fn encode_refusal(
+    buf: &mut [u8],
+    t: &TransportHeader,
+    command: u32,
+    reason: NodeRefusal,
+) -> Result<usize, WireError> {
+    let mut e = Encoder::new(buf, t, COMMAND_HEADER_LEN + 8)?;
+    e.command(command, 2);
+    e.u32(CMD_PARAM_ERROR);
+    e.u32(reason as u32);
     Ok(e.len)
 }
 

@@ -1,5 +1,6 @@
 //! `radiohost chanemu bench`: prints radiohost_dsp::bench (UPOLS per-block
-//! timing beside a naive FIR, GNU Radio's fft_filter_ccc and the FLOP floor).
+//! timing beside a naive FIR, GNU Radio's fft_filter_ccc kernel and the FLOP
+//! floor; `chanemu file` beside GNU Radio's flowgraph, file to file).
 
 use anyhow::Result;
 use clap::Args;
@@ -12,19 +13,30 @@ pub struct BenchArgs {
     /// Blocks timed per UPOLS configuration (the naive FIR runs 1/500 of them).
     #[arg(long, default_value_t = 100_000)]
     pub blocks: usize,
-    /// Block length B.
+    /// Block length B (samples; also `chanemu file`'s block in the file comparison).
     #[arg(long, default_value_t = 256)]
     pub block: usize,
-    /// Filter length L.
+    /// Filter length L (taps), for every row.
     #[arg(long, default_value_t = 512)]
     pub taps: usize,
-    /// Samples pushed through GNU Radio's flowgraph per run.
+    /// Samples pushed through GNU Radio's kernel flowgraph per run.
     #[arg(long, default_value_t = 50_000_000)]
     pub gnuradio_samples: u64,
-    /// Skip the GNU Radio comparison.
+    /// Samples of the cf32 recording filtered file to file by `chanemu file` and
+    /// GNU Radio (written to --dir first: 8 bytes a sample); 0 skips the comparison.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub file_samples: usize,
+    /// Runs of each file-to-file measurement, alternating (the best counts).
+    #[arg(long, default_value_t = 3)]
+    pub file_runs: usize,
+    /// Directory for the file comparison's recordings (removed after); default:
+    /// the system temporary directory.
+    #[arg(long)]
+    pub dir: Option<std::path::PathBuf>,
+    /// Skip the GNU Radio rows.
     #[arg(long)]
     pub no_gnuradio: bool,
-    /// Print a JSON array of rows instead of tables.
+    /// Print the report as JSON instead of tables.
     #[arg(long)]
     pub json: bool,
 }
@@ -35,9 +47,14 @@ pub fn run_bench(a: BenchArgs) -> Result<()> {
         block: a.block,
         taps: a.taps,
         gnuradio_samples: (!a.no_gnuradio).then_some(a.gnuradio_samples),
+        file_samples: (a.file_samples > 0).then_some(a.file_samples),
+        file_runs: a.file_runs,
+        dir: a.dir.unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("radiohost-chanemu-bench-{}", std::process::id()))
+        }),
     })?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report.rows)?);
+        println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_bench(&report);
     }
@@ -73,10 +90,47 @@ fn print_bench(r: &BenchReport) {
             r.b2b_msps.map_or("-".to_string(), |v| format!("{v:.1}"))
         );
     }
-    println!("MSa/s: B / median block time, per port on one core (MIMO: each of the M inputs runs at this rate).");
-    println!("b2b MSa/s: back to back, fastest tenth of the run (GNU Radio: CPU time of the whole run, best of 3).");
+    for s in &r.skipped {
+        println!("{:<44} SKIPPED: {}", s.name, s.why);
+    }
+    println!("MSa/s: B / median block time, per port on one core (MIMO: each of the M inputs runs at this rate);");
+    println!("  GNU Radio kernel: samples / CPU time of its flowgraph without file I/O (all threads), best of 3;");
+    println!("  file to file: samples / wall time of the whole run, best of the runs (see below).");
+    println!("b2b MSa/s: back to back, fastest tenth of the run (GNU Radio kernel: as MSa/s).");
     println!("upols/it: UPOLS throughput at the same ports over that row's (below 1x for the floor: how far from it).");
-    if let Some(why) = &r.gnuradio_skipped {
-        println!("GNU Radio: not compared: {why}");
+    if let Some(f) = &r.file {
+        let secs = |v: &[f64]| {
+            v.iter()
+                .map(|s| format!("{s:.3}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        println!(
+            "file to file, {} cf32 samples ({:.0} MB), {} taps, wall seconds per run:",
+            f.samples,
+            f.samples as f64 * 8.0 / 1e6,
+            f.taps
+        );
+        println!(
+            "  radiohost chanemu file  {}  (open to final rename: read + verify SHA-512, filter, SHA-512 + write + sync; {:.1} MB of chunk buffers)",
+            secs(&f.radiohost_s),
+            f.buffer_bytes as f64 / 1e6
+        );
+        match (f.gnuradio_msps, f.ratio) {
+            (Some(g), Some(ratio)) => {
+                println!(
+                    "  gnuradio flowgraph      {}  (tb.run() to file_sink close: no checksums, no sync)",
+                    secs(&f.gnuradio_s)
+                );
+                println!(
+                    "  best: radiohost {:.1} MSa/s, GNU Radio {:.1} MSa/s: {:.2}x",
+                    f.radiohost_msps, g, ratio
+                );
+            }
+            _ => println!(
+                "  best: radiohost {:.1} MSa/s; GNU Radio SKIPPED (see above)",
+                f.radiohost_msps
+            ),
+        }
     }
 }

@@ -31,6 +31,23 @@ pub fn run(cmd: ChanemuCmd) -> Result<()> {
     }
 }
 
+/// Widest Doppler any fading model here takes (the model's own check against its
+/// update rate is usually tighter).
+const MAX_DOPPLER_HZ: f64 = 100e3;
+
+/// `--doppler`: a frequency with its unit, 0 Hz to [`MAX_DOPPLER_HZ`].
+pub fn parse_doppler(s: &str) -> Result<f64, String> {
+    let hz = radiohost_testbed::units::parse_frequency(s).map_err(|e| e.to_string())?;
+    if (0.0..=MAX_DOPPLER_HZ).contains(&hz) {
+        Ok(hz)
+    } else {
+        Err(format!(
+            "{s} is out of range: the Doppler must be 0 Hz to 100kHz (and below half the \
+             fading model's update rate)"
+        ))
+    }
+}
+
 /// Command-line names of radiohost_dsp's channel models.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Model {
@@ -90,8 +107,9 @@ pub struct ChannelArgs {
     /// Power decay per model tap, dB.
     #[arg(long, default_value_t = 1.0)]
     pub decay_db: f32,
-    /// Maximum Doppler shift for ar1/jakes (Hz, kHz; e.g. 10Hz).
-    #[arg(long, default_value = "10Hz", value_parser = radiohost_testbed::units::parse_frequency)]
+    /// Maximum Doppler shift for ar1/jakes (Hz, kHz; e.g. 10Hz): 0 Hz to 100 kHz,
+    /// and below half the update rate (sample rate / (update blocks x block) / 2).
+    #[arg(long, default_value = "10Hz", value_parser = parse_doppler)]
     pub doppler: f64,
     /// Blocks between response updates for ar1/jakes.
     #[arg(long, default_value_t = 64)]
@@ -154,6 +172,10 @@ pub struct FileArgs {
     /// Also write the (initial) responses: .json = tap file, else SigMF cf32.
     #[arg(long)]
     pub write_taps: Option<PathBuf>,
+    /// Leave core:sha512 out of the output's metadata (optional in SigMF): skips
+    /// hashing the output, about as much CPU as the rest of a cf32 run together.
+    #[arg(long)]
+    pub no_checksum: bool,
     /// Print a JSON summary instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -176,6 +198,7 @@ fn run_file(a: FileArgs) -> Result<()> {
         flush: a.flush,
         sample_rate: a.sample_rate,
         write_taps: a.write_taps,
+        checksum: !a.no_checksum,
     })?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&s)?);

@@ -130,6 +130,10 @@ pub struct StreamArgs {
     /// Skip checking the transmitted samples against the expected output.
     #[arg(long)]
     no_verify: bool,
+    /// Exit 0 even when the host did not keep up with the radio (late or dropped
+    /// TX packets are still reported; the output check still applies).
+    #[arg(long)]
+    allow_late: bool,
     /// Print a JSON report instead of tables.
     #[arg(long)]
     json: bool,
@@ -198,8 +202,9 @@ pub struct ChanemuArgs {
     /// Seed for --model rayleigh/ar1/jakes.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Maximum Doppler shift for ar1/jakes (Hz, kHz; e.g. 10Hz).
-    #[arg(long, default_value = "10Hz", value_parser = units::parse_frequency)]
+    /// Maximum Doppler shift for ar1/jakes (Hz, kHz; e.g. 10Hz): 0 Hz to 100 kHz,
+    /// and below half the update rate (--rate / (--update-blocks x --block) / 2).
+    #[arg(long, default_value = "10Hz", value_parser = crate::chanemu::parse_doppler)]
     doppler: f64,
     /// Blocks between response updates for ar1/jakes (at least the response's
     /// partition count, length / block rounded up).
@@ -261,6 +266,14 @@ fn finish(s: &StreamArgs, r: &RunReport) -> Result<()> {
         if !s.json {
             println!("  plot written to {}", p.display());
         }
+    }
+    if let Some(k) = r.keep_up.as_ref().filter(|k| !k.kept_up && !s.allow_late) {
+        bail!(
+            "{} (--allow-late accepts such a run)",
+            k.reason
+                .as_deref()
+                .unwrap_or("the host did not keep up with the radio")
+        );
     }
     if let Some(v) = r.verification.as_ref().filter(|v| !v.passed()) {
         bail!(

@@ -107,6 +107,17 @@ pub fn print_run(r: &RunReport) {
     }
     print_latency(&r.streamer, r.radio.as_ref());
     print_counts(&r.streamer, r.radio.as_ref());
+    if let Some(k) = &r.keep_up {
+        match &k.reason {
+            None => println!(
+                "  kept up: every TX packet reached the radio in time (processing {:.0}% of a core, worst end-to-end {:.2} ms of the {:.2} ms offset)",
+                k.processing_load * 100.0,
+                k.worst_end_to_end_us / 1e3,
+                k.offset_us / 1e3
+            ),
+            Some(why) => println!("  DID NOT KEEP UP: {why}"),
+        }
+    }
     if let Some(c) = &r.check {
         println!("  check: {c}");
     }

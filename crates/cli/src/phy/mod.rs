@@ -27,7 +27,8 @@ pub enum PhyCmd {
     /// bit/block errors.
     Downlink(RunArgs),
     /// Baseband throughput with its physical floor beside it (LDPC decode/encode,
-    /// FFT, ZF 64x16, demodulation, a whole 64x16 uplink frame on one core).
+    /// FFT, ZF 64x16, demodulation, whole 64x16 uplink and downlink frames on one
+    /// core with each stage's core time beside its floor).
     Bench(BenchArgs),
 }
 
@@ -66,6 +67,10 @@ pub struct BenchArgs {
     #[arg(long = "per-kernel", alias = "seconds", default_value = "500ms",
           value_parser = radiohost_testbed::units::parse_positive_duration)]
     per_kernel: std::time::Duration,
+    /// Highest instruction set the phy kernels and LDPC decoders may use:
+    /// avx512, avx2 or portable (default: the best this CPU has).
+    #[arg(long)]
+    isa: Option<String>,
 }
 
 pub fn run(cmd: PhyCmd) -> Result<()> {
@@ -162,19 +167,32 @@ fn progress(n: u64, hidden: bool) -> indicatif::ProgressBar {
 }
 
 fn bench(a: BenchArgs) -> Result<()> {
+    use radiohost_phy::simd::Isa;
     let secs = a.per_kernel.as_secs_f64();
     anyhow::ensure!(
         secs > 0.0 && secs <= 60.0,
         "--per-kernel must be in (0, 60s]"
     );
+    if let Some(name) = &a.isa {
+        let isa = Isa::from_name(name).with_context(|| {
+            format!("--isa {name:?}: expected avx512, avx2 or portable")
+        })?;
+        anyhow::ensure!(
+            Isa::available().contains(&isa),
+            "--isa {name}: this CPU does not support it (best: {})",
+            Isa::detect().name()
+        );
+        Isa::limit(isa);
+    }
     let rep = radiohost_phy::bench::run(secs)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep.rows)?);
         return Ok(());
     }
     println!(
-        "phy bench, one core; peak assumed {}; copy bandwidth {:.1} GB/s",
+        "phy bench, one core; peak assumed {}; kernels at {}; copy bandwidth {:.1} GB/s",
         rep.peak,
+        Isa::detect().name(),
         rep.copy_bandwidth / 1e9
     );
     println!(
@@ -195,6 +213,30 @@ fn bench(a: BenchArgs) -> Result<()> {
         );
         if !r.note.is_empty() {
             println!("{:<36} {}", "", r.note);
+        }
+    }
+    for r in rep.rows.iter().filter(|r| !r.stages.is_empty()) {
+        println!();
+        println!(
+            "{}: {:.2} core-ms per frame, floor {:.2} ms ({:.0}% of floor)",
+            r.name,
+            r.ms_per_frame.unwrap_or(0.0),
+            r.floor_ms_per_frame.unwrap_or(0.0),
+            100.0 * r.value / r.floor
+        );
+        println!(
+            "  {:<10} {:>14} {:>14} {:>8}  floor basis",
+            "stage", "core-us/frame", "floor us", "x floor"
+        );
+        for st in &r.stages {
+            println!(
+                "  {:<10} {:>14.0} {:>14.0} {:>8.1}  {}",
+                st.stage,
+                st.us_per_frame,
+                st.floor_us_per_frame,
+                st.us_per_frame / st.floor_us_per_frame.max(1e-9),
+                st.floor_basis
+            );
         }
     }
     Ok(())

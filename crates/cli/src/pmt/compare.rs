@@ -6,15 +6,21 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use radiohost_pmt::app::{compare, parse_links, CompareConfig, MIN_TCP_RUNS};
+use radiohost_pmt::app::{compare, parse_links, CompareConfig, CompareStep, MIN_TCP_RUNS};
 use radiohost_testbed::units::parse_size;
 
 use crate::table::Table;
+use crate::ui::{self, Progress};
+
+/// An object size for a comparison: 1B..=1GB.
+fn object_size() -> impl Fn(&str) -> Result<usize, String> + Clone + Send + Sync {
+    ui::within(parse_size, 1, 1_000_000_000, "1B..=1GB")
+}
 
 #[derive(Args)]
 pub struct CompareArgs {
-    /// Object size with its unit (B, KB, MB, KiB, MiB).
-    #[arg(long, default_value = "1MB", value_parser = parse_size)]
+    /// Object size with its unit (B, KB, MB, KiB, MiB; 1B to 1GB).
+    #[arg(long, default_value = "1MB", value_parser = object_size())]
     size: usize,
     /// One link spec per receiver, `;`-separated (testbed syntax: rate, loss%,
     /// delay=, ge=, reorder=, dup=, queue=). Both directions use the spec.
@@ -24,78 +30,95 @@ pub struct CompareArgs {
     /// receiver index (default 0). Example: "0:10s=700kbit,20s=500kbit".
     #[arg(long)]
     capacity_schedule: Option<String>,
-    /// Runs of PMT and multicast (virtual time), seeds seed..seed+runs.
-    #[arg(long, default_value_t = 5)]
+    /// Runs of PMT and multicast (virtual time), seeds seed..seed+runs; 1 to 10000.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     runs: u64,
-    /// Runs of kernel TCP (real time, at least 5), seeds seed..seed+tcp-runs.
-    #[arg(long, default_value_t = MIN_TCP_RUNS)]
+    /// Runs of kernel TCP (real time), seeds seed..seed+tcp-runs; 5 to 1000.
+    #[arg(long, default_value_t = MIN_TCP_RUNS,
+          value_parser = clap::value_parser!(u64).range(MIN_TCP_RUNS..=1000))]
     tcp_runs: u64,
-    #[arg(long, default_value_t = 0)]
+    /// First random seed (links' losses and the object's bytes).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=u64::MAX / 2))]
     seed: u64,
     /// Skip the kernel TCP baseline (it runs in real time, --tcp-runs times, and needs
     /// root).
     #[arg(long)]
     no_tcp: bool,
-    /// Object size for the TCP runs (default: --size); real-time runs over slow
-    /// lossy links take minutes each.
-    #[arg(long, value_parser = parse_size)]
+    /// Object size for the TCP runs (default: --size; 1B to 1GB); real-time runs
+    /// over slow lossy links take minutes each.
+    #[arg(long, value_parser = object_size())]
     tcp_size: Option<usize>,
-    /// A run still going at this multiple of its floor is stopped and reported unfinished.
-    #[arg(long, default_value_t = 10.0)]
+    /// A run still going at this multiple of its floor is stopped and reported
+    /// unfinished (1 to 1000).
+    #[arg(long, default_value_t = 10.0, value_parser = ui::f64_in(1.0, 1000.0))]
     limit_factor: f64,
-    /// PMT window W (segments per round).
-    #[arg(long, default_value_t = 8)]
+    /// PMT window W (segments per round, 1 to 1024).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1024))]
     window: u16,
-    /// PMT groups K.
-    #[arg(long, default_value_t = 2)]
-    groups: usize,
-    /// Directory for the SVG plots.
-    #[arg(long, default_value = "pmt-compare")]
-    plot_dir: PathBuf,
+    /// PMT groups K (RTT groups, 1 to 16).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=16))]
+    groups: u8,
+    /// Plots: bytes_vs_time.svg and groups_vs_cwnd.svg (a DIR, or FILE for
+    /// FILE-stem-<name>.svg beside it); none without it.
+    #[arg(long)]
+    svg: Option<PathBuf>,
     /// Print one JSON row per protocol, receiver and run (each with its `clock`:
     /// virtual-time or real-time).
     #[arg(long)]
     json: bool,
     /// Also write the JSON rows to this file (with the human table on stdout).
     #[arg(long)]
-    save_json: Option<PathBuf>,
+    out: Option<PathBuf>,
 }
 
 pub fn run(a: CompareArgs) -> Result<()> {
+    let links = parse_links(&a.links, a.capacity_schedule.as_deref())
+        .map_err(|e| ui::usage(format!("--links / --capacity-schedule: {e}")))?;
+    let svg = a.svg.as_deref().map(ui::SvgOut::new).transpose()?;
+    if let Some(p) = &a.out {
+        ui::check_output_file("--out", p)?;
+    }
     let c = CompareConfig {
         size: a.size,
         tcp_size: a.tcp_size.unwrap_or(a.size),
-        links: parse_links(&a.links, a.capacity_schedule.as_deref())?,
+        links,
         runs: a.runs,
         tcp_runs: a.tcp_runs,
         seed: a.seed,
         tcp: !a.no_tcp,
         limit_factor: a.limit_factor,
         window: a.window,
-        groups: a.groups,
+        groups: usize::from(a.groups),
     };
-    let rep = compare(&c, |run, secs| {
-        if !a.json {
-            eprintln!(
-                "TCP run {} of {}: kernel TCP Reno in real time (up to {secs:.1} s)...",
-                run + 1,
-                a.tcp_runs
-            );
-        }
+    let steps = a.runs + if a.no_tcp { 0 } else { a.tcp_runs };
+    let bar = Progress::new("pmt and multicast runs", steps, !a.json);
+    let rep = compare(&c, &ui::stop_flag(), |step| match step {
+        CompareStep::Simulated { .. } | CompareStep::TcpDone { .. } => bar.inc(1),
+        CompareStep::TcpStarting { run, limit_s } => bar.label(format!(
+            "TCP run {} of {} (real time, up to {limit_s:.0} s)",
+            run + 1,
+            a.tcp_runs
+        )),
     })?;
-    std::fs::create_dir_all(&a.plot_dir)
-        .with_context(|| format!("creating {}", a.plot_dir.display()))?;
-    let bytes_svg = a.plot_dir.join("bytes_vs_time.svg");
-    let groups_svg = a.plot_dir.join("groups_vs_cwnd.svg");
-    super::plot::bytes_vs_time(&bytes_svg, &rep.first, &a.links)?;
-    super::plot::groups_vs_cwnd(&groups_svg, &rep.first)?;
-    if let Some(p) = &a.save_json {
+    drop(bar);
+    let plots = match &svg {
+        Some(svg) if !rep.first.is_empty() => {
+            let bytes_svg = svg.path("bytes_vs_time", true);
+            let groups_svg = svg.path("groups_vs_cwnd", true);
+            super::plot::bytes_vs_time(&bytes_svg, &rep.first, &a.links)?;
+            super::plot::groups_vs_cwnd(&groups_svg, &rep.first)?;
+            Some((bytes_svg, groups_svg))
+        }
+        _ => None,
+    };
+    if let Some(p) = &a.out {
         std::fs::write(p, serde_json::to_string_pretty(&rep.rows)?)
             .with_context(|| format!("writing {}", p.display()))?;
     }
+    let partial = || format!("{} result rows from the runs done", rep.rows.len());
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep.rows)?);
-        return Ok(());
+        return ui::partial_if_interrupted(partial);
     }
     println!(
         "virtual-time rows: simulated network, seconds of virtual time; \
@@ -139,10 +162,15 @@ pub fn run(a: CompareArgs) -> Result<()> {
             }
         );
     }
-    println!("plots: {} {}", bytes_svg.display(), groups_svg.display());
-    if let Some(e) = rep.tcp_error {
+    if let Some((b, g)) = &plots {
+        println!("plots: {} {}", b.display(), g.display());
+    }
+    if let Some(e) = &rep.tcp_error {
         eprintln!("kernel TCP baseline skipped: {e}");
         println!("note: TCP baseline not run: {e}");
     }
-    Ok(())
+    if rep.interrupted {
+        println!("PARTIAL: interrupted; the table holds the runs done");
+    }
+    ui::partial_if_interrupted(partial)
 }

@@ -43,14 +43,15 @@ pub struct SendArgs {
     /// File holding a pre-shared key: every packet then carries an HMAC-SHA256 tag.
     #[arg(long)]
     psk_file: Option<PathBuf>,
-    /// W: segments per round.
-    #[arg(long, default_value_t = 8)]
+    /// W: segments per round, 1 to 1024.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1024))]
     window: u16,
-    /// K: number of RTT groups (2 = the paper's fast/slow split).
-    #[arg(long, default_value_t = 2)]
-    groups: usize,
-    /// Payload bytes per segment.
-    #[arg(long, default_value_t = 1400)]
+    /// K: number of RTT groups, 1 to 16 (2 = the paper's fast/slow split).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=16))]
+    groups: u8,
+    /// Payload bytes per segment, 1 to 9000 (a plain number of bytes).
+    #[arg(long, default_value_t = 1400,
+          value_parser = clap::value_parser!(u16).range(1..=radiohost_pmt::wire::MAX_SEGMENT as i64))]
     segment: u16,
     /// A receiver silent this long is declared failed (the others carry on); a
     /// duration with its unit (e.g. 15s).
@@ -79,8 +80,8 @@ pub struct RecvArgs {
     /// File holding the pre-shared key the sender uses.
     #[arg(long)]
     psk_file: Option<PathBuf>,
-    /// Reassembly buffer in segments (the flow-control window).
-    #[arg(long, default_value_t = 1024)]
+    /// Reassembly buffer in segments (the flow-control window), 1 to 65536.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=65_536))]
     buffer: u32,
     /// Keep answering this long after completion so a lost final ACK is repaired
     /// (a duration with its unit, e.g. 2s).
@@ -120,13 +121,17 @@ fn send(a: SendArgs) -> Result<()> {
         session: a.session,
         segment_size: a.segment,
         window: a.window,
-        groups: a.groups,
+        groups: usize::from(a.groups),
         fail_timeout: a.fail_timeout,
         psk: psk(&a.psk_file)?,
         ..Default::default()
     };
     let total = data.len() as u64;
-    let multi = MultiProgress::new();
+    let multi = if a.json {
+        MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden())
+    } else {
+        MultiProgress::new()
+    };
     let bars: Vec<ProgressBar> = dests
         .iter()
         .map(|d| {
@@ -191,6 +196,7 @@ fn send(a: SendArgs) -> Result<()> {
 }
 
 fn recv(a: RecvArgs) -> Result<()> {
+    crate::ui::check_output_file("--out", &a.out)?;
     let cfg = ReceiverConfig {
         sender: a.from,
         session: a.session,
@@ -198,7 +204,11 @@ fn recv(a: RecvArgs) -> Result<()> {
         psk: psk(&a.psk_file)?,
         ..Default::default()
     };
-    let bar = ProgressBar::new(0);
+    let bar = if a.json {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(0)
+    };
     bar.set_style(bar_style());
     bar.set_prefix(a.listen.to_string());
     bar.set_message("waiting for a sender");

@@ -21,12 +21,12 @@ use crate::ui::with_progress;
 pub struct BenchArgs {
     #[command(flatten)]
     thread: ThreadArgs,
-    /// Wake-up period (ns, us, ms, s; e.g. 1ms).
-    #[arg(long, default_value = "1ms", value_parser = units::parse_positive_duration)]
+    /// Wake-up period (ns, us, ms, s; 10us to 10s, e.g. 1ms).
+    #[arg(long, default_value = "1ms", value_parser = super::interval_arg())]
     interval: Duration,
     /// Length of each run (four runs: probe and cyclictest, idle and loaded;
-    /// ns, us, ms, s, min).
-    #[arg(long, default_value = "10s", value_parser = units::parse_positive_duration)]
+    /// ns, us, ms, s, min; 1ms to 24h).
+    #[arg(long, default_value = "10s", value_parser = super::run_length_arg())]
     duration: Duration,
     /// Alternate the tools this many times (each run lasts duration/rounds).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]

@@ -5,12 +5,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use radiohost_station::bench::{run_bench, BenchConfig};
 use radiohost_station::ru::TransportKind;
-use radiohost_station::setup::{cpu_devices, load_config, parse_policies};
+use radiohost_station::setup::{load_config, parse_policies};
+
+use super::common::{device_pool, parse_percent};
 use radiohost_testbed::units::parse_positive_duration;
 
 use crate::table::Table;
@@ -23,37 +25,41 @@ pub struct BenchArgs {
     /// Policies, comma separated, or all.
     #[arg(long, default_value = "all")]
     pub policies: String,
-    /// CPU devices.
-    #[arg(long, default_value_t = 2)]
-    pub devices: usize,
-    /// Workers per device.
-    #[arg(long, default_value_t = 1)]
-    pub workers: usize,
+    /// Devices, in order: cpu:WORKERS and gpu:ORDINAL, comma separated.
+    #[arg(long, default_value = "cpu:1,cpu:1")]
+    pub devices: String,
     /// Do not pin workers to cores.
     #[arg(long)]
     pub no_pin: bool,
     /// Offered loads as fractions of the measured floor capacity, comma separated.
     #[arg(long, default_value = "0.1,0.2,0.3,0.5,0.7,1.0", value_delimiter = ',')]
     pub loads: Vec<f64>,
-    /// Frames per run (one run per configuration, load and policy).
-    #[arg(long, default_value_t = 200)]
+    /// Frames per run (one run per configuration, load and policy; 1 to 10000000).
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub frames: u64,
     /// Frame deadline with its unit (e.g. 4ms); by default max(4ms, 4 x the serial frame time).
     #[arg(long, value_parser = parse_positive_duration)]
     pub deadline: Option<Duration>,
-    /// Subcarrier parts.
-    #[arg(long, default_value_t = 4)]
-    pub parts: usize,
+    /// Subcarrier parts (1 to 1200).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1200))]
+    pub parts: u16,
     /// Fronthaul transport.
     #[arg(long, default_value = "ring")]
     pub transport: TransportKind,
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
-    /// Write the per-opcode calibration (`{"cpu": {opcode: ns}, "shape": {...}}`)
-    /// of the first configuration here, for the scheduling simulator.
+    /// Write the calibration this sweep measured on the first configuration here
+    /// (what `station calibrate --out` writes; `station simulate --calibration` reads it).
     #[arg(long)]
     pub calibration_out: Option<PathBuf>,
+    /// Fail when a run at an offered load of at most the floor (load <= 1.0) leaves
+    /// more than this share of frames undecoded in deadline (e.g. 1%); unset: report only.
+    #[arg(long, value_parser = parse_percent)]
+    pub max_miss: Option<f64>,
+    /// With --max-miss: report the misses but exit 0.
+    #[arg(long)]
+    pub accept_misses: bool,
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
@@ -64,11 +70,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
             .map(|c| load_config(c))
             .collect::<Result<_, _>>()?,
         policies: parse_policies(&a.policies)?,
-        devices: cpu_devices(a.devices, a.workers, !a.no_pin)?,
+        devices: device_pool(&a.devices, !a.no_pin)?,
         loads: a.loads.clone(),
         frames: a.frames,
         deadline_ns: a.deadline.map(|d| d.as_nanos() as u64),
-        parts: a.parts,
+        parts: usize::from(a.parts),
         transport: a.transport,
     };
     let runs = (b.configs.len() * b.loads.len() * b.policies.len()) as u64;
@@ -87,23 +93,55 @@ pub fn run(a: BenchArgs) -> Result<()> {
     })?;
     bar.finish_and_clear();
     if let (Some(path), Some(c)) = (&a.calibration_out, rep.calibration.first()) {
-        std::fs::write(path, serde_json::to_string_pretty(&c.simulator_json())?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        c.calibration.save(path)?;
     }
+    let misses = match a.max_miss {
+        Some(max) => {
+            let over: Vec<_> = rep
+                .rows
+                .iter()
+                .filter(|r| r.load <= 1.0 && r.frames > 0)
+                .filter(|r| r.missed as f64 / r.frames as f64 > max)
+                .map(|r| {
+                    format!(
+                        "{} {} at {:.0} frames/s: {} of {}",
+                        r.config, r.policy, r.offered_fps, r.missed, r.frames
+                    )
+                })
+                .collect();
+            (!over.is_empty() && !a.accept_misses).then(|| {
+                anyhow::anyhow!(
+                    "{} run(s) left more than --max-miss {:.1}% of frames undecoded in deadline ({}); pass --accept-misses to exit 0 anyway",
+                    over.len(),
+                    100.0 * max,
+                    over.join("; ")
+                )
+            })
+        }
+        None => None,
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep)?);
-        return Ok(());
+        return misses.map_or(Ok(()), Err);
     }
     let (rows, ratios, saturation, workers) =
         (&rep.rows, &rep.ratios, &rep.saturation, rep.workers);
     println!(
-        "station bench: {} CPU devices x {} workers, {} frames per run, load average {}",
-        a.devices, a.workers, a.frames, rep.loadavg
+        "station bench: {}, {} frames per run, load average {}",
+        a.devices, a.frames, rep.loadavg
     );
     for c in &rep.calibration {
         println!(
-            "{}: serial frame {:.0} us -> floor {:.0} frames/s on {workers} workers",
-            c.config, c.serial_frame_us, c.floor_fps
+            "{}: serial frame {:.0} us -> floor {:.0} frames/s on {workers} CPU workers (costs calibrated in this run on {})",
+            c.config,
+            c.serial_frame_us,
+            c.floor_fps,
+            c.calibration
+                .devices
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     println!();
@@ -149,5 +187,5 @@ pub fn run(a: BenchArgs) -> Result<()> {
             100.0 * s.of_floor
         );
     }
-    Ok(())
+    misses.map_or(Ok(()), Err)
 }

@@ -1,13 +1,92 @@
 //! Tables and plots shared by `station run` and `station bench`.
 
 use std::path::Path;
+use std::sync::Arc;
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use plotters::prelude::*;
 
 use crate::plot::{self, Axis, LineChart, Series};
 use crate::table::Table;
 use radiohost_station::report::RunReport;
+use radiohost_station::runtime::DeviceSpec;
+use radiohost_station::setup::{cpu_specs, parse_devices, DeviceArg};
+
+/// The device pool of `--devices cpu:N,gpu:K,...`, in the order given (device ids
+/// follow it). A `gpu:K` without a usable CUDA driver or GPU K is an error.
+pub fn device_pool(list: &str, pin: bool) -> Result<Vec<DeviceSpec>> {
+    let args = parse_devices(list)?;
+    if args.len() > 1 && args.iter().any(|a| matches!(a, DeviceArg::Gpu(_))) {
+        bail!(
+            "--devices {list}: a GPU executor keeps a frame's data on the GPU, so it runs whole frames and must be the only device (mixing devices needs per-frame data placement, not built yet)"
+        );
+    }
+    let mut cpus = cpu_specs(&args, pin).into_iter();
+    let mut pool = Vec::new();
+    for a in args {
+        match a {
+            DeviceArg::Cpu(_) => pool.extend(cpus.next()),
+            DeviceArg::Gpu(ordinal) => {
+                let f = radiohost_gpu::station::GpuExecutorFactory::probe(ordinal)
+                    .map_err(|e| anyhow!("--devices gpu:{ordinal}: {e}"))?;
+                pool.push(DeviceSpec::External(Arc::new(f)));
+            }
+        }
+    }
+    Ok(pool)
+}
+
+/// A share written as a percentage with its unit (`1%`, `0.5%`), as a fraction.
+pub fn parse_percent(s: &str) -> Result<f64, String> {
+    let v = s
+        .trim()
+        .strip_suffix('%')
+        .ok_or_else(|| format!("`{s}`: give a percentage with its unit, e.g. 1%"))?;
+    let v: f64 = v
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}`: not a number"))?;
+    if !(0.0..=100.0).contains(&v) {
+        return Err(format!("`{s}`: must be between 0% and 100%"));
+    }
+    Ok(v / 100.0)
+}
+
+/// Frames that did not complete in their deadline (missed, rejected, failed) over
+/// all frames.
+pub fn miss_fraction(r: &RunReport) -> f64 {
+    (r.frames - r.completed.min(r.frames)) as f64 / r.frames.max(1) as f64
+}
+
+/// Fail in one line when a run kept fewer deadlines than `max_miss` allows (unless
+/// `accept` says the misses are expected).
+pub fn check_misses(reports: &[RunReport], max_miss: f64, accept: bool) -> Result<()> {
+    for r in reports {
+        let miss = miss_fraction(r);
+        if miss > max_miss && !accept {
+            bail!(
+                "{} on {}: {} of {} frames ({:.1}%) not decoded within the deadline, above --max-miss {:.1}% (pass --accept-misses to exit 0 anyway)",
+                r.policy,
+                r.config,
+                r.frames - r.completed.min(r.frames),
+                r.frames,
+                100.0 * miss,
+                100.0 * max_miss
+            );
+        }
+    }
+    Ok(())
+}
+
+/// One line per device: where the scheduler's costs for it came from.
+pub fn print_costs(r: &RunReport) {
+    let labels: Vec<String> = r
+        .device_costs
+        .iter()
+        .map(|d| format!("{} {} ({} units): {}", d.device, d.name, d.units, d.costs))
+        .collect();
+    println!("device costs: {}", labels.join("; "));
+}
 
 /// The human table of runs.
 pub fn print_table(reports: &[RunReport]) {

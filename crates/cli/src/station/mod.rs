@@ -2,6 +2,7 @@
 //! (`run`, `bench`) and, from the core engineer, the scheduling simulator.
 
 mod bench;
+mod calibrate;
 mod common;
 mod run;
 mod simulate;
@@ -22,6 +23,10 @@ pub enum StationCmd {
     /// machine cannot run (up to 32 GPUs, 8 RUs, 256x128), with devices that come and
     /// go; table, `--json` rows and an SVG of P99.99 latency against RUs.
     Simulate(simulate::SimulateArgs),
+    /// Run every opcode of a configuration on each device (cpu:N, gpu:K) through its
+    /// executor and save the latency distributions and resource needs as JSON, for
+    /// `station run --calibration` and `station simulate --calibration`.
+    Calibrate(calibrate::CalibrateArgs),
 }
 
 pub fn run(cmd: StationCmd) -> Result<()> {
@@ -29,5 +34,6 @@ pub fn run(cmd: StationCmd) -> Result<()> {
         StationCmd::Run(a) => run::run(a),
         StationCmd::Bench(a) => bench::run(a),
         StationCmd::Simulate(a) => simulate::run(a),
+        StationCmd::Calibrate(a) => calibrate::run(a),
     }
 }

@@ -1,15 +1,22 @@
 //! `radiohost station run` and the demo's baseband stage (`radiohost_station::setup`).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use radiohost_station::ru::TransportKind;
-use radiohost_station::setup::{load_config, parse_policies, run_policies, RunConfig};
+use radiohost_station::calibration::Calibration;
+use radiohost_station::setup::{
+    load_config, parse_device_events, parse_policies, run_policies, RunConfig,
+};
 use radiohost_testbed::units::parse_positive_duration;
 
-use super::common::{breakdown_svg, cdf_svg, print_breakdown, print_table};
+use super::common::{
+    breakdown_svg, cdf_svg, check_misses, device_pool, parse_percent, print_breakdown,
+    print_costs, print_table,
+};
 
 #[derive(Args)]
 pub struct RunArgs {
@@ -20,20 +27,18 @@ pub struct RunArgs {
     /// runs in turn on the same frames).
     #[arg(long, default_value = "lroc")]
     pub policy: String,
-    /// CPU devices the cores are split into.
-    #[arg(long, default_value_t = 2)]
-    pub devices: usize,
-    /// Worker threads per device (its capacity).
-    #[arg(long, default_value_t = 1)]
-    pub workers: usize,
+    /// Devices, in order (their ids): cpu:WORKERS (a CPU device of that many worker
+    /// threads) and gpu:ORDINAL (a CUDA GPU), comma separated.
+    #[arg(long, default_value = "cpu:1,cpu:1")]
+    pub devices: String,
     /// Do not pin workers to cores.
     #[arg(long)]
     pub no_pin: bool,
-    /// Radio units, each sending its own frames.
-    #[arg(long, default_value_t = 1)]
-    pub rus: usize,
-    /// Frames each radio unit sends.
-    #[arg(long, default_value_t = 500)]
+    /// Radio units, each sending its own frames (1 to 64).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub rus: u16,
+    /// Frames each radio unit sends (1 to 10000000).
+    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub frames: u64,
     /// Fronthaul transport: udp (loopback) or ring (in-process).
     #[arg(long, default_value = "ring")]
@@ -44,15 +49,27 @@ pub struct RunArgs {
     /// Deadline after a frame's first packet, a duration with its unit (e.g. 4ms).
     #[arg(long, default_value = "4ms", value_parser = parse_positive_duration)]
     pub deadline: Duration,
-    /// Subcarrier parts ZF, EqDemod and Precode are split into.
-    #[arg(long, default_value_t = 4)]
-    pub parts: usize,
-    /// Remove the last device when this frame (global id) arrives.
+    /// Subcarrier parts ZF, EqDemod and Precode are split into (1 to 1200).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1200))]
+    pub parts: u16,
+    /// Devices leaving and rejoining, times after the first frame: e.g.
+    /// remove:1@200ms,add:1@500ms (device ids follow --devices).
     #[arg(long)]
-    pub remove_device_at: Option<u64>,
-    /// Distinct generated frames the radio units replay.
-    #[arg(long, default_value_t = 8)]
-    pub bank_frames: usize,
+    pub device_events: Option<String>,
+    /// Measured per-opcode costs (`station calibrate --out`); without it the
+    /// scheduler starts from modelled costs (the report says which).
+    #[arg(long)]
+    pub calibration: Option<PathBuf>,
+    /// Largest share of frames allowed to miss their deadline (missed, rejected or
+    /// failed) before the command fails.
+    #[arg(long, default_value = "1%", value_parser = parse_percent)]
+    pub max_miss: f64,
+    /// Exit 0 even when more than --max-miss of the frames missed their deadline.
+    #[arg(long)]
+    pub accept_misses: bool,
+    /// Distinct generated frames the radio units replay (1 to 256).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub bank_frames: u16,
     /// Also verify every completed frame's downlink with emulated users.
     #[arg(long)]
     pub verify_downlink: bool,
@@ -66,21 +83,32 @@ pub struct RunArgs {
 
 fn run_config(a: &RunArgs) -> Result<RunConfig> {
     let (config, config_name) = load_config(&a.config)?;
+    let devices = device_pool(&a.devices, !a.no_pin)?;
+    let frame_period_ns = a.frame_period.as_nanos() as u64;
+    let device_changes = parse_device_events(
+        a.device_events.as_deref(),
+        frame_period_ns,
+        usize::from(a.rus),
+        devices.len(),
+    )?;
+    let calibration = match &a.calibration {
+        Some(p) => Some(Arc::new(Calibration::load(p)?)),
+        None => None,
+    };
     Ok(RunConfig {
         config,
         config_name,
-        devices: a.devices,
-        workers: a.workers,
-        pin: !a.no_pin,
-        rus: a.rus,
+        devices,
+        rus: usize::from(a.rus),
         frames: a.frames,
         transport: a.transport,
-        frame_period_ns: a.frame_period.as_nanos() as u64,
+        frame_period_ns,
         deadline_ns: a.deadline.as_nanos() as u64,
-        parts: a.parts,
-        remove_device_at: a.remove_device_at,
-        bank_frames: a.bank_frames,
+        parts: usize::from(a.parts),
+        device_changes,
+        bank_frames: usize::from(a.bank_frames),
         verify_downlink: a.verify_downlink,
+        calibration,
     })
 }
 
@@ -91,9 +119,12 @@ pub fn run(a: RunArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&reports)?);
     } else {
         println!(
-            "station run: {} on {} CPU devices x {} workers, {} RU(s) x {} frames every {:?} over {:?}, deadline {:?}",
-            s.config_name, a.devices, a.workers, a.rus, a.frames, a.frame_period, a.transport, a.deadline
+            "station run: {} on {}, {} RU(s) x {} frames every {:?} over {:?}, deadline {:?}",
+            s.config_name, a.devices, a.rus, a.frames, a.frame_period, a.transport, a.deadline
         );
+        if let Some(r) = reports.first() {
+            print_costs(r);
+        }
         print_table(&reports);
         println!();
         print_breakdown(&reports);
@@ -111,7 +142,7 @@ pub fn run(a: RunArgs) -> Result<()> {
     }
     if let Some(dir) = &a.svg_dir {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let title = format!("{}: frame latency, {} devices", s.config_name, a.devices);
+        let title = format!("{}: frame latency on {}", s.config_name, a.devices);
         cdf_svg(&dir.join("station_latency_cdf.svg"), &title, &reports)?;
         let title = format!("{}: stage breakdown", s.config_name);
         breakdown_svg(&dir.join("station_breakdown.svg"), &title, &reports)?;
@@ -122,5 +153,5 @@ pub fn run(a: RunArgs) -> Result<()> {
     if reports.iter().any(|r| r.decode_errors > 0) {
         bail!("some frames decoded to bits that differ from the truth (see decoded_ok)");
     }
-    Ok(())
+    check_misses(&reports, a.max_miss, a.accept_misses)
 }

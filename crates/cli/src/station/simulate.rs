@@ -22,38 +22,39 @@ pub struct SimulateArgs {
     /// Policies to compare: a comma list of lroc, frame, symbol, task, or `all`.
     #[arg(long, default_value = "lroc,frame,symbol,task")]
     pub policies: String,
-    /// Devices in the pool; a comma list sweeps it (e.g. 8,16,32).
-    #[arg(long, default_value = "4", value_delimiter = ',')]
+    /// Devices in the pool (1 to 1024); a comma list sweeps it (e.g. 8,16,32).
+    #[arg(long, default_value = "4", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub devices: Vec<u32>,
     /// Kind of every device: `gpu` (units are SMs) or `cpu` (units are cores).
     #[arg(long, default_value = "gpu")]
     pub device_kind: String,
-    /// Resource units per device (132 = an H100's SMs).
-    #[arg(long, default_value_t = 132)]
+    /// Resource units per device (1 to 100000; 132 = an H100's SMs).
+    #[arg(long, default_value_t = 132, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub units: u32,
-    /// Radio units, each sending one frame per period; a comma list sweeps it.
-    #[arg(long, default_value = "1,2,4,8", value_delimiter = ',')]
+    /// Radio units (1 to 64), each sending one frame per period; a comma list sweeps it.
+    #[arg(long, default_value = "1,2,4,8", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=64))]
     pub rus: Vec<u32>,
-    /// Base-station antennas.
-    #[arg(long, default_value_t = 64)]
-    pub antennas: usize,
-    /// Users (spatial streams).
-    #[arg(long, default_value_t = 16)]
-    pub users: usize,
-    /// Data subcarriers per symbol.
-    #[arg(long, default_value_t = 1200)]
-    pub data_num: usize,
-    /// FFT size.
-    #[arg(long, default_value_t = 2048)]
-    pub fft_size: usize,
-    /// Subcarrier parts ZF, equalisation and precoding are split into.
-    #[arg(long, default_value_t = 16)]
-    pub parts: usize,
+    /// Base-station antennas (1 to 1024).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub antennas: u16,
+    /// Users, spatial streams (1 to 1024, at most the antennas).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub users: u16,
+    /// Data subcarriers per symbol (1 to 65536, at most the FFT size).
+    #[arg(long, default_value_t = 1200, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub data_num: u32,
+    /// FFT size (64 to 65536).
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(64..=65_536))]
+    pub fft_size: u32,
+    /// Subcarrier parts ZF, equalisation and precoding are split into (1 to 4096,
+    /// at most the data subcarriers).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=4096))]
+    pub parts: u16,
     /// Frame schedule: P pilot, U uplink, D downlink, G guard (14 symbols per frame).
     #[arg(long, default_value = "PUUUUUUUUUUUUU")]
     pub schedule: String,
-    /// Frames per radio unit.
-    #[arg(long, default_value_t = 2000)]
+    /// Frames per radio unit (1 to 10000000).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub frames: u64,
     /// Frame period, a duration with its unit (e.g. 1ms, 500us).
     #[arg(long, default_value = "1ms", value_parser = parse_positive_duration)]
@@ -65,15 +66,15 @@ pub struct SimulateArgs {
     /// remove:1@200ms,add:1@400ms.
     #[arg(long)]
     pub churn: Option<String>,
-    /// Kernel latency calibration JSON (`{"cpu"|"gpu": {opcode: ns}, "shape": {...}}`,
-    /// as written by `radiohost station bench --calibration-out`).
+    /// Measured kernel costs (`radiohost station calibrate --out`, or `station bench
+    /// --calibration-out`); without it the costs are modelled (every report says which).
     #[arg(long)]
     pub calibration: Option<PathBuf>,
     /// Policy parameters JSON (any subset of PolicyParams fields).
     #[arg(long)]
     pub policy_params: Option<PathBuf>,
-    /// Kernel time jitter (+- fraction).
-    #[arg(long, default_value_t = 0.1)]
+    /// Kernel time jitter (+- fraction, 0 to 0.9).
+    #[arg(long, default_value_t = 0.1, value_parser = parse_jitter)]
     pub jitter: f64,
     /// Random seed (same seed, same result).
     #[arg(long, default_value_t = 1)]
@@ -89,6 +90,15 @@ pub struct SimulateArgs {
     pub svg: Option<PathBuf>,
 }
 
+fn parse_jitter(s: &str) -> Result<f64, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if (0.0..=0.9).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("`{s}`: jitter is a fraction from 0 to 0.9"))
+    }
+}
+
 fn base_config(a: &SimulateArgs) -> Result<SimConfig> {
     let kind = parse_device_kind(&a.device_kind)?;
     let model = read_cost_model(a.calibration.as_deref())?;
@@ -99,11 +109,11 @@ fn base_config(a: &SimulateArgs) -> Result<SimConfig> {
         kind,
         units: a.units,
         rus: 1,
-        antennas: a.antennas,
-        users: a.users,
-        data_num: a.data_num,
-        fft_size: a.fft_size,
-        parts: a.parts,
+        antennas: usize::from(a.antennas),
+        users: usize::from(a.users),
+        data_num: a.data_num as usize,
+        fft_size: a.fft_size as usize,
+        parts: usize::from(a.parts),
         schedule: a.schedule.clone(),
         frames_per_ru: a.frames,
         frame_period_ns: a.frame_period.as_nanos() as u64,
@@ -113,7 +123,6 @@ fn base_config(a: &SimulateArgs) -> Result<SimConfig> {
         seed: a.seed,
         params,
         model,
-        calibrate_policy: true,
     })
 }
 
@@ -153,9 +162,20 @@ pub fn run(a: SimulateArgs) -> Result<()> {
 }
 
 fn print_table(rows: &[SimResult], a: &SimulateArgs) {
+    let costs = rows.first().map_or("modelled", |r| r.costs.name());
     println!(
-        "{}x{} {} devices x {} units ({}), {} frames/RU, deadline {:?}",
-        a.antennas, a.users, a.device_kind, a.units, a.schedule, a.frames, a.deadline
+        "{}x{} {} devices x {} units ({}), {} frames/RU, deadline {:?}; kernel costs {costs}{}",
+        a.antennas,
+        a.users,
+        a.device_kind,
+        a.units,
+        a.schedule,
+        a.frames,
+        a.deadline,
+        match &a.calibration {
+            Some(p) => format!(" from {}", p.display()),
+            None => " (cost model, not measured: pass --calibration FILE)".to_string(),
+        }
     );
     let t = Table::new("<7 >4 >4 >7 >7 >6 >6 >8.3 >8.3 >9.3 >8.0 >5.2 >11");
     t.header("policy|dev|RUs|frames|done|miss|rej|mean ms|p99 ms|p99.99 ms|fps|util|p99.99/lroc");

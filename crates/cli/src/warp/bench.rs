@@ -11,24 +11,25 @@ use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct BenchArgs {
-    /// Node counts to measure.
-    #[arg(long, default_value = "1,2,4,8,12,16", value_delimiter = ',')]
+    /// Node counts to measure, each 1 to 254.
+    #[arg(long, default_value = "1,2,4,8,12,16", value_delimiter = ',',
+          value_parser = clap::value_parser!(u16).range(1..=radiohost_warp::addressing::MAX_WARPLAB_NODES as i64))]
     nodes: Vec<u16>,
-    /// Samples per read/write per node.
-    #[arg(long, default_value_t = 32768)]
+    /// Samples per read/write per node, 1 to 32768.
+    #[arg(long, default_value_t = 32768, value_parser = clap::value_parser!(u32).range(1..=32768))]
     samples: u32,
     /// Also measure the serial baseline (one node after another).
     #[arg(long)]
     serial: bool,
-    /// Calls per (mode, node count, operation).
-    #[arg(long, default_value_t = 1000)]
+    /// Calls per (mode, node count, operation), at least 1.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..))]
     calls: u32,
     #[command(flatten)]
     net: NetArgs,
     #[command(flatten)]
     links: LinkArgs,
-    /// Host link counts to measure (overrides --host-links), e.g. "1,2".
-    #[arg(long, value_delimiter = ',')]
+    /// Host link counts to measure, each 1 or 2 (overrides --host-links), e.g. "1,2".
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u8).range(1..=2))]
     host_link_set: Vec<u8>,
     /// Directory for the CSV and the SVG plot.
     #[arg(long, default_value = "bench-out/warp")]
@@ -66,6 +67,23 @@ pub fn run(a: BenchArgs) -> Result<()> {
             eprintln!(
                 "host socket {}: asked for {} KiB buffers, kernel granted {} KiB receive / {} KiB send",
                 s.local, s.requested / 1024, s.recv_granted / 1024, s.send_granted / 1024
+            );
+        }
+    }
+    if !a.json {
+        for o in &rep.offload {
+            let on = |b: bool| if b { "on" } else { "off" };
+            eprintln!(
+                "UDP offload with {} host link(s): host GSO {} / GRO {} ({} GSO sends, {} GRO batches), emulator GSO {} / GRO {} ({} GSO sends, {} GRO batches)",
+                o.host_links,
+                on(o.host.iter().any(|h| h.gso)),
+                on(o.host.iter().any(|h| h.gro)),
+                o.host_gso_sends,
+                o.host_gro_batches,
+                on(o.emulator_gso),
+                on(o.emulator_gro),
+                o.emulator_gso_sends,
+                o.emulator_gro_batches
             );
         }
     }

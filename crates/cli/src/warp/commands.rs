@@ -17,10 +17,14 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+/// Samples in one RF buffer of a WARP v3 node.
+const BUFFER: u32 = radiohost_warp::node::BUFFER_SAMPLES as u32;
+
 #[derive(Args)]
 pub struct EmulateArgs {
-    /// Number of nodes (IDs 0..N).
-    #[arg(long, default_value_t = 16)]
+    /// Number of nodes (IDs 0..N), 1 to 254.
+    #[arg(long, default_value_t = 16,
+          value_parser = clap::value_parser!(u16).range(1..=radiohost_warp::addressing::MAX_WARPLAB_NODES as i64))]
     nodes: u16,
     #[command(flatten)]
     net: NetArgs,
@@ -37,6 +41,13 @@ pub struct EmulateArgs {
 }
 
 pub fn emulate(a: EmulateArgs) -> Result<()> {
+    // The last node must have an address (its port at most 65535).
+    a.net.addressing().node_addr(a.nodes - 1).map_err(|e| {
+        crate::ui::usage(format!(
+            "--nodes {} --base-port {}: {e}",
+            a.nodes, a.net.base_port
+        ))
+    })?;
     let cfg = a.links.network(a.nodes, &a.net).emulator_config()?;
     let emu = Emulator::start(cfg.clone()).context("starting the emulated nodes")?;
     let first = emu.node_addrs().first().copied();
@@ -132,8 +143,15 @@ pub struct HostArgs {
 
 impl HostArgs {
     fn connect(&self) -> Result<(WarpHost, Vec<u16>)> {
+        let ids = parse_node_list(&self.nodes).map_err(|e| crate::ui::usage(e.to_string()))?;
+        for &id in &ids {
+            self.net
+                .addressing()
+                .node_addr(id)
+                .map_err(|e| crate::ui::usage(e.to_string()))?;
+        }
         let setup = NodeSetup {
-            ids: parse_node_list(&self.nodes)?,
+            ids,
             addressing: self.net.addressing(),
             payload: self.net.payload(),
             interfaces: self.interfaces.clone(),
@@ -144,6 +162,7 @@ impl HostArgs {
             },
             timeout: self.timeout,
             retries: self.retries,
+            offload: self.net.offload(),
         };
         let (host, shortfalls) = connect_nodes(&setup)?;
         for s in shortfalls {
@@ -164,9 +183,11 @@ pub struct ReadArgs {
     /// RF buffer: A, B, C or D.
     #[arg(long, default_value = "A", value_parser = parse_buffer)]
     buffer: RfBuffer,
-    #[arg(long, default_value_t = 0)]
+    /// First sample to read, 0 to 32767.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..BUFFER as i64))]
     start: u32,
-    #[arg(long, default_value_t = 32768)]
+    /// Samples to read per node, 1 to 32768 (start + samples at most 32768).
+    #[arg(long, default_value_t = BUFFER, value_parser = clap::value_parser!(u32).range(1..=BUFFER as i64))]
     samples: u32,
     /// Directory for one SigMF recording per node (node<ID>_rf<B>).
     #[arg(long)]
@@ -176,7 +197,18 @@ pub struct ReadArgs {
     sample_rate: f64,
 }
 
+/// `start + samples` must stay within a node's buffer.
+fn check_window(start: u32, samples: u64) -> Result<()> {
+    if start as u64 + samples > BUFFER as u64 {
+        return Err(crate::ui::usage(format!(
+            "--start {start} plus {samples} samples runs past the {BUFFER}-sample buffer (start + samples at most {BUFFER})"
+        )));
+    }
+    Ok(())
+}
+
 pub fn read(a: ReadArgs) -> Result<()> {
+    check_window(a.start, a.samples as u64)?;
     let (mut host, ids) = a.host.connect()?;
     let idx: Vec<usize> = (0..ids.len()).collect();
     let began = Instant::now();
@@ -203,25 +235,35 @@ pub fn read(a: ReadArgs) -> Result<()> {
 pub struct WriteArgs {
     #[command(flatten)]
     host: HostArgs,
+    /// RF buffer: A, B, C or D.
     #[arg(long, default_value = "A", value_parser = parse_buffer)]
     buffer: RfBuffer,
-    #[arg(long, default_value_t = 0)]
+    /// First sample to write, 0 to 32767.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..BUFFER as i64))]
     start: u32,
     /// SigMF recording to write; channel k goes to the k-th node (a one-channel
     /// recording goes to every node). Without it, each node gets its test tone.
     #[arg(long)]
     input: Option<PathBuf>,
-    /// Samples of test tone per node when no --input is given.
-    #[arg(long, default_value_t = 32768)]
-    samples: usize,
+    /// Samples of test tone per node when no --input is given, 1 to 32768.
+    #[arg(long, default_value_t = BUFFER, value_parser = clap::value_parser!(u32).range(1..=BUFFER as i64))]
+    samples: u32,
 }
 
 pub fn write(a: WriteArgs) -> Result<()> {
     let (mut host, ids) = a.host.connect()?;
     let data: Vec<Vec<WarpWord>> = match &a.input {
-        None => ids.iter().map(|&id| test_waveform(id, a.samples)).collect(),
+        None => ids
+            .iter()
+            .map(|&id| test_waveform(id, a.samples as usize))
+            .collect(),
         Some(path) => tx_from_sigmf(path, ids.len())?,
     };
+    let longest = data.iter().map(Vec::len).max().unwrap_or(0);
+    if longest == 0 {
+        anyhow::bail!("nothing to write: no samples");
+    }
+    check_window(a.start, longest as u64)?;
     let refs: Vec<&[WarpWord]> = data.iter().map(|d| d.as_slice()).collect();
     let idx: Vec<usize> = (0..ids.len()).collect();
     let began = Instant::now();

@@ -8,6 +8,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use radiohost_testbed::units::parse_rate;
 use radiohost_warp::app::NetworkSpec;
+use radiohost_warp::udp::OffloadPolicy;
 use radiohost_warp::{Addressing, FramePayload};
 
 #[derive(Subcommand)]
@@ -54,6 +55,10 @@ pub struct NetArgs {
     /// UDP port triggers go to.
     #[arg(long, default_value_t = radiohost_warp::addressing::TRIGGER_PORT)]
     pub trigger_port: u16,
+    /// Send and receive one datagram per syscall: no UDP GSO/GRO even where the
+    /// kernel offers them (the default uses them; e.g. to compare).
+    #[arg(long)]
+    pub no_udp_offload: bool,
 }
 
 impl NetArgs {
@@ -62,6 +67,14 @@ impl NetArgs {
             FramePayload::Standard
         } else {
             FramePayload::Jumbo
+        }
+    }
+
+    pub fn offload(&self) -> OffloadPolicy {
+        if self.no_udp_offload {
+            OffloadPolicy::Off
+        } else {
+            OffloadPolicy::Auto
         }
     }
 
@@ -107,6 +120,7 @@ impl LinkArgs {
             host_rate: self.host_link_rate,
             host_links: self.host_links as usize,
             allowed_hosts: self.allowed_hosts.clone(),
+            offload: net.offload(),
         }
     }
 }

@@ -381,6 +381,49 @@ impl GpuExecutor {
         Ok(())
     }
 
+    /// Copy one received symbol, antenna-major `[antenna][symbol_len]` (a station
+    /// frame slot's staging layout), into the slot's pinned staging buffer at frame
+    /// symbol `sym`; its `Load` then moves it to the device.
+    ///
+    /// # Errors
+    /// A wrong sample count, a symbol outside the frame or a bad slot.
+    pub fn set_input_symbol(
+        &mut self,
+        slot: usize,
+        sym: usize,
+        samples: &[Ci16],
+    ) -> Result<(), GpuError> {
+        let (m, fl, sl) = (
+            self.layout.antennas,
+            self.layout.frame_len,
+            self.layout.symbol_len,
+        );
+        if samples.len() != m * sl || (sym + 1) * sl > fl {
+            return Err(GpuError::Config(format!(
+                "symbol {sym}: {} samples, the configuration needs {} per symbol",
+                samples.len(),
+                m * sl
+            )));
+        }
+        let ordinal = self.dev.ordinal();
+        let s = self
+            .slots
+            .get_mut(slot)
+            .ok_or_else(|| GpuError::Config(format!("frame slot {slot}")))?;
+        let host = s
+            .rx_host
+            .as_mut_slice()
+            .map_err(|e| GpuError::cuda(ordinal, "staging", e))?;
+        for a in 0..m {
+            let dst = &mut host[2 * (a * fl + sym * sl)..][..2 * sl];
+            for (h, x) in dst.chunks_exact_mut(2).zip(&samples[a * sl..(a + 1) * sl]) {
+                h[0] = x.re;
+                h[1] = x.im;
+            }
+        }
+        Ok(())
+    }
+
     /// Stage one user's downlink payload for downlink data symbol `data_index`
     /// (`blocks_per_symbol` blocks of K' - 24 bits); the 24-bit block CRC is attached
     /// here on the host.

@@ -32,11 +32,11 @@ pub(crate) fn hex(digest: &[u8]) -> String {
 /// The metadata a writer stores for `samples` samples (per channel): captures and
 /// annotations sorted and checked to lie within the data, our namespace declared,
 /// `core:sha512` set to `sha512` (the checksum of the bytes written, never one
-/// carried over). Returns the JSON document.
+/// carried over; `None`: left out). Returns the JSON document.
 pub(crate) fn output_meta_json(
     meta: &Meta,
     samples: u64,
-    sha512: String,
+    sha512: Option<String>,
     meta_file: &Path,
 ) -> Result<Vec<u8>, SigMfError> {
     let mut meta = meta.clone();
@@ -45,7 +45,7 @@ pub(crate) fn output_meta_json(
     meta.annotations.sort_by_key(|a| a.sample_start);
     check_layout(&meta, samples, meta_file, true)?;
     declare_own_extension(&mut meta);
-    meta.global.sha512 = Some(sha512);
+    meta.global.sha512 = sha512;
     serde_json::to_vec_pretty(&meta).map_err(|source| SigMfError::Json {
         path: meta_file.to_path_buf(),
         source,
@@ -58,7 +58,7 @@ fn write_recording(base: &Path, meta: &Meta, data: &[u8]) -> Result<(), SigMfErr
     let json = output_meta_json(
         meta,
         data.len() as u64 / frame,
-        sha512_hex(data),
+        Some(sha512_hex(data)),
         &meta_file,
     )?;
     // Data first: a meta file never points at missing data.

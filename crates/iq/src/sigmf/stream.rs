@@ -117,7 +117,10 @@ impl SampleReader {
         }
         self.remaining -= len as u64;
         let bytes = &self.bytes[..len];
-        self.hasher.update(bytes);
+        // Hashing is most of a read's cost: only when there is a checksum to check.
+        if self.meta.global.sha512.is_some() {
+            self.hasher.update(bytes);
+        }
         decode_into(self.datatype, bytes, out);
         Ok(frames)
     }
@@ -194,6 +197,8 @@ pub struct SampleWriter {
     tmp: PathBuf,
     file: Option<File>,
     hasher: Sha512,
+    /// Compute `core:sha512` (see [`SampleWriter::without_checksum`]).
+    checksum: bool,
     bytes: Vec<u8>,
     values: u64,
 }
@@ -221,9 +226,17 @@ impl SampleWriter {
             tmp,
             file: Some(file),
             hasher: Sha512::new(),
+            checksum: true,
             bytes: Vec::new(),
             values: 0,
         })
+    }
+
+    /// Leaves `core:sha512` out of the metadata (it is optional in SigMF) and so
+    /// skips hashing, most of a cf32 write's CPU time.
+    pub fn without_checksum(mut self) -> Self {
+        self.checksum = false;
+        self
     }
 
     /// Bytes held by the chunk buffer.
@@ -291,7 +304,9 @@ impl SampleWriter {
                 what: "written after an earlier write failed".into(),
             });
         };
-        self.hasher.update(&self.bytes);
+        if self.checksum {
+            self.hasher.update(&self.bytes);
+        }
         if let Err(source) = file.write_all(&self.bytes) {
             self.file = None;
             return Err(SigMfError::Io {
@@ -314,14 +329,16 @@ impl SampleWriter {
                 what: "an earlier write failed".into(),
             });
         };
-        let sha512 = hex(&std::mem::take(&mut self.hasher).finalize());
+        let sha512 = self
+            .checksum
+            .then(|| hex(&std::mem::take(&mut self.hasher).finalize()));
         let json = output_meta_json(&self.meta, self.samples(), sha512.clone(), &meta_file)?;
         file.sync_all().map_err(io_err(&self.tmp))?;
         drop(file);
         fs::rename(&self.tmp, &data_file).map_err(io_err(&data_file))?;
         write_atomically(&meta_file, &json)?;
         let mut meta = self.meta.clone();
-        meta.global.sha512 = Some(sha512);
+        meta.global.sha512 = sha512;
         Ok(meta)
     }
 }

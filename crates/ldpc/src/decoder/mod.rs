@@ -1,11 +1,15 @@
 //! Layered min-sum decoder on saturating `i8` LLRs.
 //!
-//! Memory layout (why): each column block's a-posteriori LLRs are stored twice in a row
-//! (`app[c][j] == app[c][j + Zc]`), so the cyclic shift of a block is a plain unaligned
-//! load at offset `shift`. Lanes are padded to a multiple of 64 so every kernel works on
-//! whole vectors; padding lanes compute garbage that never reaches a real lane. When a
-//! row block updates a column, the kernel also writes the mirror half (directly when Zc
-//! is a multiple of the vector width, else by a short fix-up copy afterwards).
+//! Memory layout (why): a cyclic shift of a column block must be a plain unaligned load,
+//! so each column's a-posteriori LLRs are followed by a copy of their start. When Zc is
+//! a multiple of 64 (the widest vector), a window starting at lane `q = (shift + i) mod
+//! Zc` is read at `q`, and only the first 64 lanes are mirrored (`app[c][Zc + j] ==
+//! app[c][j]` for `j < 64`): a row block rewrites each lane once plus at most two short
+//! mirror stores per edge. For other Zc the whole block is stored twice (`j < Zc`) and
+//! windows start at `shift + i`; lanes are padded to a multiple of 64 so every kernel
+//! works on whole vectors, and padding lanes compute garbage that never reaches a real
+//! lane. When a row block updates a column the kernel also restores the mirror (with
+//! direct stores where the layout allows it, else by a short fix-up copy afterwards).
 //! Saturation is absorbing: a saturated value is passed on and written back unchanged
 //! (see `scalar::saturated`).
 //! Check-to-variable messages are kept per edge as `i8` (one byte per lane), which for
@@ -18,6 +22,8 @@
 mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod x86;
+#[cfg(target_arch = "x86_64")]
+mod x86_rows;
 
 use crate::encoder::{check_len, tx_segments};
 use crate::graph::Graph;
@@ -155,9 +161,40 @@ pub(crate) struct Edge {
 pub(crate) struct Dims {
     pub zc: usize,
     pub zpad: usize,
+    /// Zc is a multiple of 64: windows wrap at Zc and only 64 lanes are mirrored.
+    pub wrap: bool,
     /// First iteration: every old message is zero (read as such, never loaded), which
     /// spares clearing the message memory before each block.
     pub first: bool,
+}
+
+/// Zeroed bytes starting on a 64-byte boundary, so that vectors at multiples of 64 are
+/// aligned (message vectors always, APP windows whenever the shift is a multiple of 64).
+struct Aligned(Vec<Line>, usize);
+
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([i8; 64]);
+
+impl Aligned {
+    fn zeroed(len: usize) -> Aligned {
+        Aligned(vec![Line([0; 64]); len.div_ceil(64)], len)
+    }
+}
+
+impl std::ops::Deref for Aligned {
+    type Target = [i8];
+    fn deref(&self) -> &[i8] {
+        // SAFETY: `Line` is 64 plain bytes without padding and `len <= 64 * lines`.
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr() as *const i8, self.1) }
+    }
+}
+
+impl std::ops::DerefMut for Aligned {
+    fn deref_mut(&mut self) -> &mut [i8] {
+        // SAFETY: as in `deref`, and the borrow is unique.
+        unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr() as *mut i8, self.1) }
+    }
 }
 
 /// Layered min-sum LDPC decoder for one set of code parameters.
@@ -174,8 +211,8 @@ pub struct Decoder {
     row_start: Vec<usize>,
     zpad: usize,
     stride: usize,
-    app: Vec<i8>,
-    c2v: Vec<i8>,
+    app: Aligned,
+    c2v: Aligned,
     work: Vec<i8>,
     syndrome: Vec<i8>,
     quantized: Vec<i8>,
@@ -232,14 +269,14 @@ impl Decoder {
             config_error,
             llr_scale: DEFAULT_LLR_SCALE,
             rows,
-            c2v: vec![0; edges.len() * zpad],
+            c2v: Aligned::zeroed(edges.len() * zpad),
             edges,
             row_start,
             zpad,
             stride,
-            app: vec![0; p.bg.cols() * stride],
+            app: Aligned::zeroed(p.bg.cols() * stride),
             work: vec![0; max_deg * LANE_PAD],
-            syndrome: vec![0; p.zc],
+            syndrome: vec![0; zpad],
             quantized: vec![0; p.tx_bits],
         };
         // The SIMD kernels use raw pointers: verify their bounds once for every row.
@@ -249,6 +286,7 @@ impl Decoder {
             let dims = Dims {
                 zc: p.zc,
                 zpad,
+                wrap: wraps(p.zc),
                 first: false,
             };
             let c2v = &d.c2v[a * zpad..b * zpad];
@@ -301,20 +339,19 @@ impl Decoder {
         payload_out: &mut [u8],
     ) -> Result<DecodeOutcome, LdpcError> {
         check_len("LLR input", self.p.tx_bits, llr.len())?;
-        // Branch-free so it vectorises; NaN is looked for only when one is present.
-        if llr.iter().fold(false, |acc, x| acc | x.is_nan()) {
+        let (scale, q) = (self.llr_scale, &mut self.quantized);
+        let nan = match self.level {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the level comes from runtime detection.
+            SimdLevel::Avx512 => unsafe { quantize_avx512(llr, scale, q) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the level comes from runtime detection.
+            SimdLevel::Avx2 => unsafe { quantize_avx2(llr, scale, q) },
+            _ => quantize(llr, scale, q),
+        };
+        if nan {
             let index = llr.iter().position(|x| x.is_nan()).unwrap_or(0);
             return Err(LdpcError::NanLlr { index });
-        }
-        let scale = self.llr_scale;
-        let max = CHANNEL_LLR_MAX as f32;
-        for (q, &x) in self.quantized.iter_mut().zip(llr) {
-            let v = (x * scale).clamp(-max, max);
-            // Round half away from zero (as f32::round) without a libm call.
-            let r = v + 0.5f32.copysign(v);
-            // SAFETY: `r` is finite (NaN was rejected, infinities clamped) and within
-            // +-(CHANNEL_LLR_MAX + 1), so the truncating conversion is defined.
-            *q = unsafe { r.to_int_unchecked::<i32>() } as i8;
         }
         let q = std::mem::take(&mut self.quantized);
         let r = self.decode_quantized(&q, payload_out);
@@ -379,9 +416,8 @@ impl Decoder {
 
     fn load_channel(&mut self, llr: &[i8]) {
         let (zc, stride) = (self.p.zc, self.stride);
-        self.app.fill(0);
         // Writes `len` values starting at codeword position `pos`, column by column.
-        let write = |mut pos: usize, len: usize, src: Option<&[i8]>, app: &mut [i8]| {
+        let write = |mut pos: usize, len: usize, src: Option<&[i8]>, fill: i8, app: &mut [i8]| {
             let mut done = 0;
             while done < len {
                 let (col, lane) = (pos / zc, pos % zc);
@@ -390,17 +426,23 @@ impl Decoder {
                 let dst = &mut app[at..at + n];
                 match src {
                     Some(s) => dst.copy_from_slice(&s[done..done + n]),
-                    None => dst.fill(FILLER_LLR),
+                    None => dst.fill(fill),
                 }
                 done += n;
                 pos += n;
             }
         };
-        write(self.p.payload_bits, self.p.fillers(), None, &mut self.app);
+        // Every codeword position is written for each block (no clearing pass): the
+        // punctured first 2*Zc positions as erasures (0), fillers as certain zeros (they
+        // may lie among the punctured ones), then each transmitted segment, its
+        // untransmitted rest as erasures.
+        write(0, 2 * zc, None, 0, &mut self.app);
+        write(self.p.payload_bits, self.p.fillers(), None, FILLER_LLR, &mut self.app);
         let mut used = 0;
         for seg in tx_segments(&self.p) {
             let n = seg.len().min(llr.len() - used);
-            write(seg.start, n, Some(&llr[used..used + n]), &mut self.app);
+            write(seg.start, n, Some(&llr[used..used + n]), 0, &mut self.app);
+            write(seg.start + n, seg.len() - n, None, 0, &mut self.app);
             used += n;
         }
         // Mirror half: app[c][j + Zc] = app[c][j].
@@ -413,6 +455,7 @@ impl Decoder {
         let dims = Dims {
             zc: self.p.zc,
             zpad: self.zpad,
+            wrap: wraps(self.p.zc),
             first,
         };
         for r in 0..self.rows {
@@ -422,16 +465,26 @@ impl Decoder {
             match self.level {
                 #[cfg(target_arch = "x86_64")]
                 SimdLevel::Avx512 => {
-                    // SAFETY: level comes from runtime detection of avx512f + avx512bw.
-                    unsafe {
-                        x86::layer_avx512(
-                            &mut self.app,
-                            edges,
-                            c2v,
-                            &mut self.work,
-                            &dims,
-                            self.correction,
-                        )
+                    // SAFETY: level comes from runtime detection of avx512f + avx512bw;
+                    // `new` checked the bounds.
+                    let done = dims.wrap
+                        && unsafe {
+                            x86_rows::layer(&mut self.app, edges, c2v, &dims, self.correction)
+                        };
+                    if dims.wrap && !done {
+                        scalar::layer(&mut self.app, edges, c2v, &dims, self.correction);
+                    } else if !dims.wrap {
+                        // SAFETY: as above.
+                        unsafe {
+                            x86::layer_avx512(
+                                &mut self.app,
+                                edges,
+                                c2v,
+                                &mut self.work,
+                                &dims,
+                                self.correction,
+                            )
+                        }
                     }
                 }
                 #[cfg(target_arch = "x86_64")]
@@ -457,33 +510,127 @@ impl Decoder {
     fn syndrome_ok(&mut self) -> bool {
         let rows = &self.row_start[..self.rows + 1];
         let (app, edges, acc) = (&self.app, &self.edges, &mut self.syndrome);
+        let dims = Dims {
+            zc: self.p.zc,
+            zpad: self.zpad,
+            wrap: wraps(self.p.zc),
+            first: false,
+        };
         match self.level {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: Avx2 and Avx512 levels come from runtime detection (AVX-512 CPUs
             // have AVX2).
             SimdLevel::Avx2 | SimdLevel::Avx512 => unsafe {
-                syndrome_ok_avx2(app, edges, rows, acc)
+                syndrome_ok_avx2(app, edges, rows, acc, &dims)
             },
-            _ => syndrome_ok(app, edges, rows, acc),
+            _ => syndrome_ok(app, edges, rows, acc, &dims),
         }
     }
 }
 
-/// Hard decisions satisfy every row listed by `row_start`: per row, the XOR of the
-/// shifted blocks (the sign bit of an LLR is its hard decision) must have no sign bit set.
+/// Scales, clips to +-[`CHANNEL_LLR_MAX`] and rounds (half away from zero, as
+/// `f32::round`) channel LLRs into `out`; true if one was NaN (then `out` is garbage).
+/// Branch-free so it vectorises; the wrappers below compile it for wider vectors.
 #[inline(always)]
-fn syndrome_ok(app: &[i8], edges: &[Edge], row_start: &[usize], acc: &mut [i8]) -> bool {
-    let zc = acc.len();
+fn quantize(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
+    let max = CHANNEL_LLR_MAX as f32;
+    let mut nan = false;
+    for (q, &x) in out.iter_mut().zip(llr) {
+        nan |= x.is_nan();
+        // NaN is clamped to NaN and converts to 0 below; the caller reports it.
+        let v = (x * scale).clamp(-max, max);
+        let r = v + 0.5f32.copysign(v);
+        // Saturating float-to-int conversion (well defined for NaN too); |r| <= 64.
+        *q = r as i32 as i8;
+    }
+    nan
+}
+
+/// `quantize` 16 values at a time (same operations, so the same results).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn quantize_avx512(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
+    use std::arch::x86_64::*;
+    let n = llr.len().min(out.len());
+    let s = scale;
+    let (scale, max) = (_mm512_set1_ps(s), _mm512_set1_ps(CHANNEL_LLR_MAX as f32));
+    let (min, half, sign) = (
+        _mm512_set1_ps(-(CHANNEL_LLR_MAX as f32)),
+        _mm512_set1_epi32(0.5f32.to_bits() as i32),
+        _mm512_set1_epi32(i32::MIN),
+    );
+    let mut nan: __mmask16 = 0;
+    let mut i = 0;
+    while i + 16 <= n {
+        let x = _mm512_loadu_ps(llr.as_ptr().add(i));
+        nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
+        let v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x, scale), min), max);
+        // copysign(0.5, v) with integer ops (AVX-512F has no float AND/OR).
+        let half_v = _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(v), sign), half);
+        let r = _mm512_add_ps(v, _mm512_castsi512_ps(half_v));
+        let q = _mm512_cvtsepi32_epi8(_mm512_cvttps_epi32(r));
+        _mm_storeu_si128(out.as_mut_ptr().add(i) as *mut __m128i, q);
+        i += 16;
+    }
+    quantize(&llr[i..n], s, &mut out[i..n]) | (nan != 0)
+}
+
+/// `quantize` 32 values at a time (same operations, so the same results).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn quantize_avx2(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
+    use std::arch::x86_64::*;
+    let n = llr.len().min(out.len());
+    let s = scale;
+    let (scale, max) = (_mm256_set1_ps(s), _mm256_set1_ps(CHANNEL_LLR_MAX as f32));
+    let (min, half, sign) = (_mm256_set1_ps(-(CHANNEL_LLR_MAX as f32)), _mm256_set1_ps(0.5), _mm256_set1_ps(-0.0));
+    let mut nan = _mm256_setzero_ps();
+    let one = |x: __m256| {
+        let v = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(x, scale), min), max);
+        let r = _mm256_add_ps(v, _mm256_or_ps(_mm256_and_ps(v, sign), half));
+        _mm256_cvttps_epi32(r)
+    };
+    // packs works within 128-bit halves: this restores the order of the 8 i32 groups.
+    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    let mut i = 0;
+    while i + 32 <= n {
+        let p = llr.as_ptr().add(i);
+        let x = [0, 8, 16, 24].map(|o| _mm256_loadu_ps(p.add(o)));
+        for v in x {
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
+        }
+        let [a, b, c, d] = x.map(one);
+        let q = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+        let q = _mm256_permutevar8x32_epi32(q, order);
+        _mm256_storeu_si256(out.as_mut_ptr().add(i) as *mut __m256i, q);
+        i += 32;
+    }
+    quantize(&llr[i..n], s, &mut out[i..n]) | (_mm256_movemask_ps(nan) != 0)
+}
+
+/// Whether Zc uses the wrapped layout (see the module docs).
+pub(crate) fn wraps(zc: usize) -> bool {
+    zc.is_multiple_of(LANE_PAD)
+}
+
+/// Hard decisions satisfy every row listed by `row_start`: per row, the XOR of the
+/// shifted blocks (the sign bit of an LLR is its hard decision) must have no sign bit
+/// set in a real lane. Reads the same 64-lane windows as the kernels, so it holds for
+/// either layout; `acc` has `zpad` lanes.
+#[inline(always)]
+fn syndrome_ok(app: &[i8], edges: &[Edge], row_start: &[usize], acc: &mut [i8], dims: &Dims) -> bool {
     for r in row_start.windows(2) {
         acc.fill(0);
         for e in &edges[r[0]..r[1]] {
-            let src = &app[e.base + e.shift..e.base + e.shift + zc];
-            for (a, &v) in acc.iter_mut().zip(src) {
-                *a ^= v;
+            for (i0, a) in acc.chunks_exact_mut(LANE_PAD).enumerate() {
+                let q = e.base + scalar::window(e.shift, i0 * LANE_PAD, dims);
+                for (x, &y) in a.iter_mut().zip(&app[q..q + LANE_PAD]) {
+                    *x ^= y;
+                }
             }
         }
         // OR of all bytes (vectorises, unlike an early-exit search); sign bit = fail.
-        if acc.iter().fold(0u8, |a, &x| a | x as u8) & 0x80 != 0 {
+        if acc[..dims.zc].iter().fold(0u8, |a, &x| a | x as u8) & 0x80 != 0 {
             return false;
         }
     }
@@ -498,8 +645,9 @@ unsafe fn syndrome_ok_avx2(
     edges: &[Edge],
     row_start: &[usize],
     acc: &mut [i8],
+    dims: &Dims,
 ) -> bool {
-    syndrome_ok(app, edges, row_start, acc)
+    syndrome_ok(app, edges, row_start, acc, dims)
 }
 
 /// Restores `app[c][j + Zc] == app[c][j]` after the window `[shift, shift + Zc)` of a
@@ -507,4 +655,51 @@ unsafe fn syndrome_ok_avx2(
 pub(crate) fn fixup_scalar(col: &mut [i8], zc: usize, shift: usize) {
     col.copy_within(zc..zc + shift, 0);
     col.copy_within(shift..zc, shift + zc);
+}
+
+/// Wrapped layout: restores `app[c][Zc + j] == app[c][j]` for `j < 64` after every
+/// window `[(shift + i) mod Zc, +64)` of a column was rewritten. With `r = shift % 64`,
+/// the window that wrapped wrote lanes `[0, r)` into the mirror and the one starting at
+/// `r` wrote `[r, 64)` directly.
+pub(crate) fn fixup_wrap(col: &mut [i8], zc: usize, shift: usize) {
+    let r = shift % LANE_PAD;
+    col.copy_within(zc..zc + r, 0);
+    col.copy_within(r..LANE_PAD, zc + r);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every quantiser this CPU has gives the portable one's bytes, on values around
+    /// every rounding boundary, the clip limits, zeros of both signs and infinities.
+    #[test]
+    fn quantizers_agree_with_the_portable_one() {
+        let mut x: Vec<f32> = (-700..700).map(|i| i as f32 * 0.125 + 0.0625).collect();
+        x.extend((-2000..2000).map(|i| (i as f32 * 0.37 + 0.01) * 0.25));
+        x.extend([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, 15.875, -15.875, 1e30, -1e-30]);
+        for n in [x.len(), x.len() - 7, 33, 15, 1] {
+            let x = &x[..n];
+            let mut expected = vec![0i8; n];
+            assert!(!quantize(x, 4.0, &mut expected));
+            #[cfg(target_arch = "x86_64")]
+            {
+                let mut got = vec![0i8; n];
+                if SimdLevel::Avx2.resolve() == SimdLevel::Avx2 {
+                    // SAFETY: AVX2 detected.
+                    assert!(!unsafe { quantize_avx2(x, 4.0, &mut got) });
+                    assert_eq!(got, expected, "avx2, {n} values");
+                } else {
+                    println!("SKIPPED: AVX2 quantiser (CPU lacks AVX2)");
+                }
+                if SimdLevel::Avx512.resolve() == SimdLevel::Avx512 {
+                    // SAFETY: AVX-512F/BW detected.
+                    assert!(!unsafe { quantize_avx512(x, 4.0, &mut got) });
+                    assert_eq!(got, expected, "avx512, {n} values");
+                } else {
+                    println!("SKIPPED: AVX-512 quantiser (CPU lacks AVX-512BW)");
+                }
+            }
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! Portable reference kernel for one row block (no intrinsics). This file defines the
 //! per-lane arithmetic that the SIMD kernels reproduce exactly.
 
-use super::{fixup_scalar, Correction, Dims, Edge};
+use super::{fixup_scalar, fixup_wrap, Correction, Dims, Edge};
 
 /// Most blocks in one base-graph row (BG1 row 0 has 19).
 const MAX_DEGREE: usize = 32;
@@ -65,7 +65,7 @@ pub(crate) fn layer(app: &mut [i8], edges: &[Edge], c2v: &mut [i8], dims: &Dims,
     while i0 < zpad {
         let (mut min1, mut min2, mut sgn) = ([u8::MAX; BLOCK], [u8::MAX; BLOCK], [0i8; BLOCK]);
         for (e, ed) in edges.iter().enumerate() {
-            let a = &app[ed.base + ed.shift + i0..][..n];
+            let a = &app[ed.base + window(ed.shift, i0, dims)..][..n];
             let te = &mut t[e][..n];
             if dims.first {
                 // Old messages are all zero: t = a, saturated or not.
@@ -95,7 +95,7 @@ pub(crate) fn layer(app: &mut [i8], edges: &[Edge], c2v: &mut [i8], dims: &Dims,
         for (e, ed) in edges.iter().enumerate() {
             let te = &t[e][..n];
             let new_c2v = &mut c2v[e * zpad + i0..][..n];
-            let new_app = &mut app[ed.base + ed.shift + i0..][..n];
+            let new_app = &mut app[ed.base + window(ed.shift, i0, dims)..][..n];
             for i in 0..n {
                 let mag = if te[i].unsigned_abs() == min1[i] {
                     m2[i]
@@ -111,6 +111,22 @@ pub(crate) fn layer(app: &mut [i8], edges: &[Edge], c2v: &mut [i8], dims: &Dims,
         i0 += n;
     }
     for ed in edges {
-        fixup_scalar(&mut app[ed.base..ed.base + 2 * zc], zc, ed.shift);
+        if dims.wrap {
+            fixup_wrap(&mut app[ed.base..ed.base + zc + BLOCK], zc, ed.shift);
+        } else {
+            fixup_scalar(&mut app[ed.base..ed.base + 2 * zc], zc, ed.shift);
+        }
+    }
+}
+
+/// Start of the window for lanes `i0..` of an edge with this shift (see the layout in
+/// the module docs of `decoder`).
+#[inline]
+pub(crate) fn window(shift: usize, i0: usize, dims: &Dims) -> usize {
+    let q = shift + i0;
+    if dims.wrap && q >= dims.zc {
+        q - dims.zc
+    } else {
+        q
     }
 }

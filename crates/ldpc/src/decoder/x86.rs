@@ -2,7 +2,7 @@
 //! vector by vector. Padding lanes (>= Zc) compute values that are never read back into
 //! real lanes (see the module docs of `decoder`).
 
-use super::{Correction, Dims, Edge};
+use super::{Correction, Dims, Edge, LANE_PAD};
 use std::arch::x86_64::*;
 
 /// The bounds every kernel relies on before it uses raw pointers. `Decoder::new` builds
@@ -25,14 +25,24 @@ pub(crate) fn check_bounds(
     }
 }
 
-/// When Zc is a multiple of the vector width every lane is real, so each new APP vector
-/// written at window offset `q` is also written to its mirror: `q + Zc` for the first
-/// copy, `q - Zc` for the second, both for a vector straddling Zc (the parts that land
-/// outside `[0, 2 Zc)` go to the column's padding, which is never read). Later vectors of
-/// the same block never load from these mirror ranges, so no fix-up pass is needed.
+/// Direct mirror stores, so no fix-up pass is needed: each new APP vector written at
+/// window offset `q` is also written where the same lanes are mirrored. Doubled layout
+/// (Zc a multiple of the vector width, every lane real): `q + Zc` for the first copy,
+/// `q - Zc` for the second, both for a vector straddling Zc. Wrapped layout (`mirrored`
+/// = 64 lanes, `q < Zc`): `q + Zc` when the vector touches the first 64 lanes, `q - Zc`
+/// when it wraps. The parts that land outside the mirrored ranges go to the column's
+/// padding, which is never read; later vectors of the same block never load from the
+/// ranges these stores rewrite.
 #[inline(always)]
-unsafe fn mirror_store(col: *mut i8, q: usize, zc: usize, w: usize, store: impl Fn(*mut i8)) {
-    if q < zc {
+pub(crate) unsafe fn mirror_store(
+    col: *mut i8,
+    q: usize,
+    zc: usize,
+    w: usize,
+    mirrored: usize,
+    store: impl Fn(*mut i8),
+) {
+    if q < mirrored {
         store(col.add(q + zc));
     }
     if q + w > zc {
@@ -71,6 +81,12 @@ fn correct256(m: __m256i, c: Correction) -> __m256i {
             r
         }
     }
+}
+
+/// All-ones lanes where `x` is saturated (127 or -128, see `scalar::saturated`).
+#[inline(always)]
+unsafe fn saturated256(x: __m256i, max127: __m256i, min128: __m256i) -> __m256i {
+    _mm256_or_si256(_mm256_cmpeq_epi8(x, max127), _mm256_cmpeq_epi8(x, min128))
 }
 
 /// Copies `len` bytes between disjoint ranges with whole vectors (last one overlapping).
@@ -114,17 +130,32 @@ pub(crate) unsafe fn layer_avx2(
         check_bounds(app, edges, c2v, work, dims, 32);
     }
     // Loop-invariant choices as constants, so the inner loops carry no tests for them.
-    match (dims.first, dims.zc.is_multiple_of(32)) {
-        (true, true) => layer_avx2_impl::<true, true>(app, edges, c2v, work, dims, corr),
-        (true, false) => layer_avx2_impl::<true, false>(app, edges, c2v, work, dims, corr),
-        (false, true) => layer_avx2_impl::<false, true>(app, edges, c2v, work, dims, corr),
-        (false, false) => layer_avx2_impl::<false, false>(app, edges, c2v, work, dims, corr),
+    let mode = if dims.wrap {
+        WRAPPED
+    } else if dims.zc.is_multiple_of(32) {
+        DOUBLED
+    } else {
+        FIXUP
+    };
+    match (dims.first, mode) {
+        (true, WRAPPED) => layer_avx2_impl::<true, WRAPPED>(app, edges, c2v, work, dims, corr),
+        (true, DOUBLED) => layer_avx2_impl::<true, DOUBLED>(app, edges, c2v, work, dims, corr),
+        (true, _) => layer_avx2_impl::<true, FIXUP>(app, edges, c2v, work, dims, corr),
+        (false, WRAPPED) => layer_avx2_impl::<false, WRAPPED>(app, edges, c2v, work, dims, corr),
+        (false, DOUBLED) => layer_avx2_impl::<false, DOUBLED>(app, edges, c2v, work, dims, corr),
+        (false, _) => layer_avx2_impl::<false, FIXUP>(app, edges, c2v, work, dims, corr),
     }
 }
 
-/// `layer_avx2` for one first-iteration / direct-mirror combination.
+/// How the AVX2 kernel keeps the mirror: wrapped layout with direct stores, doubled
+/// layout with direct stores (Zc a multiple of 32), or doubled with a fix-up copy.
+const WRAPPED: u8 = 0;
+const DOUBLED: u8 = 1;
+const FIXUP: u8 = 2;
+
+/// `layer_avx2` for one first-iteration / mirror-mode combination.
 #[target_feature(enable = "avx2")]
-unsafe fn layer_avx2_impl<const FIRST: bool, const DIRECT_MIRROR: bool>(
+unsafe fn layer_avx2_impl<const FIRST: bool, const MODE: u8>(
     app: &mut [i8],
     edges: &[Edge],
     c2v: &mut [i8],
@@ -133,7 +164,7 @@ unsafe fn layer_avx2_impl<const FIRST: bool, const DIRECT_MIRROR: bool>(
     corr: Correction,
 ) {
     const W: usize = 32;
-    let (zc, zpad, first, direct_mirror) = (dims.zc, dims.zpad, FIRST, DIRECT_MIRROR);
+    let (zc, zpad, first) = (dims.zc, dims.zpad, FIRST);
     let appp = app.as_mut_ptr();
     let c2vp = c2v.as_mut_ptr();
     let wp = work.as_mut_ptr();
@@ -141,19 +172,30 @@ unsafe fn layer_avx2_impl<const FIRST: bool, const DIRECT_MIRROR: bool>(
     let max127 = _mm256_set1_epi8(127);
     let all = _mm256_set1_epi8(-1);
     let min128 = _mm256_set1_epi8(i8::MIN);
+    let window = |shift: usize, i0: usize| {
+        let q = shift + i0;
+        if MODE == WRAPPED && q >= zc {
+            q - zc
+        } else {
+            q
+        }
+    };
+    // Whole 32-lane vectors up to Zc, not up to the 64-lane padding: with direct mirror
+    // stores a vector of padding lanes would write a second update of lanes it aliases.
+    let lanes = zc.div_ceil(W) * W;
     let mut i0 = 0;
-    while i0 < zpad {
+    while i0 < lanes {
         let (mut min1, mut min2, mut sgn) = (all, all, _mm256_setzero_si256());
         for (e, ed) in edges.iter().enumerate() {
-            let a = _mm256_loadu_si256(appp.add(ed.base + ed.shift + i0) as *const __m256i);
-            let c = if first {
-                _mm256_setzero_si256()
+            let a = _mm256_loadu_si256(appp.add(ed.base + window(ed.shift, i0)) as *const __m256i);
+            let t = if first {
+                a
             } else {
-                _mm256_loadu_si256(c2vp.add(e * zpad + i0) as *const __m256i)
+                let c = _mm256_loadu_si256(c2vp.add(e * zpad + i0) as *const __m256i);
+                // Saturated APP: subtract nothing (see `scalar::saturated`).
+                let sat = saturated256(a, max127, min128);
+                _mm256_subs_epi8(a, _mm256_andnot_si256(sat, c))
             };
-            // Saturated APP: subtract nothing (see `scalar::saturated`).
-            let sat = _mm256_or_si256(_mm256_cmpeq_epi8(a, max127), _mm256_cmpeq_epi8(a, min128));
-            let t = _mm256_subs_epi8(a, _mm256_andnot_si256(sat, c));
             _mm256_storeu_si256(wp.add(e * W) as *mut __m256i, t);
             let m = _mm256_abs_epi8(t);
             min2 = _mm256_min_epu8(min2, _mm256_max_epu8(min1, m));
@@ -171,19 +213,20 @@ unsafe fn layer_avx2_impl<const FIRST: bool, const DIRECT_MIRROR: bool>(
             let c = _mm256_sign_epi8(mag, s);
             _mm256_storeu_si256(c2vp.add(e * zpad + i0) as *mut __m256i, c);
             // Saturated t (127 or -128) is final: add nothing (`scalar::saturated`).
-            let tsat = _mm256_or_si256(_mm256_cmpeq_epi8(t, max127), _mm256_cmpeq_epi8(t, min128));
+            let tsat = saturated256(t, max127, min128);
             let v = _mm256_adds_epi8(t, _mm256_andnot_si256(tsat, c));
-            let q = ed.shift + i0;
+            let q = window(ed.shift, i0);
             _mm256_storeu_si256(appp.add(ed.base + q) as *mut __m256i, v);
-            if direct_mirror {
-                mirror_store(appp.add(ed.base), q, zc, W, |p| {
+            let mirrored = if MODE == WRAPPED { LANE_PAD } else { zc };
+            if MODE != FIXUP {
+                mirror_store(appp.add(ed.base), q, zc, W, mirrored, |p| {
                     _mm256_storeu_si256(p as *mut __m256i, v)
                 });
             }
         }
         i0 += W;
     }
-    if !direct_mirror {
+    if MODE == FIXUP {
         for ed in edges {
             let col = appp.add(ed.base);
             copy_avx2(col, col.add(zc), ed.shift);
@@ -193,7 +236,7 @@ unsafe fn layer_avx2_impl<const FIRST: bool, const DIRECT_MIRROR: bool>(
 }
 
 #[target_feature(enable = "avx512f,avx512bw")]
-fn correct512(m: __m512i, c: Correction) -> __m512i {
+pub(crate) fn correct512(m: __m512i, c: Correction) -> __m512i {
     match c {
         Correction::Offset(b) => _mm512_subs_epu8(m, _mm512_set1_epi8(b as i8)),
         Correction::Eighths(k) => {
@@ -242,7 +285,8 @@ unsafe fn copy_avx512(dst: *mut i8, src: *const i8, len: usize) {
     }
 }
 
-/// AVX-512BW version of `scalar::layer`.
+/// AVX-512BW version of `scalar::layer` for the doubled layout (Zc not a multiple of
+/// 64; `x86_rows` handles the others).
 ///
 /// # Safety
 /// The CPU must support AVX-512F and AVX-512BW, and the buffers must pass `check_bounds`.
@@ -258,17 +302,16 @@ pub(crate) unsafe fn layer_avx512(
     if cfg!(debug_assertions) {
         check_bounds(app, edges, c2v, work, dims, 64);
     }
-    match (dims.first, dims.zc.is_multiple_of(64)) {
-        (true, true) => layer_avx512_impl::<true, true>(app, edges, c2v, work, dims, corr),
-        (true, false) => layer_avx512_impl::<true, false>(app, edges, c2v, work, dims, corr),
-        (false, true) => layer_avx512_impl::<false, true>(app, edges, c2v, work, dims, corr),
-        (false, false) => layer_avx512_impl::<false, false>(app, edges, c2v, work, dims, corr),
+    if dims.first {
+        layer_avx512_impl::<true>(app, edges, c2v, work, dims, corr)
+    } else {
+        layer_avx512_impl::<false>(app, edges, c2v, work, dims, corr)
     }
 }
 
-/// `layer_avx512` for one first-iteration / direct-mirror combination.
+/// `layer_avx512` for the first or a later iteration.
 #[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn layer_avx512_impl<const FIRST: bool, const DIRECT_MIRROR: bool>(
+unsafe fn layer_avx512_impl<const FIRST: bool>(
     app: &mut [i8],
     edges: &[Edge],
     c2v: &mut [i8],
@@ -277,7 +320,7 @@ unsafe fn layer_avx512_impl<const FIRST: bool, const DIRECT_MIRROR: bool>(
     corr: Correction,
 ) {
     const W: usize = 64;
-    let (zc, zpad, first, direct_mirror) = (dims.zc, dims.zpad, FIRST, DIRECT_MIRROR);
+    let (zc, zpad, first) = (dims.zc, dims.zpad, FIRST);
     let appp = app.as_mut_ptr();
     let c2vp = c2v.as_mut_ptr();
     let wp = work.as_mut_ptr();
@@ -317,21 +360,13 @@ unsafe fn layer_avx512_impl<const FIRST: bool, const DIRECT_MIRROR: bool>(
             let unsat_t =
                 _mm512_mask_cmpneq_epi8_mask(_mm512_cmpneq_epi8_mask(t, max127), t, min128);
             let v = _mm512_mask_adds_epi8(t, unsat_t, t, c);
-            let q = ed.shift + i0;
-            _mm512_storeu_si512(appp.add(ed.base + q) as *mut __m512i, v);
-            if direct_mirror {
-                mirror_store(appp.add(ed.base), q, zc, W, |p| {
-                    _mm512_storeu_si512(p as *mut __m512i, v)
-                });
-            }
+            _mm512_storeu_si512(appp.add(ed.base + ed.shift + i0) as *mut __m512i, v);
         }
         i0 += W;
     }
-    if !direct_mirror {
-        for ed in edges {
-            let col = appp.add(ed.base);
-            copy_avx512(col, col.add(zc), ed.shift);
-            copy_avx512(col.add(ed.shift + zc), col.add(ed.shift), zc - ed.shift);
-        }
+    for ed in edges {
+        let col = appp.add(ed.base);
+        copy_avx512(col, col.add(zc), ed.shift);
+        copy_avx512(col.add(ed.shift + zc), col.add(ed.shift), zc - ed.shift);
     }
 }

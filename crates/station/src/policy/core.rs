@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use crate::dag::{FrameDag, InstrIdx};
 use crate::engine::{Dispatch, EngineEvent, FrameOutcome, InstrError, Policy};
-use crate::isa::{DeviceId, DeviceKind, FrameId, Instr, Nanos, Opcode};
+use crate::costs::DeviceProfile;
+use crate::isa::{DeviceId, FrameId, Instr, Nanos, Opcode};
 use crate::scoreboard::{DeviceTable, FrameRecord, OpcodeTable, RunEntry, Stage};
 use crate::shape::FrameShape;
 
@@ -126,16 +127,17 @@ impl Core {
             return;
         }
         self.cp_observations = obs;
-        let kind = self.devices.main_kind();
+        // With no device yet, the table's neutral guess for unknown devices.
+        let main = self.devices.main_device().unwrap_or(DeviceId::MAX);
         let table = &self.table;
-        self.cp = self.dag.critical_path_to_end(|op| table.latency(kind, op));
+        self.cp = self.dag.critical_path_to_end(|op| table.latency(main, op));
     }
 
     /// Units `op` takes on `device` at full width (never more than its capacity).
     pub fn units_for(&self, device: DeviceId, op: Opcode) -> u32 {
         self.devices
             .get(device)
-            .map_or(0, |d| self.table.need(d.kind, op).min(d.capacity))
+            .map_or(0, |d| self.table.need(device, op).min(d.capacity))
     }
 
     /// Make a waiting instruction ready and queue it where the strategy says.
@@ -161,8 +163,8 @@ impl Core {
                 let d = device.expect("queue exists");
                 let op = self.dag.opcode(idx);
                 if let Some(dev) = self.devices.get_mut(d) {
-                    let need = self.table.need(dev.kind, op);
-                    st.queue_cost = self.table.latency(dev.kind, op) * u64::from(need);
+                    let need = self.table.need(d, op);
+                    st.queue_cost = self.table.latency(d, op) * u64::from(need);
                     dev.queued_unit_ns += st.queue_cost;
                 }
             }
@@ -206,7 +208,7 @@ impl Core {
         let Some(dev) = self.devices.get_mut(d.device) else {
             return;
         };
-        let lat = self.table.latency_with(dev.kind, d.instr.opcode, d.units);
+        let lat = self.table.latency_with(d.device, d.instr.opcode, d.units);
         let start = match d.after.and_then(|a| dev.running.get(&a)) {
             Some(pred) => pred.est_end.max(now),
             None => now,
@@ -367,12 +369,13 @@ impl<S: Strategy> Policy for Engine<S> {
         self.strat.name()
     }
 
-    fn add_device(&mut self, _now: Nanos, device: DeviceId, kind: DeviceKind, capacity: u32) {
+    fn add_device(&mut self, _now: Nanos, device: DeviceId, profile: &DeviceProfile) {
         if self.core.devices.contains(device) {
             // Re-adding a live device: treat as removal of the old incarnation first.
             self.remove_device(_now, device);
         }
-        self.core.devices.add(device, kind, capacity);
+        self.core.devices.add(device, profile.kind, profile.units);
+        self.core.table.register(device, profile);
         self.core.device_queues.insert(device, BTreeSet::new());
         self.core.cp_observations = u64::MAX;
         self.core.refresh_cp();
@@ -482,7 +485,6 @@ impl<S: Strategy> Policy for Engine<S> {
         let planned = entry.est_end.saturating_sub(entry.est_start) * u64::from(entry.units);
         dev.running_unit_ns = dev.running_unit_ns.saturating_sub(planned);
         dev.completed += 1;
-        let kind = dev.kind;
         let mut orphan = None;
         if let Some(f) = entry.follower {
             if let Some(fe) = dev.running.get_mut(&f) {
@@ -504,7 +506,7 @@ impl<S: Strategy> Policy for Engine<S> {
         }
         if result.is_ok() {
             core.table
-                .observe(kind, instr.opcode, now.saturating_sub(started), entry.units);
+                .observe(device, instr.opcode, now.saturating_sub(started), entry.units);
         }
         if let Some((frame, idx)) = orphan {
             // The driver should drop a coalesced instruction whose predecessor failed;
@@ -562,11 +564,5 @@ impl<S: Strategy> Policy for Engine<S> {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
-    }
-
-    fn calibrate(&mut self, kind: DeviceKind, opcode: Opcode, latency_ns: Nanos) {
-        self.core.table.seed(kind, opcode, latency_ns);
-        self.core.cp_observations = u64::MAX;
-        self.core.refresh_cp();
     }
 }

@@ -97,10 +97,7 @@ impl Lroc {
             if latest_start(core, frame, idx) > band_end {
                 break;
             }
-            let need = core
-                .table
-                .need(dev.kind, core.dag.opcode(idx))
-                .min(dev.capacity);
+            let need = core.table.need(d, core.dag.opcode(idx)).min(dev.capacity);
             let units = if free >= need {
                 need
             } else if free >= planner::min_units(core.params.alpha, need) {
@@ -139,7 +136,7 @@ impl Lroc {
                 continue;
             };
             let op = core.dag.opcode(idx);
-            let vneed = core.table.need(v.kind, op).min(v.capacity);
+            let vneed = core.table.need(victim, op).min(v.capacity);
             let min_v = planner::min_units(core.params.alpha, vneed);
             if v.free() >= min_v {
                 continue; // the victim can start it itself
@@ -151,7 +148,7 @@ impl Lroc {
             if avoid == Some(thief) {
                 continue;
             }
-            let need = core.table.need(dev.kind, op).min(dev.capacity);
+            let need = core.table.need(thief, op).min(dev.capacity);
             if need == 0 || dev.free() < planner::min_units(core.params.alpha, need) {
                 continue;
             }
@@ -186,10 +183,7 @@ impl Lroc {
         {
             return None; // not critical yet, hopeless anyway, or outside the window
         }
-        let units = core
-            .table
-            .need(dev.kind, core.dag.opcode(idx))
-            .min(dev.capacity);
+        let units = core.table.need(d, core.dag.opcode(idx)).min(dev.capacity);
         let limit = f64::from(dev.capacity) * (1.0 + core.params.overcommit_ratio);
         if units == 0 || f64::from(dev.in_use + units) > limit {
             return None;
@@ -292,9 +286,10 @@ impl Strategy for Lroc {
         if rec.deadline > window_end(core) {
             return;
         }
-        let Some(kind) = core.devices.get(d.device).map(|dev| dev.kind) else {
+        if !core.devices.contains(d.device) {
             return;
-        };
+        }
+        let kind = d.device;
         // The most urgent successor waiting only on this instruction, fitting its units.
         let follower = core
             .dag

@@ -13,6 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use super::*;
 use crate::dag::FrameDag;
 use crate::engine::{Dispatch, EngineEvent, FrameOutcome};
+use crate::costs::{CostSource, DeviceProfile, OpcodeCost};
 use crate::isa::{DeviceKind, FrameId, Instr, Opcode};
 
 fn shape(up: usize, down: usize, users: usize, parts: usize) -> FrameShape {
@@ -68,6 +69,29 @@ fn latency(op: Opcode) -> Nanos {
     }
 }
 
+/// A CPU device of `units` workers whose opcodes cost `ns(op)`.
+fn cpu(units: u32, ns: impl Fn(Opcode) -> Nanos) -> DeviceProfile {
+    DeviceProfile {
+        kind: DeviceKind::Cpu,
+        units,
+        memory_bytes: 0,
+        costs: Opcode::ALL.map(|op| OpcodeCost {
+            need: 1,
+            latency_ns: ns(op),
+        }),
+        source: CostSource::Modelled,
+    }
+}
+
+/// Before any completion: roughly a 16x4 frame's kernels on one core.
+fn untrained(op: Opcode) -> Nanos {
+    match op {
+        Opcode::Load | Opcode::Store | Opcode::Modul => 5_000,
+        Opcode::Zf | Opcode::Decode => 50_000,
+        _ => 20_000,
+    }
+}
+
 /// Drive one scenario to the end, asserting the invariants on the way.
 fn drive(sc: &Scenario) -> Report {
     let shape = shape(3, 2, 2, 3);
@@ -77,7 +101,7 @@ fn drive(sc: &Scenario) -> Report {
     let mut now: Nanos = 0;
     let mut cap: BTreeMap<DeviceId, (u32, u32)> = BTreeMap::new(); // (capacity, in use)
     for d in 0..sc.devices {
-        policy.add_device(0, d, DeviceKind::Cpu, sc.capacity);
+        policy.add_device(0, d, &cpu(sc.capacity, untrained));
         cap.insert(d, (sc.capacity, 0));
     }
     // External events: (time, kind, frame, symbol); kind 0 = arrival, 1 = input.
@@ -137,7 +161,7 @@ fn drive(sc: &Scenario) -> Report {
             cap.remove(&0);
         } else if t_add == Some(now) {
             added = true;
-            policy.add_device(now, 99, DeviceKind::Cpu, sc.capacity);
+            policy.add_device(now, 99, &cpu(sc.capacity, untrained));
             cap.insert(99, (sc.capacity, 0));
         } else if t_ext == Some(now) {
             let Reverse((_, kind, f, s)) = external.pop().unwrap();
@@ -413,8 +437,8 @@ fn bad_names_and_params_are_errors() {
 fn frame_policy_keeps_a_frame_on_one_device() {
     let s = shape(2, 0, 2, 2);
     let mut p = make_policy("frame", &s, &PolicyParams::default()).unwrap();
-    p.add_device(0, 0, DeviceKind::Cpu, 4);
-    p.add_device(0, 1, DeviceKind::Cpu, 4);
+    p.add_device(0, 0, &cpu(4, untrained));
+    p.add_device(0, 1, &cpu(4, untrained));
     p.frame_arrived(0, 7, 1_000_000);
     for sym in s.received_symbols() {
         p.input_ready(0, 7, sym);
@@ -488,10 +512,7 @@ fn lroc_sheds_a_hopeless_frame_before_its_deadline() {
             ..PolicyParams::default()
         };
         let mut p = make_policy("lroc", &shape, &params).unwrap();
-        p.add_device(0, 0, DeviceKind::Cpu, 1);
-        for op in Opcode::ALL {
-            p.calibrate(DeviceKind::Cpu, op, 100_000);
-        }
+        p.add_device(0, 0, &cpu(1, |_| 100_000));
         // Critical path from a Load is >= 5 instructions x 100 us; deadline 50 us.
         p.frame_arrived(0, 7, 50_000);
         for s in shape.received_symbols() {

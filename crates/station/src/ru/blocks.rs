@@ -322,6 +322,7 @@ where
         drain_timeout_ns: (cfg.deadline_ns * 4).max(200_000_000),
         verify_downlink: cfg.verify_downlink,
         keep_payloads: true,
+        calibration: None,
     };
     let driver = {
         let (ctx, tx) = (ctx.clone(), tx.clone());
@@ -360,7 +361,7 @@ where
         policy: policy_name,
         config: cfg.config_name.clone(),
         devices: cfg.devices.len(),
-        workers: cfg.devices.iter().map(|d| d.workers).sum(),
+        workers: cfg.devices.iter().map(DeviceSpec::cpu_workers).sum(),
         rus: 1,
         offered_fps: 0.0,
         wall_s: wall_ns as f64 / 1e9,
@@ -369,6 +370,7 @@ where
         rescheduled: out.rescheduled,
         device_removals: out.device_removals,
         device_instrs: out.device_instrs.clone(),
+        device_costs: out.device_costs.clone(),
         scheduler_busy_ns: out.scheduler_busy_ns,
         dispatches: out.dispatches,
         notes,

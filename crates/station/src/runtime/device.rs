@@ -8,45 +8,22 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use radiohost_rt::{RtThread, RtThreadBuilder, ThreadConfig};
 
 use crate::isa::{DeviceId, Instr, Nanos};
-use crate::kernels::{execute, FrameSlot, KernelContext, Scratch};
-use crate::pool::Lease;
+use crate::kernels::{execute, KernelContext, Scratch};
 
-use super::{now_ns, DriverMsg, DriverSender, StationError};
+use super::executor::{CompletionSink, Executor, ExecutorEnv, Job, Refused, SubmitError};
+use super::{now_ns, StationError};
+use crate::costs::DeviceProfile;
 use crate::engine::InstrError;
+use crate::isa::DeviceKind;
+use crate::sim::CostModel;
 
 /// How one CPU device is built.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct DeviceSpec {
+pub struct CpuSpec {
     /// Worker threads (the device's capacity in units).
     pub workers: usize,
     /// Cores the workers are pinned to (round robin); empty leaves affinity alone.
     pub cores: Vec<usize>,
-}
-
-impl DeviceSpec {
-    /// Split `cores` into `devices` devices of `workers_per_device` workers each,
-    /// cores dealt round robin (a 2-core machine split into several devices gives
-    /// the fragmented parallelism the planner has to cope with).
-    pub fn split(devices: usize, workers_per_device: usize, cores: &[usize]) -> Vec<DeviceSpec> {
-        (0..devices)
-            .map(|d| DeviceSpec {
-                workers: workers_per_device,
-                cores: if cores.is_empty() {
-                    Vec::new()
-                } else {
-                    (0..workers_per_device)
-                        .map(|w| cores[(d * workers_per_device + w) % cores.len()])
-                        .collect()
-                },
-            })
-            .collect()
-    }
-}
-
-/// One unit of work sent to a device.
-pub(crate) struct Job {
-    pub instr: Instr,
-    pub slot: Lease<FrameSlot>,
 }
 
 #[derive(Default)]
@@ -73,16 +50,10 @@ impl Shared {
     }
 }
 
-/// Why a job was not queued.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) enum SubmitError {
-    Full,
-    Removed,
-}
-
 /// A running CPU device.
 pub(crate) struct CpuDevice {
     shared: Arc<Shared>,
+    profile: DeviceProfile,
     workers: Vec<RtThread<()>>,
     /// What the kernel refused when pinning (reported once, then carried on).
     pub pin_problems: Vec<String>,
@@ -91,13 +62,29 @@ pub(crate) struct CpuDevice {
 }
 
 impl CpuDevice {
-    pub fn start(
-        id: DeviceId,
-        spec: &DeviceSpec,
-        queue_capacity: usize,
-        ctx: Arc<KernelContext>,
-        events: DriverSender,
-    ) -> Result<Self, StationError> {
+    /// Start `spec`'s workers as device `id`. Its costs are `env.calibrated` when a
+    /// calibration of this device is known, else the cost model's (labelled so).
+    pub fn start(id: DeviceId, spec: &CpuSpec, env: ExecutorEnv) -> Result<Self, StationError> {
+        let ExecutorEnv {
+            ctx,
+            queue_capacity,
+            sink: events,
+            calibrated,
+        } = env;
+        let width = spec.workers.max(1);
+        let profile = match calibrated {
+            Some(p) => DeviceProfile {
+                units: width as u32,
+                ..p
+            },
+            None => DeviceProfile::modelled(
+                DeviceKind::Cpu,
+                width as u32,
+                &CostModel::default(),
+                &ctx.shape,
+                ctx.cfg.fft_size,
+            ),
+        };
         let shared = Arc::new(Shared {
             id,
             queues: Mutex::new(Queues::default()),
@@ -107,7 +94,7 @@ impl CpuDevice {
         let mut workers = Vec::new();
         let mut pin_problems = Vec::new();
         let mut thread_setup = Vec::new();
-        for w in 0..spec.workers.max(1) {
+        for w in 0..width {
             let mut cfg = ThreadConfig::default();
             if !spec.cores.is_empty() {
                 cfg = cfg.pinned(vec![spec.cores[w % spec.cores.len()]]);
@@ -136,26 +123,21 @@ impl CpuDevice {
         }
         Ok(Self {
             shared,
+            profile,
             workers,
             pin_problems,
             thread_setup,
         })
     }
 
-    pub fn workers(&self) -> usize {
-        self.workers.len()
-    }
-
     /// Queue `job` (at low priority, or behind the running `after`).
-    pub fn submit(
-        &self,
-        job: Job,
-        low_priority: bool,
-        after: Option<Instr>,
-    ) -> Result<(), (SubmitError, Job)> {
+    fn queue(&self, job: Job, low_priority: bool, after: Option<Instr>) -> Result<(), Refused> {
         let mut q = self.shared.lock();
         if q.removed {
-            return Err((SubmitError::Removed, job));
+            return Err(Refused {
+                reason: SubmitError::Removed,
+                job,
+            });
         }
         if let Some(pred) = after {
             let pending = q.running.contains(&pred)
@@ -167,7 +149,10 @@ impl CpuDevice {
             // The predecessor already finished: nothing to coalesce behind.
         }
         if q.normal.len() + q.low.len() >= self.shared.capacity {
-            return Err((SubmitError::Full, job));
+            return Err(Refused {
+                reason: SubmitError::Full,
+                job,
+            });
         }
         if low_priority {
             q.low.push_back(job);
@@ -181,7 +166,7 @@ impl CpuDevice {
 
     /// Stop taking work: queued and parked jobs are dropped (the policy reschedules
     /// them); running ones finish and their completions are ignored by the driver.
-    pub fn remove(&self) -> usize {
+    fn stop(&self) -> usize {
         let mut q = self.shared.lock();
         q.removed = true;
         let dropped = q.normal.len() + q.low.len() + q.parked.values().map(Vec::len).sum::<usize>();
@@ -193,16 +178,43 @@ impl CpuDevice {
         dropped
     }
 
-    /// Remove and wait for the workers to exit.
-    pub fn shutdown(self) {
-        self.remove();
+    fn join(self) {
+        self.stop();
         for w in self.workers {
             let _ = w.join();
         }
     }
 }
 
-fn worker_loop(sh: &Shared, ctx: &KernelContext, mut scratch: Scratch, events: &DriverSender) {
+impl Executor for CpuDevice {
+    fn profile(&self) -> &DeviceProfile {
+        &self.profile
+    }
+
+    fn submit(&self, job: Job, low_priority: bool, after: Option<Instr>) -> Result<(), Refused> {
+        self.queue(job, low_priority, after)
+    }
+
+    fn remove(&self) -> usize {
+        self.stop()
+    }
+
+    fn shutdown(self: Box<Self>) {
+        (*self).join();
+    }
+
+    fn notes(&self) -> Vec<String> {
+        let mut notes = vec![format!(
+            "device {} threads (rt layer): {}",
+            self.shared.id,
+            self.thread_setup.join(", ")
+        )];
+        notes.extend(self.pin_problems.iter().take(1).cloned());
+        notes
+    }
+}
+
+fn worker_loop(sh: &Shared, ctx: &KernelContext, mut scratch: Scratch, events: &CompletionSink) {
     let mut next: Option<Job> = None;
     loop {
         let job = match next.take() {
@@ -251,14 +263,7 @@ fn worker_loop(sh: &Shared, ctx: &KernelContext, mut scratch: Scratch, events: &
                 sh.work.notify_all();
             }
         }
-        let msg = DriverMsg::Completed {
-            device: sh.id,
-            instr,
-            started,
-            finished,
-            result,
-        };
-        if events.send(msg).is_err() {
+        if !events.completed(instr, started, finished, result) {
             return;
         }
     }
@@ -271,14 +276,16 @@ mod tests {
 
     use super::*;
     use crate::isa::Opcode;
+    use crate::kernels::FrameSlot;
     use crate::pool::{BufferPool, Exhaustion};
+    use crate::runtime::DriverMsg;
 
     struct Rig {
         dev: CpuDevice,
         pool: BufferPool<FrameSlot>,
         ctx: Arc<KernelContext>,
         rx: mpsc::Receiver<DriverMsg>,
-        tx: DriverSender,
+        tx: CompletionSink,
     }
 
     /// A device whose workers are started by the test ([`Rig::start`]), so queue
@@ -291,14 +298,23 @@ mod tests {
             FrameSlot::new(&c)
         });
         let (tx, rx) = crate::runtime::driver_channel();
+        let tx = CompletionSink::new(0, tx);
         let shared = Arc::new(Shared {
             id: 0,
             queues: Mutex::new(Queues::default()),
             work: Condvar::new(),
             capacity: 16,
         });
+        let profile = DeviceProfile::modelled(
+            DeviceKind::Cpu,
+            1,
+            &CostModel::default(),
+            &ctx.shape,
+            ctx.cfg.fft_size,
+        );
         let dev = CpuDevice {
             shared,
+            profile,
             workers: Vec::new(),
             pin_problems: Vec::new(),
             thread_setup: Vec::new(),
@@ -326,10 +342,7 @@ mod tests {
 
         fn submit(&self, instr: Instr, low: bool, after: Option<Instr>) {
             let slot = self.pool.acquire().unwrap();
-            self.dev
-                .submit(Job { instr, slot }, low, after)
-                .map_err(|e| e.0)
-                .unwrap();
+            self.dev.queue(Job { instr, slot }, low, after).unwrap();
         }
 
         fn completions(&self, n: usize) -> Vec<(Instr, Nanos, Nanos)> {
@@ -374,7 +387,7 @@ mod tests {
             done[1].1 >= done[0].2,
             "the coalesced instruction started before its predecessor ended"
         );
-        r.dev.shutdown();
+        r.dev.join();
     }
 
     #[test]
@@ -386,7 +399,7 @@ mod tests {
         assert!(r.dev.shared.lock().parked.is_empty());
         r.start(1);
         assert_eq!(r.completions(1).len(), 1);
-        r.dev.shutdown();
+        r.dev.join();
     }
 
     #[test]
@@ -400,7 +413,7 @@ mod tests {
         r.start(1);
         let order: Vec<Instr> = r.completions(2).into_iter().map(|c| c.0).collect();
         assert_eq!(order, vec![normal, low]);
-        r.dev.shutdown();
+        r.dev.join();
     }
 
     #[test]
@@ -410,7 +423,7 @@ mod tests {
         let slot = r.pool.acquire().unwrap();
         for i in 0..16 {
             r.dev
-                .submit(
+                .queue(
                     Job {
                         instr: Instr::new(i, u, Opcode::Load, 0),
                         slot: slot.clone(),
@@ -418,10 +431,9 @@ mod tests {
                     false,
                     None,
                 )
-                .map_err(|e| e.0)
                 .unwrap();
         }
-        let full = r.dev.submit(
+        let full = r.dev.queue(
             Job {
                 instr: Instr::new(99, u, Opcode::Load, 0),
                 slot: slot.clone(),
@@ -429,9 +441,9 @@ mod tests {
             false,
             None,
         );
-        assert!(matches!(full, Err((SubmitError::Full, _))));
-        assert_eq!(r.dev.remove(), 16);
-        let err = r.dev.submit(
+        assert!(matches!(full, Err(Refused { reason: SubmitError::Full, .. })));
+        assert_eq!(r.dev.stop(), 16);
+        let err = r.dev.queue(
             Job {
                 instr: Instr::new(0, u, Opcode::Load, 0),
                 slot: slot.clone(),
@@ -439,8 +451,8 @@ mod tests {
             false,
             None,
         );
-        assert!(matches!(err, Err((SubmitError::Removed, _))));
-        r.dev.shutdown();
+        assert!(matches!(err, Err(Refused { reason: SubmitError::Removed, .. })));
+        r.dev.join();
         // Every dropped job released its lease (the refused ones came back to us).
         drop((full, err, slot));
         let s = r.pool.stats();

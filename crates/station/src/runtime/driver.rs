@@ -9,15 +9,18 @@ use radiohost_iq::Ci16;
 use radiohost_phy::downlink::{DownlinkInfo, DownlinkUserOutput, UserEmulator};
 use radiohost_phy::generator::frame_rng;
 
-use super::device::{CpuDevice, DeviceSpec, Job, SubmitError};
+use super::executor::{
+    CompletionSink, DeviceSpec, Executor, ExecutorEnv, Job, Refused, SubmitError,
+};
 use super::{now_ns, DeviceAction, DeviceChange, DriverMsg, DriverSender, StationError, Truth};
+use crate::calibration::Calibration;
 use crate::engine::InstrError;
 use crate::engine::{EngineEvent, FrameOutcome, Policy};
-use crate::isa::{DeviceId, DeviceKind, FrameId, Nanos};
+use crate::isa::{DeviceId, FrameId, Nanos};
 use crate::kernels::slot::read;
 use crate::kernels::{FrameSlot, KernelContext};
 use crate::pool::Lease;
-use crate::report::{FrameFate, FrameRecord, ReportBuilder};
+use crate::report::{DeviceCostLabel, FrameFate, FrameRecord, ReportBuilder};
 
 /// How the driver runs.
 #[derive(Clone, Debug)]
@@ -37,6 +40,9 @@ pub struct DriverConfig {
     /// Hand back every completed frame's decoded uplink payload
     /// ([`DriverOutput::payloads`]); kept for the whole run, so for bounded runs.
     pub keep_payloads: bool,
+    /// Measured per-opcode costs; devices it covers are charged those, the others
+    /// their modelled costs (each report says which).
+    pub calibration: Option<Arc<Calibration>>,
 }
 
 /// The decoded uplink of one completed frame.
@@ -57,6 +63,7 @@ pub struct DriverOutput {
     pub device_removals: u64,
     pub ignored_completions: u64,
     pub device_instrs: Vec<u64>,
+    pub device_costs: Vec<DeviceCostLabel>,
     /// Time the scheduler thread spent handling messages and polling the policy.
     pub scheduler_busy_ns: Nanos,
     /// Dispatches sent to devices.
@@ -188,6 +195,7 @@ pub fn run_driver(
             device_removals: 0,
             ignored_completions: 0,
             device_instrs: Vec::new(),
+            device_costs: Vec::new(),
             scheduler_busy_ns: 0,
             dispatches: 0,
             notes: Vec::new(),
@@ -198,6 +206,8 @@ pub fn run_driver(
             payloads: Vec::new(),
         },
         checker: None,
+        specs: Vec::new(),
+        calibration: cfg.calibration.clone(),
         ctx: ctx.clone(),
         tx: tx.clone(),
         queue_capacity: cfg.queue_capacity,
@@ -300,6 +310,12 @@ pub fn run_driver(
                 DriverMsg::RemoveDevice(id) => {
                     d.change(&mut *policy, now, &DeviceAction::Remove(id))?
                 }
+                DriverMsg::DeviceFailed { device, fault } => {
+                    d.out
+                        .notes
+                        .push(format!("device {device} failed: {fault}; removing it"));
+                    d.change(&mut *policy, now, &DeviceAction::Remove(device))?
+                }
             }
             next = rx.try_recv().ok();
         }
@@ -365,7 +381,10 @@ pub fn run_driver(
 }
 
 struct Driver {
-    devices: Vec<Option<CpuDevice>>,
+    devices: Vec<Option<Box<dyn Executor>>>,
+    /// What each device id was started from (a rejoin restarts it).
+    specs: Vec<DeviceSpec>,
+    calibration: Option<Arc<Calibration>>,
     frames: HashMap<FrameId, Live>,
     report: ReportBuilder,
     uplink_bits: u64,
@@ -384,22 +403,28 @@ impl Driver {
         spec: &DeviceSpec,
     ) -> Result<(), StationError> {
         let id = self.devices.len() as DeviceId;
-        let dev = CpuDevice::start(
-            id,
-            spec,
-            self.queue_capacity,
-            self.ctx.clone(),
-            self.tx.clone(),
-        )?;
-        self.out.notes.push(format!(
-            "device {id} threads (rt layer): {}",
-            dev.thread_setup.join(", ")
-        ));
-        self.out
-            .notes
-            .extend(dev.pin_problems.iter().take(1).cloned());
-        policy.add_device(now_ns(), id, DeviceKind::Cpu, dev.workers() as u32);
+        let name = spec.name();
+        let env = ExecutorEnv {
+            ctx: self.ctx.clone(),
+            queue_capacity: self.queue_capacity,
+            sink: CompletionSink::new(id, self.tx.clone()),
+            calibrated: self
+                .calibration
+                .as_ref()
+                .and_then(|c| c.profile_for(&name)),
+        };
+        let dev = spec.start(id, env)?;
+        self.out.notes.extend(dev.notes());
+        let profile = dev.profile();
+        policy.add_device(now_ns(), id, profile);
+        self.out.device_costs.push(DeviceCostLabel {
+            device: id,
+            name,
+            units: profile.units,
+            costs: profile.source,
+        });
         self.devices.push(Some(dev));
+        self.specs.push(spec.clone());
         self.out.device_instrs.push(0);
         Ok(())
     }
@@ -412,6 +437,26 @@ impl Driver {
     ) -> Result<(), StationError> {
         match action {
             DeviceAction::Add(spec) => self.add_device(policy, spec),
+            DeviceAction::Rejoin(old) => {
+                let Some(spec) = self.specs.get(*old as usize).cloned() else {
+                    self.out
+                        .notes
+                        .push(format!("rejoin device {old}: no such device (ignored)"));
+                    return Ok(());
+                };
+                if self.devices[*old as usize].is_some() {
+                    self.out
+                        .notes
+                        .push(format!("rejoin device {old}: it never left (ignored)"));
+                    return Ok(());
+                }
+                self.add_device(policy, &spec)?;
+                self.out.notes.push(format!(
+                    "device {old} rejoined as device {}",
+                    self.devices.len() - 1
+                ));
+                Ok(())
+            }
             DeviceAction::Remove(id) => {
                 match self.devices.get_mut(*id as usize).and_then(Option::take) {
                     Some(dev) => {
@@ -463,13 +508,17 @@ impl Driver {
                             self.out.dispatches += 1;
                             None
                         }
-                        Err((SubmitError::Full, _)) => Some(InstrError::QueueFull {
+                        Err(Refused {
+                            reason: SubmitError::Full,
+                            ..
+                        }) => Some(InstrError::QueueFull {
                             device: disp.device,
                             capacity: self.queue_capacity,
                         }),
-                        Err((SubmitError::Removed, _)) => {
-                            Some(InstrError::DeviceRemoved(disp.device))
-                        }
+                        Err(Refused {
+                            reason: SubmitError::Removed,
+                            ..
+                        }) => Some(InstrError::DeviceRemoved(disp.device)),
                     },
                     None => Some(InstrError::NoDevice(disp.device)),
                 };

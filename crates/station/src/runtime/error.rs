@@ -46,6 +46,13 @@ pub enum StationError {
         #[source]
         source: io::Error,
     },
+    #[error("device {device} ({name}) could not start: {source}")]
+    Executor {
+        device: DeviceId,
+        name: String,
+        #[source]
+        source: super::DeviceFault,
+    },
     #[error("the {0} thread panicked: a bug; rerun with RUST_BACKTRACE=1 and report it")]
     Panicked(&'static str),
 }

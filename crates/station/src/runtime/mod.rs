@@ -17,6 +17,7 @@
 pub mod device;
 mod driver;
 pub mod error;
+pub mod executor;
 pub mod station;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,7 +32,11 @@ use crate::isa::{DeviceId, FrameId, Instr, Nanos};
 use crate::kernels::{FrameSlot, KernelContext};
 use crate::pool::{BufferPool, Lease};
 
-pub use device::DeviceSpec;
+pub use device::CpuSpec;
+pub use executor::{
+    CompletionSink, DeviceFault, DeviceSpec, Executor, ExecutorEnv, ExecutorFactory, Job, Refused,
+    SubmitError,
+};
 pub use driver::{run_driver, DecodedPayload, DriverConfig, DriverOutput};
 pub use error::StationError;
 pub use station::{run_station, StationSetup};
@@ -84,19 +89,28 @@ pub enum DriverMsg {
     AddDevice(DeviceSpec),
     /// Remove a device now.
     RemoveDevice(DeviceId),
+    /// A device reported its own loss (a CUDA error, a dead worker): it is removed
+    /// and its work re-planned.
+    DeviceFailed { device: DeviceId, fault: DeviceFault },
 }
 
-/// A device added or removed when a frame arrives (for runs and tests).
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+/// A device added or removed when a frame arrives (for runs and tests; `station run
+/// --device-events` turns times into frame ids).
+#[derive(Clone, Debug)]
 pub struct DeviceChange {
     /// Applied when this frame id arrives.
     pub at_frame: FrameId,
     pub action: DeviceAction,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug)]
 pub enum DeviceAction {
+    /// The device leaves (as if it failed): its work is re-planned.
     Remove(DeviceId),
+    /// A removed device joins again, started from its spec under a new id (its old
+    /// incarnation's late completions stay ignored).
+    Rejoin(DeviceId),
+    /// A new device joins.
     Add(DeviceSpec),
 }
 

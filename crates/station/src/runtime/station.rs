@@ -10,6 +10,7 @@ use super::{
     driver_channel, frame_pool, now_ns, run_driver, DeviceChange, DeviceSpec, DriverConfig,
     StationError,
 };
+use crate::calibration::Calibration;
 use crate::engine::Policy;
 use crate::kernels::KernelContext;
 use crate::pool::Exhaustion;
@@ -38,6 +39,8 @@ pub struct StationSetup {
     pub pool_initial: usize,
     pub pool_max: usize,
     pub queue_capacity: usize,
+    /// Measured costs for the devices it covers (the others are modelled).
+    pub calibration: Option<Arc<Calibration>>,
 }
 
 impl StationSetup {
@@ -69,6 +72,7 @@ impl StationSetup {
             pool_initial: 16,
             pool_max: 256,
             queue_capacity: 4096,
+            calibration: None,
         })
     }
 }
@@ -100,6 +104,7 @@ pub fn run_station(
         drain_timeout_ns: (setup.deadline_ns * 4).max(200_000_000),
         verify_downlink: setup.verify_downlink,
         keep_payloads: false,
+        calibration: setup.calibration.clone(),
     };
     let driver = {
         let (ctx, tx) = (ctx.clone(), tx.clone());
@@ -213,7 +218,7 @@ pub fn run_station(
         policy: policy_name,
         config: setup.config_name.clone(),
         devices: setup.devices.len(),
-        workers: setup.devices.iter().map(|d| d.workers).sum(),
+        workers: setup.devices.iter().map(DeviceSpec::cpu_workers).sum(),
         rus: setup.rus,
         offered_fps: setup.rus as f64 * 1e9 / setup.frame_period_ns as f64,
         wall_s: wall_ns as f64 / 1e9,
@@ -222,6 +227,7 @@ pub fn run_station(
         rescheduled: out.rescheduled,
         device_removals: out.device_removals,
         device_instrs: out.device_instrs.clone(),
+        device_costs: out.device_costs.clone(),
         scheduler_busy_ns: out.scheduler_busy_ns,
         dispatches: out.dispatches,
         notes,

@@ -9,12 +9,13 @@ mod run;
 
 use std::str::FromStr;
 
+use crate::costs::CostSource;
 use crate::isa::{DeviceId, DeviceKind, Nanos};
 use crate::policy::{PolicyError, PolicyParams};
 use crate::shape::FrameShape;
 use radiohost_testbed::units::{parse_time, UnitError};
 
-pub use model::{CostModel, ModelError, RefShape};
+pub use model::{CostModel, RefShape};
 pub use run::simulate;
 
 /// Errors configuring or running a simulation.
@@ -99,8 +100,6 @@ pub struct SimConfig {
     pub seed: u64,
     pub params: PolicyParams,
     pub model: CostModel,
-    /// Seed the policy's opcode table from the model (as a calibration run would).
-    pub calibrate_policy: bool,
 }
 
 impl Default for SimConfig {
@@ -124,7 +123,6 @@ impl Default for SimConfig {
             seed: 1,
             params: PolicyParams::default(),
             model: CostModel::default(),
-            calibrate_policy: true,
         }
     }
 }
@@ -233,6 +231,8 @@ pub struct SimResult {
     pub rus: u32,
     pub antennas: usize,
     pub users: usize,
+    /// Whether the kernel costs were measured (a calibration file) or modelled.
+    pub costs: CostSource,
     pub frames: u64,
     pub completed: u64,
     pub missed: u64,

@@ -7,37 +7,20 @@
 //! 16-subcarrier blocks in a part x (M K^2 + K^3), equalisation and precoding with
 //! subcarriers in a part x M x K, coding with data subcarriers.
 //!
-//! A calibration JSON (what `radiohost station bench` writes) replaces the per-opcode
-//! figures: `{"cpu": {"zf": 12000, ...}, "gpu": {...}, "shape": {"antennas": 16,
-//! "users": 4, "data_num": 300, "fft_size": 512, "parts": 4}}` (ns per instruction at
-//! full width on that shape; kinds, opcodes and shape fields are all optional).
-
-use std::collections::BTreeMap;
+//! A calibration file ([`crate::calibration`], written by `radiohost station
+//! calibrate`) replaces the per-opcode figures and needs of every device kind it
+//! measured: median ns per instruction at full width on its shape, scaled like the
+//! model to other shapes. [`CostModel::source`] says which kinds are calibrated.
 
 use serde::Deserialize;
 
+use crate::calibration::Calibration;
+use crate::costs::CostSource;
 use crate::isa::{DeviceKind, Nanos, Opcode};
 use crate::shape::FrameShape;
 
 /// Subcarriers that share one ZF matrix (Agora-style block), for ZF work.
 const ZF_BLOCK: usize = 16;
-
-/// Errors in a calibration table.
-#[derive(Debug, thiserror::Error)]
-pub enum ModelError {
-    #[error("calibration JSON is malformed: {0}")]
-    Json(#[from] serde_json::Error),
-    #[error("calibration names unknown opcode `{name}` under `{kind}`: use one of load, pilot_fft, up_fft, zf, eq_demod, decode, encode, modul, precode, ifft, store")]
-    Opcode { kind: String, name: String },
-    #[error("calibration latency for {kind}/{name} must be a finite non-negative number of ns, got {value}")]
-    Value {
-        kind: String,
-        name: String,
-        value: f64,
-    },
-    #[error("calibration shape field {field} must be at least 1")]
-    Shape { field: &'static str },
-}
 
 /// Problem size the per-opcode figures were measured at.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize, serde::Serialize)]
@@ -62,15 +45,6 @@ impl Default for RefShape {
     }
 }
 
-#[derive(Deserialize)]
-struct CalibrationFile {
-    #[serde(default)]
-    cpu: BTreeMap<String, f64>,
-    #[serde(default)]
-    gpu: BTreeMap<String, f64>,
-    shape: Option<RefShape>,
-}
-
 /// Kernel and copy cost model.
 #[derive(Clone, Debug)]
 pub struct CostModel {
@@ -83,6 +57,10 @@ pub struct CostModel {
     pub copy_bytes_per_ns: [f64; 2],
     /// Fixed cost of one copy, same split.
     pub copy_fixed_ns: [f64; 2],
+    /// Resource units per instruction at full width, [cpu, gpu].
+    need: [[u32; Opcode::ALL.len()]; 2],
+    /// Whether a calibration measured each kind, [cpu, gpu].
+    calibrated: [bool; 2],
 }
 
 fn k(kind: DeviceKind) -> usize {
@@ -98,7 +76,9 @@ impl Default for CostModel {
     /// published for massive-MIMO kernels on datacenter GPUs. Calibrate for real use.
     fn default() -> Self {
         let mut scaled_ns = [[0.0; Opcode::ALL.len()]; 2];
+        let mut need = [[1; Opcode::ALL.len()]; 2];
         for op in Opcode::ALL {
+            need[1][op.index()] = modelled_gpu_need(op);
             let (cpu, gpu) = match op {
                 Opcode::Load => (20_000.0, 1_000.0),
                 Opcode::PilotFft | Opcode::UpFft | Opcode::Ifft => (400_000.0, 8_000.0),
@@ -118,59 +98,57 @@ impl Default for CostModel {
             fixed_ns: [1_000.0, 5_000.0],
             copy_bytes_per_ns: [50.0, 25.0],
             copy_fixed_ns: [500.0, 5_000.0],
+            need,
+            calibrated: [false; 2],
         }
     }
 }
 
-fn opcode_named(name: &str) -> Option<Opcode> {
-    Opcode::ALL.into_iter().find(|o| o.name() == name)
+/// SMs per instruction on a GPU when no GPU executor measured them: what `radiohost
+/// gpu describe --mimo 64x16 --parts 16` computes for an H100 from the kernels' ptxas
+/// resources (NVRTC 12.9), copies counted as one unit. A GPU executor's own
+/// [`crate::costs::DeviceProfile`] (its occupancy table) replaces these.
+fn modelled_gpu_need(op: Opcode) -> u32 {
+    match op {
+        Opcode::Load | Opcode::Store => 1,
+        Opcode::PilotFft | Opcode::UpFft | Opcode::Ifft => 8,
+        Opcode::Zf => 13,
+        Opcode::Precode => 3,
+        Opcode::EqDemod | Opcode::Decode | Opcode::Encode | Opcode::Modul => 1,
+    }
 }
 
 impl CostModel {
-    /// The default model with the figures of a calibration JSON. A calibrated figure is
-    /// a whole measured latency, so it includes the fixed cost.
-    ///
-    /// # Errors
-    /// Malformed JSON, unknown opcode names, negative latencies, zero shape fields.
-    pub fn from_calibration_json(text: &str) -> Result<Self, ModelError> {
-        let file: CalibrationFile = serde_json::from_str(text)?;
+    /// The default model with the figures of `cal`: for each kind it measured (its
+    /// first device of that kind), every measured opcode's median latency and need at
+    /// the calibration's shape. A measured latency is whole, so it includes the fixed
+    /// cost.
+    pub fn from_calibration(cal: &Calibration) -> Self {
         let mut model = Self::default();
-        if let Some(shape) = file.shape {
-            for (field, v) in [
-                ("antennas", shape.antennas),
-                ("users", shape.users),
-                ("data_num", shape.data_num),
-                ("fft_size", shape.fft_size),
-                ("parts", shape.parts),
-            ] {
-                if v == 0 {
-                    return Err(ModelError::Shape { field });
-                }
-            }
-            model.reference = shape;
-        }
-        for (kind, table) in [(DeviceKind::Cpu, &file.cpu), (DeviceKind::Gpu, &file.gpu)] {
-            let kname = if kind == DeviceKind::Cpu {
-                "cpu"
-            } else {
-                "gpu"
+        model.reference = cal.shape;
+        for kind in [DeviceKind::Cpu, DeviceKind::Gpu] {
+            let Some(dev) = cal.of_kind(kind) else {
+                continue;
             };
-            for (name, &ns) in table {
-                let op = opcode_named(name).ok_or_else(|| ModelError::Opcode {
-                    kind: kname.into(),
-                    name: name.clone(),
-                })?;
-                if !ns.is_finite() || ns < 0.0 {
-                    return Err(ModelError::Value {
-                        kind: kname.into(),
-                        name: name.clone(),
-                        value: ns,
-                    });
+            for op in Opcode::ALL {
+                if let Some(s) = dev.opcodes.get(op.name()) {
+                    model.scaled_ns[k(kind)][op.index()] =
+                        (s.median_ns as f64 - model.fixed_ns[k(kind)]).max(0.0);
+                    model.need[k(kind)][op.index()] = s.need.max(1);
                 }
-                model.scaled_ns[k(kind)][op.index()] = (ns - model.fixed_ns[k(kind)]).max(0.0);
             }
+            model.calibrated[k(kind)] = true;
         }
-        Ok(model)
+        model
+    }
+
+    /// Whether `kind`'s figures were measured (a calibration) or modelled.
+    pub fn source(&self, kind: DeviceKind) -> CostSource {
+        if self.calibrated[k(kind)] {
+            CostSource::Calibrated
+        } else {
+            CostSource::Modelled
+        }
     }
 
     /// Latency of one `op` instruction at full width on `kind` for `shape`.
@@ -191,6 +169,16 @@ impl CostModel {
             shape.parts,
         ) / work(op, r.antennas, r.users, r.data_num, r.fft_size, r.parts);
         (self.fixed_ns[k(kind)] + self.scaled_ns[k(kind)][op.index()] * ratio).round() as Nanos
+    }
+
+    /// Resource units one `op` instruction reserves on `kind` at full width.
+    pub fn need(&self, kind: DeviceKind, op: Opcode) -> u32 {
+        self.need[k(kind)][op.index()]
+    }
+
+    /// Set the units `op` reserves on `kind` (at least one).
+    pub fn set_need(&mut self, kind: DeviceKind, op: Opcode, units: u32) {
+        self.need[k(kind)][op.index()] = units.max(1);
     }
 
     /// Cost of copying `bytes` from a `from` device to a `to` device.
@@ -279,11 +267,12 @@ mod tests {
     }
 
     #[test]
-    fn calibration_json_overrides_and_rejects_nonsense() {
-        let m = CostModel::from_calibration_json(
-            r#"{"cpu": {"zf": 11000}, "shape": {"antennas": 16, "users": 4, "data_num": 300, "fft_size": 512, "parts": 4}}"#,
-        )
-        .unwrap();
+    fn a_calibration_replaces_the_figures_of_the_kinds_it_measured() {
+        let text = r#"{"format": "radiohost-station-calibration/1", "config": "16x4", "frames": 1, "loadavg": "",
+            "shape": {"antennas": 16, "users": 4, "data_num": 300, "fft_size": 512, "parts": 4},
+            "devices": [{"name": "cpu:1", "kind": "cpu", "units": 1, "memory_bytes": 0,
+              "opcodes": {"zf": {"need": 1, "samples": 3, "min_ns": 1, "median_ns": 11000, "p90_ns": 1, "p99_ns": 1, "max_ns": 1, "mean_ns": 1.0}}}]}"#;
+        let m = CostModel::from_calibration(&Calibration::from_json(text, "t").unwrap());
         let s = FrameShape {
             antennas: 16,
             users: 4,
@@ -292,10 +281,9 @@ mod tests {
             ..shape(16, 4)
         };
         assert_eq!(m.latency(DeviceKind::Cpu, Opcode::Zf, &s, 512), 11_000);
-        assert!(CostModel::from_calibration_json(r#"{"cpu": {"fft": 1}}"#).is_err());
-        assert!(CostModel::from_calibration_json(r#"{"cpu": {"zf": -1}}"#).is_err());
-        assert!(CostModel::from_calibration_json(r#"{"shape": {"parts": 0}}"#).is_err());
-        assert!(CostModel::from_calibration_json("[").is_err());
+        assert_eq!(m.source(DeviceKind::Cpu), CostSource::Calibrated);
+        assert_eq!(m.source(DeviceKind::Gpu), CostSource::Modelled);
+        assert_eq!(CostModel::default().source(DeviceKind::Cpu), CostSource::Modelled);
     }
 
     #[test]

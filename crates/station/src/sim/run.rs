@@ -13,7 +13,7 @@ use crate::dag::FrameDag;
 use crate::engine::{Dispatch, EngineEvent, FrameOutcome, Policy};
 use crate::isa::{DeviceId, DeviceKind, FrameId, Instr, Nanos, Opcode};
 use crate::policy::make_policy;
-use crate::scoreboard::OpcodeTable;
+use crate::costs::DeviceProfile;
 use crate::shape::FrameShape;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -68,20 +68,15 @@ struct Sim<'a> {
     free_runs: Vec<usize>,
     followers: HashMap<(Instr, DeviceId), Dispatch>,
     frames: HashMap<FrameId, SimFrame>,
-    /// Kernel latency at full width per [kind][opcode] for this shape.
-    latency: [[Nanos; Opcode::ALL.len()]; 2],
-    /// Units each opcode needs per kind (the policies' opcode table defaults).
-    need: OpcodeTable,
+    /// What every device offers and each opcode costs on it (the simulated kernels
+    /// take these latencies; the policy is told the same profile).
+    profile: DeviceProfile,
     ops: [OpStats; Opcode::ALL.len()],
     hist: LatencyHistogram,
     res: SimResult,
     busy_unit_ns: u128,
     capacity_ns: u128,
     last_arrival: Nanos,
-}
-
-fn kind_index(kind: DeviceKind) -> usize {
-    usize::from(kind == DeviceKind::Gpu)
 }
 
 fn contract(policy: &str, what: String) -> SimError {
@@ -99,17 +94,14 @@ fn contract(policy: &str, what: String) -> SimError {
 pub fn simulate(policy: &str, cfg: &SimConfig) -> Result<SimResult, SimError> {
     cfg.validate()?;
     let shape = cfg.shape()?;
-    let mut p = make_policy(policy, &shape, &cfg.params)?;
-    let mut latency = [[0; Opcode::ALL.len()]; 2];
-    for kind in [DeviceKind::Cpu, DeviceKind::Gpu] {
-        for op in Opcode::ALL {
-            let ns = cfg.model.latency(kind, op, &shape, cfg.fft_size);
-            latency[kind_index(kind)][op.index()] = ns;
-            if cfg.calibrate_policy {
-                p.calibrate(kind, op, ns);
-            }
-        }
-    }
+    let p = make_policy(policy, &shape, &cfg.params)?;
+    // Every simulated device is of one kind and size: one profile, from the model
+    // (calibrated when the model came from a calibration file).
+    let profile = DeviceProfile::modelled(cfg.kind, cfg.units, &cfg.model, &shape, cfg.fft_size);
+    let profile = DeviceProfile {
+        source: cfg.model.source(cfg.kind),
+        ..profile
+    };
     let dag = FrameDag::build(&shape);
     let frames = cfg.frames_per_ru * u64::from(cfg.rus);
     let mut sim = Sim {
@@ -125,8 +117,7 @@ pub fn simulate(policy: &str, cfg: &SimConfig) -> Result<SimResult, SimError> {
         free_runs: Vec::new(),
         followers: HashMap::new(),
         frames: HashMap::new(),
-        latency,
-        need: OpcodeTable::new(1),
+        profile,
         ops: [OpStats::default(); Opcode::ALL.len()],
         hist: LatencyHistogram::new(),
         res: SimResult {
@@ -141,6 +132,7 @@ pub fn simulate(policy: &str, cfg: &SimConfig) -> Result<SimResult, SimError> {
             rus: cfg.rus,
             antennas: cfg.antennas,
             users: cfg.users,
+            costs: cfg.model.source(cfg.kind),
             frames,
             completed: 0,
             missed: 0,
@@ -201,7 +193,7 @@ impl Sim<'_> {
                     incarnation: 0,
                 },
             );
-            self.policy.add_device(0, d, cfg.kind, cfg.units);
+            self.policy.add_device(0, d, &self.profile);
         }
         let symbols = cfg.schedule.chars().count().max(1) as u64;
         let symbol_ns = cfg.frame_period_ns / symbols;
@@ -324,8 +316,7 @@ impl Sim<'_> {
                             incarnation: inc,
                         },
                     );
-                    self.policy
-                        .add_device(self.now, c.device, self.cfg.kind, self.cfg.units);
+                    self.policy.add_device(self.now, c.device, &self.profile);
                 } else if let Some(d) = self.devices.get_mut(&c.device) {
                     if d.alive {
                         // Runs on it are lost: their Finish events no longer match.
@@ -446,9 +437,10 @@ impl Sim<'_> {
                 self.res.cross_device_copies += 1;
             }
         }
-        let need = u64::from(self.need.need(kind, op).max(1));
+        let cost = self.profile.cost(op);
+        let need = u64::from(cost.need.max(1));
         let units = u64::from(d.units).min(need);
-        let mut kernel = self.latency[kind_index(kind)][op.index()] * need / units.max(1);
+        let mut kernel = cost.latency_ns * need / units.max(1);
         let j = self.cfg.jitter;
         let mut factor = if j > 0.0 {
             self.rng.gen_range(1.0 - j..1.0 + j)

@@ -57,6 +57,11 @@ pub(super) fn read_nodes(
             crate::node::BUFFER_SAMPLES
         )));
     }
+    if count == 0 {
+        // Nothing to ask for (a node would refuse an empty READ_IQ).
+        host.node_latency = vec![Duration::ZERO; nodes.len()];
+        return Ok(vec![Vec::new(); nodes.len()]);
+    }
     let per = host.cfg.payload.samples_per_packet() as u32;
     let packets = count.div_ceil(per) as usize;
     let mut trackers: Vec<Tracker> = nodes
@@ -105,9 +110,18 @@ pub(super) fn read_nodes(
         }
         let issued = host.next_seq.wrapping_sub(op_first_seq);
         let mut progress = false;
+        let mut refused = None;
         host.receive(quiet_left, |stats, node, d| {
             if d.transport.seq_num.wrapping_sub(op_first_seq) >= issued {
                 stats.stale_replies += 1;
+                return;
+            }
+            if let Message::Refused {
+                command: CMD_READ_IQ,
+                reason,
+            } = d.message
+            {
+                refused.get_or_insert((node, reason));
                 return;
             }
             let Some(t) = trackers.iter_mut().find(|t| t.node == node) else {
@@ -120,6 +134,9 @@ pub(super) fn read_nodes(
                 Accepted::NotOurs => stats.unexpected_reply += 1,
             }
         })?;
+        if let Some((node, reason)) = refused {
+            return Err(host.refused(node, "READ_IQ", reason));
+        }
         if progress {
             last_progress = Instant::now();
         }

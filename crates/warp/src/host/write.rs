@@ -4,6 +4,7 @@
 use super::{NodeFailure, TransportError, WarpHost};
 use crate::checksum::WriteChecksum;
 use crate::node::BUFFER_SAMPLES;
+use crate::udp::SegmentBatch;
 use crate::wire::{
     self, Message, RfBuffer, SampleHeader, CMD_WRITE_IQ, FLAG_ROBUST, SAMPLE_FLAG_RESET_CHECKSUM,
 };
@@ -75,11 +76,13 @@ pub(super) fn write_nodes(
         })
         .collect();
 
-    let mut buf = vec![0u8; wire::MAX_DATAGRAM];
+    let mut batch = SegmentBatch::new();
     let mut timeout = host.cfg.timeout;
     let mut ack_for: HashMap<u16, usize> = HashMap::new();
     let began = Instant::now();
     let mut done_after = vec![Duration::ZERO; nodes.len()];
+    // Whether each node answered anything at all (a wrong checksum is an answer).
+    let mut heard = vec![false; nodes.len()];
     loop {
         // Units that exhausted their attempts fall back or fail.
         let mut failed = Vec::new();
@@ -92,7 +95,7 @@ pub(super) fn write_nodes(
             }
         }
         if !failed.is_empty() {
-            return Err(write_failure(host, nodes, &units, &failed, timeout));
+            return Err(write_failure(host, nodes, &units, &failed, &heard, timeout));
         }
         for u in fallback.into_iter().rev() {
             host.stats.write_fallbacks += 1;
@@ -128,40 +131,50 @@ pub(super) fn write_nodes(
             .map(|u| u.last - u.first)
             .max()
             .unwrap_or(0);
-        for step in 0..=longest {
+        let burst = host.gso_burst();
+        for step in (0..=longest).step_by(burst) {
             for (u, unit) in units.iter_mut().enumerate().filter(|(_, u)| !u.done) {
-                let p = unit.first + step;
-                if p > unit.last {
-                    continue;
-                }
                 if step == 0 {
                     unit.attempts += 1;
                     if unit.attempts > 1 {
                         host.stats.write_retries += 1;
                     }
                 }
-                let seq = host.take_seq();
-                let closing = p == unit.last;
-                if closing {
-                    ack_for.insert(seq, u);
+                let first = unit.first + step;
+                let last = (first + burst - 1).min(unit.last);
+                for p in first..=last {
+                    let seq = host.take_seq();
+                    let closing = p == unit.last;
+                    if closing {
+                        ack_for.insert(seq, u);
+                    }
+                    let words = packet_words(unit.slot, p);
+                    let header = SampleHeader {
+                        buffer,
+                        // Each unit restarts the node's checksum, so an acknowledgement
+                        // covers exactly the unit's packets.
+                        flags: if p == unit.first {
+                            SAMPLE_FLAG_RESET_CHECKSUM
+                        } else {
+                            0
+                        },
+                        start: packet_start(p),
+                        num_samples: words.len() as u32,
+                    };
+                    let t =
+                        host.header(nodes[unit.slot], seq, if closing { FLAG_ROBUST } else { 0 });
+                    let len = wire::SAMPLE_PACKET_OVERHEAD + 4 * words.len();
+                    if !batch.fits(len) {
+                        host.send_batch(nodes[unit.slot], &mut batch)?;
+                    }
+                    batch.push_with(wire::MAX_DATAGRAM, |out| {
+                        wire::encode_samples(out, &t, CMD_WRITE_IQ, &header, words)
+                            .expect("packet sized to the frame payload")
+                    });
                 }
-                let words = packet_words(unit.slot, p);
-                let header = SampleHeader {
-                    buffer,
-                    // Each unit restarts the node's checksum, so an acknowledgement
-                    // covers exactly the unit's packets.
-                    flags: if p == unit.first {
-                        SAMPLE_FLAG_RESET_CHECKSUM
-                    } else {
-                        0
-                    },
-                    start: packet_start(p),
-                    num_samples: words.len() as u32,
-                };
-                let t = host.header(nodes[unit.slot], seq, if closing { FLAG_ROBUST } else { 0 });
-                let n = wire::encode_samples(&mut buf, &t, CMD_WRITE_IQ, &header, words)
-                    .expect("packet sized to the frame payload");
-                host.send(nodes[unit.slot], &buf[..n])?;
+                if !batch.is_empty() {
+                    host.send_batch(nodes[unit.slot], &mut batch)?;
+                }
             }
         }
 
@@ -175,19 +188,31 @@ pub(super) fn write_nodes(
                 break;
             }
             let mut progress = false;
+            let mut refused = None;
             host.receive(quiet_left, |stats, node, d| {
-                let Message::WriteAck { checksum } = d.message else {
-                    stats.unexpected_reply += 1;
-                    return;
-                };
                 let seq = d.transport.seq_num;
                 if seq.wrapping_sub(op_first_seq) >= issued {
                     stats.stale_replies += 1;
                     return;
                 }
+                let checksum = match d.message {
+                    Message::WriteAck { checksum } => checksum,
+                    Message::Refused {
+                        command: CMD_WRITE_IQ,
+                        reason,
+                    } => {
+                        refused.get_or_insert((node, reason));
+                        return;
+                    }
+                    _ => {
+                        stats.unexpected_reply += 1;
+                        return;
+                    }
+                };
                 match ack_for.remove(&seq) {
                     Some(u) if nodes[units[u].slot] == node => {
                         progress = true;
+                        heard[units[u].slot] = true;
                         // A wrong checksum leaves the unit pending: it is resent.
                         units[u].done = checksum == units[u].expected;
                         if units[u].done {
@@ -201,6 +226,9 @@ pub(super) fn write_nodes(
                     None => stats.duplicate_replies += 1,
                 }
             })?;
+            if let Some((node, reason)) = refused {
+                return Err(host.refused(node, "WRITE_IQ", reason));
+            }
             if progress {
                 last_progress = Instant::now();
             }
@@ -213,6 +241,7 @@ fn write_failure(
     nodes: &[usize],
     units: &[Unit],
     failed: &[usize],
+    heard: &[bool],
     timeout: Duration,
 ) -> TransportError {
     let mut by_node: Vec<(usize, Vec<usize>, u32)> = Vec::new();
@@ -237,11 +266,15 @@ fn write_failure(
                     op: "WRITE_IQ",
                     tries: tries + WHOLE_WRITE_ATTEMPTS,
                     timeout,
-                    what: format!(
-                        "{} packet(s) never acknowledged with the right checksum (first: packet {})",
-                        packets.len(),
-                        packets[0]
-                    ),
+                    what: if heard[slot] {
+                        format!(
+                            "{} packet(s) never acknowledged with the right checksum (first: packet {})",
+                            packets.len(),
+                            packets[0]
+                        )
+                    } else {
+                        "no answer from the node: not one write was acknowledged".to_string()
+                    },
                 }
             })
             .collect(),

@@ -1,5 +1,7 @@
 use super::*;
-use crate::wire::{encode_read_request, encode_samples, encode_trigger, FLAG_ROBUST, MAX_DATAGRAM};
+use crate::wire::{
+    decode, encode_read_request, encode_samples, encode_trigger, FLAG_ROBUST, MAX_DATAGRAM,
+};
 
 fn host_header(dest: u16, seq: u16, flags: u16) -> TransportHeader {
     TransportHeader {
@@ -169,8 +171,63 @@ fn bad_datagrams_are_counted_and_never_written() {
         num_packets: 1,
     };
     let n = encode_read_request(&mut pkt, &host_header(1, 0, 0), &req).unwrap();
-    assert_eq!(node.handle(&pkt[..n], &mut [0u8; 16]), NodeAction::None);
+    let mut out = [0u8; 64];
+    let NodeAction::Reply(len) = node.handle(&pkt[..n], &mut out) else {
+        panic!("a read out of range is answered with an error");
+    };
+    assert_eq!(
+        decode(&out[..len]).unwrap().message,
+        Message::Refused {
+            command: CMD_READ_IQ,
+            reason: NodeRefusal::OutOfRange
+        }
+    );
     assert_eq!(node.counters().out_of_range, 2);
+}
+
+/// A read of zero samples (what `warp read --samples 0` once sent) is refused with an
+/// error reply; the node neither panics nor goes quiet, and serves the next read.
+#[test]
+fn a_read_of_zero_samples_is_refused_and_the_node_keeps_serving() {
+    let mut node = NodeCore::new(0);
+    let mut pkt = [0u8; 64];
+    let mut out = vec![0u8; MAX_DATAGRAM];
+    let empty = ReadIqRequest {
+        buffers: 1,
+        start: 0,
+        num_samples: 0,
+        bytes_per_packet: 8928,
+        num_packets: 0,
+    };
+    let n = encode_read_request(&mut pkt, &host_header(0, 0, 0), &empty).unwrap();
+    let NodeAction::Reply(len) = node.handle(&pkt[..n], &mut out) else {
+        panic!("an empty read is answered with an error");
+    };
+    let d = decode(&out[..len]).unwrap();
+    assert_eq!(
+        d.message,
+        Message::Refused {
+            command: CMD_READ_IQ,
+            reason: NodeRefusal::Empty
+        }
+    );
+    assert_eq!(d.transport.pkt_type, PacketType::NodeToHost);
+    assert_eq!(node.counters().refusals, 1);
+    let one = ReadIqRequest {
+        num_samples: 10,
+        num_packets: 1,
+        ..empty
+    };
+    let n = encode_read_request(&mut pkt, &host_header(0, 0, 0), &one).unwrap();
+    let NodeAction::Read(job) = node.handle(&pkt[..n], &mut out) else {
+        panic!("the next read is served");
+    };
+    assert_eq!(job.packet_count(), 1);
+    assert_eq!(
+        job.packet(5).2,
+        0,
+        "past the end: an empty packet, no panic"
+    );
 }
 
 /// Two nodes on one air: node 0 transmits on path C, node 1 hears it on path A through

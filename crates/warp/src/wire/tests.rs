@@ -204,6 +204,12 @@ proptest! {
         let req = ReadIqRequest { buffers: 5, start, num_samples: count, bytes_per_packet: 8928, num_packets: count.div_ceil(2232) };
         let n = encode_read_request(&mut buf, &th(PacketType::HostToNode, seq, 0), &req).unwrap();
         prop_assert_eq!(decode(&buf[..n]).unwrap().message, Message::ReadIq(req));
+        for command in [CMD_READ_IQ, CMD_WRITE_IQ] {
+            for reason in [NodeRefusal::OutOfRange, NodeRefusal::Empty, NodeRefusal::PacketTooLarge] {
+                let n = encode_refusal(&mut buf, &th(PacketType::NodeToHost, seq, 0), command, reason).unwrap();
+                prop_assert_eq!(decode(&buf[..n]).unwrap().message, Message::Refused { command, reason });
+            }
+        }
     }
 
     #[test]

@@ -1,0 +1,398 @@
+//! Zero-forcing equalisation and precoding of a whole subcarrier group as one small
+//! complex matrix product, vectorised across the group's subcarriers.
+//!
+//! Every subcarrier of a ZF group shares one detector `W` (`K x M`). Equalising the
+//! group is `X = W Y` with `Y` the `M x n` received block (antenna-major, the layout
+//! the front end writes) and precoding is `X = beta W^T S` with `S` the `K x n` user
+//! symbols (user-major, the layout the transmit chains write). Both are
+//! `out[r][s] = gain * sum_c a(r, c) v[c][s]`: each coefficient `a(r, c)` is
+//! broadcast and multiplied into a vector of 16 subcarriers (planar re/im), four
+//! output rows at a time, so the inner loop is nothing but fused multiply-adds and no
+//! buffer is ever transposed.
+
+use radiohost_iq::Cf32;
+
+use crate::simd::{dispatch, fmadd, Isa};
+
+/// Subcarriers per vector (one AVX-512 register of f32, two AVX2 registers).
+pub const LANES: usize = 16;
+/// Output rows computed together (8 accumulators: enough independent FMA chains).
+const ROWS: usize = 4;
+
+/// A `rows x cols` coefficient matrix, column-major (`a(r, c) = a[c * rows + r]`, so
+/// the rows computed together read adjacent coefficients), times `gain`.
+#[derive(Clone, Copy, Debug)]
+pub struct Coefficients<'a> {
+    pub a: &'a [Cf32],
+    pub rows: usize,
+    pub cols: usize,
+    pub gain: f32,
+}
+
+impl<'a> Coefficients<'a> {
+    /// Equalisation: `W` (`K x M`) given as its transpose `W^T` (`M x K` row-major,
+    /// which is `W` column-major).
+    pub fn detector(w_transposed: &'a [Cf32], users: usize, antennas: usize) -> Self {
+        Self {
+            a: w_transposed,
+            rows: users,
+            cols: antennas,
+            gain: 1.0,
+        }
+    }
+
+    /// Reciprocity precoding: `gain * W^T` (`M x K`) from `W` (`K x M` row-major,
+    /// which is `W^T` column-major).
+    pub fn precoder(w: &'a [Cf32], users: usize, antennas: usize, gain: f32) -> Self {
+        Self {
+            a: w,
+            rows: antennas,
+            cols: users,
+            gain,
+        }
+    }
+}
+
+/// Transpose a `rows x cols` row-major matrix into `out` (`cols x rows` row-major).
+pub fn transpose(m: &[Cf32], rows: usize, cols: usize, out: &mut [Cf32]) {
+    assert_eq!(m.len(), rows * cols, "transpose: input size");
+    assert_eq!(out.len(), rows * cols, "transpose: output size");
+    for (r, row) in m.chunks_exact(cols).enumerate() {
+        for (c, v) in row.iter().enumerate() {
+            out[c * rows + r] = *v;
+        }
+    }
+}
+
+/// Planar scratch for one 16-subcarrier slice of the input (allocated once).
+#[derive(Clone, Debug, Default)]
+pub struct GroupProduct {
+    re: Vec<[f32; LANES]>,
+    im: Vec<[f32; LANES]>,
+}
+
+impl GroupProduct {
+    /// Scratch for products with up to `max_cols` input rows.
+    pub fn new(max_cols: usize) -> Self {
+        Self {
+            re: vec![[0.0; LANES]; max_cols],
+            im: vec![[0.0; LANES]; max_cols],
+        }
+    }
+
+    /// `out[r * out_stride + s] = gain * sum_c a(r, c) * v[c * v_stride + s]` for
+    /// `s < n` (`v` and `out` start at the group's first subcarrier).
+    ///
+    /// # Panics
+    /// If a slice is too short for the shapes given, or `a` has more columns than
+    /// the scratch was made for (caller bugs).
+    pub fn apply(
+        &mut self,
+        isa: Isa,
+        a: Coefficients<'_>,
+        v: &[Cf32],
+        v_stride: usize,
+        n: usize,
+        out: &mut [Cf32],
+        out_stride: usize,
+    ) {
+        assert!(a.cols <= self.re.len(), "group product: scratch too small");
+        assert_eq!(
+            a.a.len(),
+            a.rows * a.cols,
+            "group product: coefficient matrix size"
+        );
+        if n == 0 || a.rows == 0 {
+            return;
+        }
+        assert!(
+            a.cols == 0 || (a.cols - 1) * v_stride + n <= v.len(),
+            "group product: input too short"
+        );
+        assert!(
+            (a.rows - 1) * out_stride + n <= out.len(),
+            "group product: output too short"
+        );
+        let mut s0 = 0;
+        while s0 < n {
+            let len = LANES.min(n - s0);
+            // Deinterleave this slice of every input row into planar lanes (zero tail).
+            for c in 0..a.cols {
+                let src = &v[c * v_stride + s0..][..len];
+                let (r, i) = (&mut self.re[c], &mut self.im[c]);
+                if len < LANES {
+                    *r = [0.0; LANES];
+                    *i = [0.0; LANES];
+                }
+                for (l, x) in src.iter().enumerate() {
+                    r[l] = x.re;
+                    i[l] = x.im;
+                }
+            }
+            let (re, im) = (&self.re[..a.cols], &self.im[..a.cols]);
+            product_slice(isa, &a, re, im, 0..len, out, out_stride, s0);
+            s0 += len;
+        }
+    }
+
+    /// The same product for one slice of up to 16 subcarriers already planar:
+    /// `re[c]`, `im[c]` hold input row `c` (the layout [`crate::frontend`] writes
+    /// received symbols in), and only `lanes` of it are written, to
+    /// `out[r * out_stride + s0 + l]`.
+    ///
+    /// # Panics
+    /// If a slice is too short for the shapes given (caller bugs).
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply_planar(
+        isa: Isa,
+        a: Coefficients<'_>,
+        re: &[[f32; LANES]],
+        im: &[[f32; LANES]],
+        lanes: std::ops::Range<usize>,
+        out: &mut [Cf32],
+        out_stride: usize,
+        s0: usize,
+    ) {
+        assert_eq!(
+            a.a.len(),
+            a.rows * a.cols,
+            "group product: coefficient matrix size"
+        );
+        assert!(re.len() >= a.cols && im.len() >= a.cols, "group product: input too short");
+        assert!(lanes.end <= LANES, "group product: lanes");
+        if a.rows == 0 || lanes.is_empty() {
+            return;
+        }
+        assert!(
+            (a.rows - 1) * out_stride + s0 + lanes.end <= out.len(),
+            "group product: output too short"
+        );
+        let (re, im) = (&re[..a.cols], &im[..a.cols]);
+        product_slice(isa, &a, re, im, lanes, out, out_stride, s0);
+    }
+}
+
+/// Every output row of one planar slice, built for `isa`.
+#[allow(clippy::too_many_arguments)]
+fn product_slice(
+    isa: Isa,
+    a: &Coefficients<'_>,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+    lanes: std::ops::Range<usize>,
+    out: &mut [Cf32],
+    out_stride: usize,
+    s0: usize,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if isa.min(Isa::cpu()) == Isa::Avx512 {
+        // SAFETY: the CPU has AVX-512 (checked just above).
+        unsafe { slice_avx512(a, re, im, lanes, out, out_stride, s0) };
+        return;
+    }
+    dispatch!(isa.min(Isa::Avx2), fn run(a: &Coefficients<'_>, re: &[[f32; LANES]], im: &[[f32; LANES]],
+        lanes: std::ops::Range<usize>, out: &mut [Cf32], out_stride: usize, s0: usize) => slice_portable)
+}
+
+/// The AVX-512 build: the same loops with the row blocks written in intrinsics. (Left
+/// to itself, LLVM vectorises the coefficient loop of the portable body with
+/// gathers and scatters at AVX-512, eight times slower than the AVX2 build.)
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn slice_avx512(
+    a: &Coefficients<'_>,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+    lanes: std::ops::Range<usize>,
+    out: &mut [Cf32],
+    out_stride: usize,
+    s0: usize,
+) {
+    slice_body::<true, true>(a, re, im, lanes, out, out_stride, s0)
+}
+
+#[inline(always)]
+fn slice_portable<const FMA: bool>(
+    a: &Coefficients<'_>,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+    lanes: std::ops::Range<usize>,
+    out: &mut [Cf32],
+    out_stride: usize,
+    s0: usize,
+) {
+    slice_body::<FMA, false>(a, re, im, lanes, out, out_stride, s0)
+}
+
+#[inline(always)]
+fn slice_body<const FMA: bool, const AVX512: bool>(
+    a: &Coefficients<'_>,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+    lanes: std::ops::Range<usize>,
+    out: &mut [Cf32],
+    out_stride: usize,
+    s0: usize,
+) {
+    let mut r0 = 0;
+    while r0 + ROWS <= a.rows {
+        block::<ROWS, FMA, AVX512>(a, r0, re, im, out, out_stride, s0, lanes.clone());
+        r0 += ROWS;
+    }
+    while r0 < a.rows {
+        block::<1, FMA, AVX512>(a, r0, re, im, out, out_stride, s0, lanes.clone());
+        r0 += 1;
+    }
+}
+
+/// Rows `r0 .. r0 + R` of the product for one slice at `s0`, writing `lanes`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn block<const R: usize, const FMA: bool, const AVX512: bool>(
+    a: &Coefficients<'_>,
+    r0: usize,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+    out: &mut [Cf32],
+    out_stride: usize,
+    s0: usize,
+    lanes: std::ops::Range<usize>,
+) {
+    #[cfg(target_arch = "x86_64")]
+    let (acc_re, acc_im) = if AVX512 {
+        // SAFETY: `AVX512` is only set inside `apply_avx512`, which runs on CPUs with
+        // AVX-512 alone.
+        unsafe { products_avx512::<R>(a, r0, re, im) }
+    } else {
+        products::<R, FMA>(a, r0, re, im)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let (acc_re, acc_im) = products::<R, FMA>(a, r0, re, im);
+    for j in 0..R {
+        let row = (r0 + j) * out_stride + s0;
+        for l in lanes.clone() {
+            out[row + l] = Cf32::new(acc_re[j][l] * a.gain, acc_im[j][l] * a.gain);
+        }
+    }
+}
+
+type Rows<const R: usize> = ([[f32; LANES]; R], [[f32; LANES]; R]);
+
+/// `sum_c a(r0 + j, c) * v[c]` for `j < R`, in AVX-512 registers.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn products_avx512<const R: usize>(
+    a: &Coefficients<'_>,
+    r0: usize,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+) -> Rows<R> {
+    use std::arch::x86_64::*;
+    let mut ar = [_mm512_setzero_ps(); R];
+    let mut ai = [_mm512_setzero_ps(); R];
+    for c in 0..a.cols {
+        // SAFETY: `re[c]` and `im[c]` are 16 floats each.
+        let (xr, xi) = unsafe { (_mm512_loadu_ps(re[c].as_ptr()), _mm512_loadu_ps(im[c].as_ptr())) };
+        let coef = &a.a[c * a.rows + r0..][..R];
+        for j in 0..R {
+            let (wr, wi) = (_mm512_set1_ps(coef[j].re), _mm512_set1_ps(coef[j].im));
+            ar[j] = _mm512_fmadd_ps(wr, xr, ar[j]);
+            ar[j] = _mm512_fnmadd_ps(wi, xi, ar[j]);
+            ai[j] = _mm512_fmadd_ps(wr, xi, ai[j]);
+            ai[j] = _mm512_fmadd_ps(wi, xr, ai[j]);
+        }
+    }
+    let mut out: Rows<R> = ([[0.0; LANES]; R], [[0.0; LANES]; R]);
+    for j in 0..R {
+        // SAFETY: each destination is 16 floats.
+        unsafe {
+            _mm512_storeu_ps(out.0[j].as_mut_ptr(), ar[j]);
+            _mm512_storeu_ps(out.1[j].as_mut_ptr(), ai[j]);
+        }
+    }
+    out
+}
+
+/// `sum_c a(r0 + j, c) * v[c]` for `j < R`, portable.
+#[inline(always)]
+fn products<const R: usize, const FMA: bool>(
+    a: &Coefficients<'_>,
+    r0: usize,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+) -> Rows<R> {
+    let mut acc_re = [[0f32; LANES]; R];
+    let mut acc_im = [[0f32; LANES]; R];
+    let (re, im) = (&re[..a.cols], &im[..a.cols]);
+    for c in 0..a.cols {
+        let (xr, xi) = (&re[c], &im[c]);
+        let coef = &a.a[c * a.rows + r0..][..R];
+        for j in 0..R {
+            let w = coef[j];
+            let (ar, ai) = (&mut acc_re[j], &mut acc_im[j]);
+            for l in 0..LANES {
+                ar[l] = fmadd::<FMA>(w.re, xr[l], ar[l]);
+                ar[l] = fmadd::<FMA>(-w.im, xi[l], ar[l]);
+                ai[l] = fmadd::<FMA>(w.re, xi[l], ai[l]);
+                ai[l] = fmadd::<FMA>(w.im, xr[l], ai[l]);
+            }
+        }
+    }
+    (acc_re, acc_im)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zf::{equalize, precode};
+
+    fn values(n: usize, seed: u32) -> Vec<Cf32> {
+        let mut s = seed;
+        (0..n)
+            .map(|_| {
+                let mut next = || {
+                    s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                    (s >> 8) as f32 / (1 << 24) as f32 - 0.5
+                };
+                Cf32::new(next(), next())
+            })
+            .collect()
+    }
+
+    /// Every ISA level matches the per-subcarrier reference kernels
+    /// ([`equalize`], [`precode`]) on odd shapes and group lengths.
+    #[test]
+    fn matches_per_subcarrier_reference() {
+        for isa in Isa::available() {
+            for (m, k, d, i0, n) in [(64, 16, 40, 3, 16), (8, 2, 50, 0, 37), (5, 5, 9, 2, 7), (4, 1, 20, 1, 1)] {
+                let w = values(k * m, 7);
+                let y = values(m * d, 9);
+                let s = values(k * d, 11);
+                let mut gp = GroupProduct::new(m.max(k));
+                let mut eq = vec![Cf32::default(); k * d];
+                let mut wt = vec![Cf32::default(); k * m];
+                transpose(&w, k, m, &mut wt);
+                gp.apply(isa, Coefficients::detector(&wt, k, m), &y[i0..], d, n, &mut eq[i0..], d);
+                let mut tx = vec![Cf32::default(); m * d];
+                gp.apply(isa, Coefficients::precoder(&w, k, m, 0.7), &s[i0..], d, n, &mut tx[i0..], d);
+                for i in i0..i0 + n {
+                    let yi: Vec<Cf32> = (0..m).map(|a| y[a * d + i]).collect();
+                    let mut x = vec![Cf32::default(); k];
+                    equalize(&w, &yi, &mut x);
+                    for u in 0..k {
+                        assert!((eq[u * d + i] - x[u]).norm() < 1e-4, "{isa:?} eq {m}x{k} sc {i}");
+                    }
+                    let si: Vec<Cf32> = (0..k).map(|u| s[u * d + i]).collect();
+                    let mut xm = vec![Cf32::default(); m];
+                    precode(&w, &si, 0.7, &mut xm);
+                    for a in 0..m {
+                        assert!((tx[a * d + i] - xm[a]).norm() < 1e-4, "{isa:?} precode {m}x{k} sc {i}");
+                    }
+                }
+                // Outside the group nothing is written.
+                assert!(eq[..i0].iter().all(|v| *v == Cf32::default()));
+                assert!(tx[i0 + n..d].iter().all(|v| *v == Cf32::default()));
+            }
+        }
+    }
+}
