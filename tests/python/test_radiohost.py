@@ -89,7 +89,7 @@ def test_sigmf_errors_carry_the_library_message(rh, tmp_path):
 @pytest.mark.parametrize(
     "bg,zc,kwargs",
     [(1, 384, dict(rate=1 / 3)), (2, 52, dict(rate=0.2)), (1, 15, dict(payload_bits=300, tx_bits=900, rv=2)),
-     (2, 7, dict(tx_bits=400, rv=3)), (1, 2, dict(rate=0.5, rv=1))],
+     (2, 7, dict(tx_bits=400, rv=3)), (1, 2, dict(tx_bits=150, rv=1))],
 )
 def test_ldpc_batches_decode_what_they_encode(rh, bg, zc, kwargs):
     code = rh.LdpcCode(bg, zc, **kwargs)

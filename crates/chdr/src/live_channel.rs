@@ -53,6 +53,9 @@ struct LiveFading {
     swaps: u64,
 }
 
+/// Packets of zeros [`ChannelProcessor`] filters before the stream starts.
+const WARM_UP_PACKETS: usize = 4;
+
 /// Spectra buffers in circulation between the processor and the worker.
 const SPECTRA_BUFFERS: usize = 3;
 
@@ -194,6 +197,27 @@ impl ChannelProcessor {
 impl PacketProcessor for ChannelProcessor {
     fn inputs(&self) -> usize {
         self.inputs
+    }
+
+    /// Filters a few packets of zeros (first-touch page faults, cold caches),
+    /// then clears the signal history; the fading schedule is not advanced.
+    fn warm_up(&mut self) {
+        let b = self.block;
+        let zero = Cf32::new(0.0, 0.0);
+        self.in_f.fill(zero);
+        self.out_f.fill(zero);
+        for _ in 0..WARM_UP_PACKETS * self.spp / b {
+            let ins: Vec<&[Cf32]> = self.in_f.chunks_exact(self.spp).map(|p| &p[..b]).collect();
+            let mut outs: Vec<&mut [Cf32]> = self
+                .out_f
+                .chunks_exact_mut(self.spp)
+                .map(|p| &mut p[..b])
+                .collect();
+            if self.conv.process_block(&ins, &mut outs).is_err() {
+                self.errors += 1;
+            }
+        }
+        self.conv.reset();
     }
 
     fn outputs(&self) -> usize {

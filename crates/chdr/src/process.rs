@@ -12,6 +12,10 @@ pub trait PacketProcessor: Send {
     fn outputs(&self) -> usize;
     /// Fill every output port of `output` from `input` (same samples per port).
     fn process(&mut self, input: &Block<Ci16>, output: &mut Block<Ci16>);
+    /// Called once before the stream starts, off the sample clock: touch buffers
+    /// and code so the first packets take no longer than the rest. Must leave the
+    /// processor as it was (same output for the same input afterwards).
+    fn warm_up(&mut self) {}
 }
 
 /// Copy input port `p` to output port `p`.

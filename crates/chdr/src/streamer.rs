@@ -310,6 +310,8 @@ pub fn run_streamer_ready<P: PacketProcessor>(
             pin_error = Some(pin_error.map_or(msg.clone(), |p| format!("{p}; {msg}")));
         }
     }
+    let mut proc = proc;
+    proc.warm_up();
     let mut core = Core::new(cfg, proc, pkt_len)?;
     let mut rx = RecvBatch::new(core.cfg.batch, MAX_PACKET_BYTES);
     core.send_init(&sock)?;

@@ -7,47 +7,53 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use plotters::prelude::*;
 use radiohost_demo::{default_link, DemoConfig, DemoReport, StageReport};
-use radiohost_testbed::units::parse_positive_duration;
+use radiohost_testbed::units::parse_duration;
 
 #[derive(Args)]
 pub struct DemoArgs {
-    /// Emulated WARP v3 nodes carrying the antennas.
-    #[arg(long, default_value_t = 4)]
-    nodes: usize,
+    /// Emulated WARP v3 nodes carrying the antennas, 1 to 64.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u8).range(1..=64))]
+    nodes: u8,
     /// RF paths (antennas) per node, 1 to 4.
-    #[arg(long, default_value_t = 4)]
-    paths_per_node: usize,
-    /// Single-antenna users.
-    #[arg(long, default_value_t = 4)]
-    users: usize,
-    /// Uplink frames.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u8).range(1..=4))]
+    paths_per_node: u8,
+    /// Single-antenna users, 1 to the number of antennas (nodes x paths).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
+    users: u16,
+    /// Uplink frames, 1 to 100000.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     frames: u64,
-    /// Receivers of the users' payloads (links fast/clean to slow/lossy).
-    #[arg(long, default_value_t = 3)]
-    receivers: usize,
+    /// Receivers of the users' payloads (links fast/clean to slow/lossy), 1 to 64.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=64))]
+    receivers: u8,
     /// Receivers' links instead of the defaults, one testbed link spec each,
     /// separated by ';' (e.g. "1Mbit,1%,delay=5ms;250kbit,20%,delay=40ms").
     #[arg(long)]
     links: Option<String>,
-    /// Per-antenna SNR of each user, in dB.
-    #[arg(long, default_value_t = 25.0)]
+    /// Per-antenna SNR of each user, in dB (-20 to 100).
+    #[arg(long, default_value_t = 25.0, value_parser = crate::ui::f64_in(-20.0, 100.0))]
     snr_db: f64,
-    /// Station frame deadline, from capture to decode (units: ns, us, ms, s, min).
-    #[arg(long, default_value = "100ms", value_parser = parse_positive_duration)]
+    /// Station frame deadline, from capture to decode (units: ns, us, ms, s, min;
+    /// 1us to 1h).
+    #[arg(long, default_value = "100ms", value_parser = crate::ui::within(
+        parse_duration,
+        std::time::Duration::from_micros(1),
+        std::time::Duration::from_secs(3600),
+        "1us..=1h"))]
     deadline: std::time::Duration,
-    /// Deadline misses tolerated, in per cent of frames.
-    #[arg(long, default_value_t = 0.0)]
+    /// Deadline misses tolerated, in per cent of frames (0 to 100); more fails the demo.
+    #[arg(long, default_value_t = 0.0, value_parser = crate::ui::f64_in(0.0, 100.0))]
     max_miss_pct: f64,
-    /// Station CPU executors (worker threads).
-    #[arg(long, default_value_t = 2)]
-    workers: usize,
+    /// Station CPU executors (worker threads), 1 to 256.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=256))]
+    workers: u16,
+    /// Random seed of the payloads, channel, noise and link losses.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Print the report as JSON (per stage: input and output digests, counters, timings).
     #[arg(long)]
     json: bool,
-    /// Draw the run's timeline into this SVG file.
+    /// Draw the run's timeline as SVG (FILE, or DIR for DIR/demo_timeline.svg).
     #[arg(long)]
     svg: Option<PathBuf>,
 }
@@ -56,18 +62,18 @@ impl DemoArgs {
     fn config(&self) -> Result<DemoConfig> {
         let links: Vec<String> = match &self.links {
             Some(s) => s.split(';').map(|l| l.trim().to_string()).collect(),
-            None => (0..self.receivers).map(default_link).collect(),
+            None => (0..usize::from(self.receivers)).map(default_link).collect(),
         };
         Ok(DemoConfig {
-            nodes: self.nodes,
-            paths_per_node: self.paths_per_node,
-            users: self.users,
+            nodes: usize::from(self.nodes),
+            paths_per_node: usize::from(self.paths_per_node),
+            users: usize::from(self.users),
             frames: self.frames,
             snr_db: self.snr_db,
             links,
             deadline_ms: self.deadline.as_secs_f64() * 1e3,
             max_deadline_miss_pct: self.max_miss_pct,
-            workers: self.workers,
+            workers: usize::from(self.workers),
             seed: self.seed,
         })
     }
@@ -75,6 +81,21 @@ impl DemoArgs {
 
 pub fn run(a: DemoArgs) -> Result<()> {
     let cfg = a.config()?;
+    if usize::from(a.users) > cfg.antennas() {
+        return Err(crate::ui::usage(format!(
+            "--users {}: zero-forcing needs at most as many users as antennas ({} nodes x {} paths = {})",
+            a.users,
+            a.nodes,
+            a.paths_per_node,
+            cfg.antennas()
+        )));
+    }
+    let svg = a
+        .svg
+        .as_deref()
+        .map(crate::ui::SvgOut::new)
+        .transpose()?
+        .map(|s| s.path("demo_timeline", false));
     if !a.json {
         println!(
             "radiohost demo: {} users -> air -> {} antennas on {} WARP nodes -> host -> station -> PMT -> {} receivers, {} frames\n",
@@ -91,14 +112,14 @@ pub fn run(a: DemoArgs) -> Result<()> {
             print_stage(s)
         }
     })?;
-    if let Some(path) = &a.svg {
+    if let Some(path) = &svg {
         timeline_svg(path, &report)?;
     }
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_summary(&report);
-        if let Some(path) = &a.svg {
+        if let Some(path) = &svg {
             println!("timeline written to {}", path.display());
         }
     }

@@ -49,6 +49,7 @@ pub struct CompileArgs {
     /// Target architecture (real, e.g. sm_80 for A100, sm_90 for H100).
     #[arg(long, default_value = "sm_90")]
     arch: String,
+    /// Print the result as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -87,6 +88,7 @@ pub struct DescribeArgs {
     /// Read kernel resources from GPU 0 instead of NVRTC's ptxas report.
     #[arg(long)]
     device: bool,
+    /// Print the result as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -98,6 +100,7 @@ pub struct SelftestArgs {
     /// GPU ordinal.
     #[arg(long, default_value_t = 0)]
     ordinal: usize,
+    /// Print the result as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -106,11 +109,13 @@ pub struct SelftestArgs {
 pub struct BenchArgs {
     #[command(flatten)]
     cfg: ConfigArgs,
+    /// GPU ordinal.
     #[arg(long, default_value_t = 0)]
     ordinal: usize,
     /// Timed runs per opcode.
     #[arg(long, default_value_t = 200)]
     runs: usize,
+    /// Print the result as JSON.
     #[arg(long)]
     json: bool,
 }

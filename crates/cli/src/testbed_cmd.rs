@@ -1,12 +1,11 @@
 //! `radiohost testbed`: put an emulated link between two real UDP endpoints.
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, Subcommand};
 use radiohost_testbed::relay::UdpRelay;
 use radiohost_testbed::LinkConfig;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 #[derive(Subcommand)]
@@ -27,11 +26,11 @@ pub struct RelayArgs {
     /// Link spec towards --to, e.g. "1G,1%,delay=1ms" or "250kbit,20%,ge=0.01/0.3/0.8".
     /// Items: rate, loss %, delay=, ge=p_gb/p_bg/loss_bad[/loss_good], reorder=P/DELAY,
     /// dup=P, queue=SIZE, seed=N, at=TIME:RATE (capacity change).
-    #[arg(long, default_value = "")]
-    link: String,
+    #[arg(long, default_value = "", value_parser = parse_link)]
+    link: LinkConfig,
     /// Link spec for replies (default: the same as --link with another seed).
-    #[arg(long)]
-    back: Option<String>,
+    #[arg(long, value_parser = parse_link)]
+    back: Option<LinkConfig>,
     /// Stop after this long (ns, us, ms, s, min; default: until Ctrl-C).
     #[arg(long, value_parser = radiohost_testbed::units::parse_positive_duration)]
     duration: Option<Duration>,
@@ -43,10 +42,15 @@ pub fn run(cmd: TestbedCmd) -> Result<()> {
     }
 }
 
+/// A testbed link spec, read when the command line is parsed.
+fn parse_link(spec: &str) -> Result<LinkConfig, radiohost_testbed::link::LinkConfigError> {
+    LinkConfig::parse(spec)
+}
+
 fn relay(a: RelayArgs) -> Result<()> {
-    let forward = LinkConfig::parse(&a.link).context("--link")?;
-    let back = match &a.back {
-        Some(spec) => LinkConfig::parse(spec).context("--back")?,
+    let forward = a.link;
+    let back = match a.back {
+        Some(back) => back,
         None => LinkConfig {
             seed: forward.seed.wrapping_add(1),
             ..forward.clone()
@@ -62,10 +66,7 @@ fn relay(a: RelayArgs) -> Result<()> {
         to = a.to,
         ip = a.to.ip()
     );
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    ctrlc::set_handler(move || flag.store(true, Ordering::Relaxed))
-        .context("installing the Ctrl-C handler")?;
+    let stop = crate::ui::stop_flag();
     let started = Instant::now();
     while !stop.load(Ordering::Relaxed) && a.duration.is_none_or(|d| started.elapsed() < d) {
         std::thread::sleep(Duration::from_millis(50));

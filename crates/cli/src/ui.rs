@@ -65,20 +65,6 @@ impl Progress {
         self.0.set_message(label.into());
     }
 
-    /// Prints `line` above the bar without tearing it.
-    pub fn println(&self, line: impl AsRef<str>) {
-        if self.0.is_hidden() {
-            eprintln!("{}", line.as_ref());
-        } else {
-            self.0.println(line);
-        }
-    }
-
-    /// The bar itself, for the few callers that need indicatif directly
-    /// (e.g. several bars in a `MultiProgress`).
-    pub fn bar(&self) -> &ProgressBar {
-        &self.0
-    }
 }
 
 impl Drop for Progress {
@@ -290,6 +276,23 @@ where
     }
 }
 
+/// A ratio in (0, 1], written as a fraction (`1/3`) or a decimal (`0.5`).
+pub fn parse_fraction(s: &str) -> Result<f64, String> {
+    let number = |t: &str| {
+        t.trim()
+            .parse::<f64>()
+            .map_err(|_| format!("{s:?} is not a fraction: write e.g. 1/3 or 0.5"))
+    };
+    let v = match s.split_once('/') {
+        Some((n, d)) => number(n)? / number(d)?,
+        None => number(s)?,
+    };
+    if !(v.is_finite() && v > 0.0 && v <= 1.0) {
+        return Err(format!("{s:?} is not in (0, 1]: write e.g. 1/3 or 0.5"));
+    }
+    Ok(v)
+}
+
 // ---------------------------------------------------------------- output paths
 
 /// Checks before any work that `path` can be written: its directory exists and
@@ -407,6 +410,16 @@ mod tests {
         assert!(check_output_dir("--out", &file).is_err());
         assert!(check_output_file("--out", &tmp.path().join("ok.json")).is_ok());
         assert!(!tmp.path().join("ok.json").exists(), "the check leaves no file");
+    }
+
+    #[test]
+    fn fractions_parse_within_zero_to_one() {
+        assert!((parse_fraction("1/3").unwrap() - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(parse_fraction("0.5"), Ok(0.5));
+        assert_eq!(parse_fraction("1"), Ok(1.0));
+        for bad in ["0", "2/1", "1/0", "-1/3", "x", "nan", "1/3/4", ""] {
+            assert!(parse_fraction(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //!
 //! * Both base graphs, all 51 lifting sizes `Zc` and all 8 shift-value sets (iLS).
 //! * [`Encoder`]: systematic encoder exploiting the double-diagonal core parity
-//!   structure; rate matching by puncturing the first `2*Zc` systematic bits,
-//!   shortening (filler bits) and truncation to `E` bits (redundancy version 0).
+//!   structure, on bit-packed words (a byte-per-bit reference is kept); rate matching
+//!   by puncturing the first `2*Zc` systematic bits, shortening (filler bits) and
+//!   truncation to `E` bits (redundancy version 0).
 //! * [`RateMatch`]: bit selection for redundancy versions 0-3 and any `E`, repetition
 //!   included (TS 38.212 §5.4.2.1, full circular buffer), and the matching LLR
 //!   combining for the decoder.

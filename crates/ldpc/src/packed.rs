@@ -209,12 +209,24 @@ impl Packed {
         for step in &self.steps {
             // The accumulator in registers for the common block sizes.
             match nw {
-                1 => self.acc.copy_from_slice(&sum_terms::<1>(&step.terms, &self.doubled, dw)),
-                2 => self.acc.copy_from_slice(&sum_terms::<2>(&step.terms, &self.doubled, dw)),
-                3 => self.acc.copy_from_slice(&sum_terms::<3>(&step.terms, &self.doubled, dw)),
-                4 => self.acc.copy_from_slice(&sum_terms::<4>(&step.terms, &self.doubled, dw)),
-                5 => self.acc.copy_from_slice(&sum_terms::<5>(&step.terms, &self.doubled, dw)),
-                6 => self.acc.copy_from_slice(&sum_terms::<6>(&step.terms, &self.doubled, dw)),
+                1 => self
+                    .acc
+                    .copy_from_slice(&sum_terms::<1>(&step.terms, &self.doubled, dw)),
+                2 => self
+                    .acc
+                    .copy_from_slice(&sum_terms::<2>(&step.terms, &self.doubled, dw)),
+                3 => self
+                    .acc
+                    .copy_from_slice(&sum_terms::<3>(&step.terms, &self.doubled, dw)),
+                4 => self
+                    .acc
+                    .copy_from_slice(&sum_terms::<4>(&step.terms, &self.doubled, dw)),
+                5 => self
+                    .acc
+                    .copy_from_slice(&sum_terms::<5>(&step.terms, &self.doubled, dw)),
+                6 => self
+                    .acc
+                    .copy_from_slice(&sum_terms::<6>(&step.terms, &self.doubled, dw)),
                 _ => {
                     self.acc.fill(0);
                     for &(col, shift) in &step.terms {
@@ -255,7 +267,9 @@ mod tests {
             .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i << 61))
             .collect();
         for n in [0, 1, 7, 8, 63, 64, 65, 200, 384, 448] {
-            let expected: Vec<u8> = (0..n).map(|i| (words[i / 64] >> (i % 64)) as u8 & 1).collect();
+            let expected: Vec<u8> = (0..n)
+                .map(|i| (words[i / 64] >> (i % 64)) as u8 & 1)
+                .collect();
             let mut out = vec![9u8; n];
             unpack_bits_portable(&words, &mut out);
             assert_eq!(out, expected, "portable, {n} bits");

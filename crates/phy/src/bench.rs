@@ -434,11 +434,14 @@ fn demod_row(t: f64, m: Modulation, bw: f64) -> BenchRow {
     }
 }
 
+/// `(name, seconds)` of every stage.
+type StageSeconds<const S: usize> = [(&'static str, f64); S];
+
 /// Core time per stage and per frame over about `budget` seconds of frames.
 fn time_frames<const S: usize>(
     budget: f64,
     mut frame: impl FnMut() -> Result<[(&'static str, Duration); S], PhyError>,
-) -> Result<(f64, [(&'static str, f64); S]), PhyError> {
+) -> Result<(f64, StageSeconds<S>), PhyError> {
     frame()?;
     let mut sums = [("", 0f64); S];
     let start = Instant::now();
@@ -560,7 +563,12 @@ fn uplink_row(t: f64, pk: &Peak, bw: f64) -> Result<BenchRow, PhyError> {
             crc_failures: errors.crc_failures,
         });
     }
-    let iterations = out.blocks.iter().flatten().map(|b| b.iterations as f64).sum::<f64>()
+    let iterations = out
+        .blocks
+        .iter()
+        .flatten()
+        .map(|b| b.iterations as f64)
+        .sum::<f64>()
         / errors.blocks.max(1) as f64;
     let (per_frame, stages) = time_frames(t.max(1.0), || {
         ul.process_frame(black_box(&frame.samples), &mut out)?;
@@ -588,7 +596,14 @@ fn uplink_row(t: f64, pk: &Peak, bw: f64) -> Result<BenchRow, PhyError> {
         iterations,
         cfg.zf_block
     );
-    Ok(frame_row("uplink_frame_64x16", bits, per_frame, stages, floors, note))
+    Ok(frame_row(
+        "uplink_frame_64x16",
+        bits,
+        per_frame,
+        stages,
+        floors,
+        note,
+    ))
 }
 
 /// The whole 64x16 downlink frame (precoders from the frame's pilots, encoding,
@@ -643,5 +658,12 @@ fn downlink_row(t: f64, pk: &Peak, bw: f64) -> Result<BenchRow, PhyError> {
         errors.blocks,
         cfg.zf_block
     );
-    Ok(frame_row("downlink_frame_64x16", bits, per_frame, stages, floors, note))
+    Ok(frame_row(
+        "downlink_frame_64x16",
+        bits,
+        per_frame,
+        stages,
+        floors,
+        note,
+    ))
 }

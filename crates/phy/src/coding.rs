@@ -8,9 +8,7 @@
 //! `s` starts at bit `s * symbol_bits`, so any symbol can be processed on its own.
 
 use radiohost_iq::Cf32;
-use radiohost_ldpc::{
-    DecodeOutcome, Decoder, DecoderConfig, Encoder, LdpcError, MinSum,
-};
+use radiohost_ldpc::{DecodeOutcome, Decoder, DecoderConfig, Encoder, LdpcError, MinSum};
 
 use crate::config::{FrameConfig, BLOCK_CRC_BITS};
 use crate::crc::{self, CrcKind};

@@ -576,7 +576,11 @@ mod tests {
         assert_eq!(c.blocks_per_symbol, 1);
         assert_eq!(c.uplink_blocks(), 3 * c.blocks_per_symbol);
         assert_eq!(c.frame_len(), 5 * 288);
-        assert_eq!((c.zf_block, c.zf_groups()), (2, 96), "zf_block defaults to K");
+        assert_eq!(
+            (c.zf_block, c.zf_groups()),
+            (2, 96),
+            "zf_block defaults to K"
+        );
         let c = FrameConfig::from_json(&with("zf_block", "5")).unwrap();
         assert_eq!((c.zf_block, c.zf_groups()), (5, 39));
     }

@@ -350,8 +350,12 @@ mod tests {
                     assert!(i >= g * group && i < ((g + 1) * group).min(d));
                     for k in 0..k_n {
                         for m in 0..m_n {
-                            let (a, b) = (h[(g * k_n + k) * m_n + m], full[(i * k_n + k) * m_n + m]);
-                            assert!((a - b).norm() <= 1e-6 * (1.0 + b.norm()), "{layout:?} group {group} g {g} k {k} m {m}: {a} vs {b}");
+                            let (a, b) =
+                                (h[(g * k_n + k) * m_n + m], full[(i * k_n + k) * m_n + m]);
+                            assert!(
+                                (a - b).norm() <= 1e-6 * (1.0 + b.norm()),
+                                "{layout:?} group {group} g {g} k {k} m {m}: {a} vs {b}"
+                            );
                         }
                     }
                 }

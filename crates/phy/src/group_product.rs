@@ -86,6 +86,7 @@ impl GroupProduct {
     /// # Panics
     /// If a slice is too short for the shapes given, or `a` has more columns than
     /// the scratch was made for (caller bugs).
+    #[allow(clippy::too_many_arguments)]
     pub fn apply(
         &mut self,
         isa: Isa,
@@ -158,7 +159,10 @@ impl GroupProduct {
             a.rows * a.cols,
             "group product: coefficient matrix size"
         );
-        assert!(re.len() >= a.cols && im.len() >= a.cols, "group product: input too short");
+        assert!(
+            re.len() >= a.cols && im.len() >= a.cols,
+            "group product: input too short"
+        );
         assert!(lanes.end <= LANES, "group product: lanes");
         if a.rows == 0 || lanes.is_empty() {
             return;
@@ -292,7 +296,12 @@ unsafe fn products_avx512<const R: usize>(
     let mut ai = [_mm512_setzero_ps(); R];
     for c in 0..a.cols {
         // SAFETY: `re[c]` and `im[c]` are 16 floats each.
-        let (xr, xi) = unsafe { (_mm512_loadu_ps(re[c].as_ptr()), _mm512_loadu_ps(im[c].as_ptr())) };
+        let (xr, xi) = unsafe {
+            (
+                _mm512_loadu_ps(re[c].as_ptr()),
+                _mm512_loadu_ps(im[c].as_ptr()),
+            )
+        };
         let coef = &a.a[c * a.rows + r0..][..R];
         for j in 0..R {
             let (wr, wi) = (_mm512_set1_ps(coef[j].re), _mm512_set1_ps(coef[j].im));
@@ -364,7 +373,12 @@ mod tests {
     #[test]
     fn matches_per_subcarrier_reference() {
         for isa in Isa::available() {
-            for (m, k, d, i0, n) in [(64, 16, 40, 3, 16), (8, 2, 50, 0, 37), (5, 5, 9, 2, 7), (4, 1, 20, 1, 1)] {
+            for (m, k, d, i0, n) in [
+                (64, 16, 40, 3, 16),
+                (8, 2, 50, 0, 37),
+                (5, 5, 9, 2, 7),
+                (4, 1, 20, 1, 1),
+            ] {
                 let w = values(k * m, 7);
                 let y = values(m * d, 9);
                 let s = values(k * d, 11);
@@ -372,26 +386,100 @@ mod tests {
                 let mut eq = vec![Cf32::default(); k * d];
                 let mut wt = vec![Cf32::default(); k * m];
                 transpose(&w, k, m, &mut wt);
-                gp.apply(isa, Coefficients::detector(&wt, k, m), &y[i0..], d, n, &mut eq[i0..], d);
+                gp.apply(
+                    isa,
+                    Coefficients::detector(&wt, k, m),
+                    &y[i0..],
+                    d,
+                    n,
+                    &mut eq[i0..],
+                    d,
+                );
                 let mut tx = vec![Cf32::default(); m * d];
-                gp.apply(isa, Coefficients::precoder(&w, k, m, 0.7), &s[i0..], d, n, &mut tx[i0..], d);
+                gp.apply(
+                    isa,
+                    Coefficients::precoder(&w, k, m, 0.7),
+                    &s[i0..],
+                    d,
+                    n,
+                    &mut tx[i0..],
+                    d,
+                );
                 for i in i0..i0 + n {
                     let yi: Vec<Cf32> = (0..m).map(|a| y[a * d + i]).collect();
                     let mut x = vec![Cf32::default(); k];
                     equalize(&w, &yi, &mut x);
                     for u in 0..k {
-                        assert!((eq[u * d + i] - x[u]).norm() < 1e-4, "{isa:?} eq {m}x{k} sc {i}");
+                        assert!(
+                            (eq[u * d + i] - x[u]).norm() < 1e-4,
+                            "{isa:?} eq {m}x{k} sc {i}"
+                        );
                     }
                     let si: Vec<Cf32> = (0..k).map(|u| s[u * d + i]).collect();
                     let mut xm = vec![Cf32::default(); m];
                     precode(&w, &si, 0.7, &mut xm);
                     for a in 0..m {
-                        assert!((tx[a * d + i] - xm[a]).norm() < 1e-4, "{isa:?} precode {m}x{k} sc {i}");
+                        assert!(
+                            (tx[a * d + i] - xm[a]).norm() < 1e-4,
+                            "{isa:?} precode {m}x{k} sc {i}"
+                        );
                     }
                 }
                 // Outside the group nothing is written.
                 assert!(eq[..i0].iter().all(|v| *v == Cf32::default()));
                 assert!(tx[i0 + n..d].iter().all(|v| *v == Cf32::default()));
+            }
+        }
+    }
+
+    /// The planar entry point writes exactly its lanes, equal to the interleaved one.
+    #[test]
+    fn planar_slices_match_interleaved() {
+        let (m, k, d) = (6, 3, 16);
+        let w = values(k * m, 3);
+        let y = values(m * d, 5);
+        let mut want = vec![Cf32::default(); k * d];
+        GroupProduct::new(m).apply(
+            Isa::Portable,
+            Coefficients::precoder(&w, m, k, 1.0),
+            &y,
+            d,
+            d,
+            &mut want,
+            d,
+        );
+        let re: Vec<[f32; LANES]> = (0..m)
+            .map(|c| std::array::from_fn(|l| y[c * d + l].re))
+            .collect();
+        let im: Vec<[f32; LANES]> = (0..m)
+            .map(|c| std::array::from_fn(|l| y[c * d + l].im))
+            .collect();
+        for isa in Isa::available() {
+            for lanes in [0..16, 3..9, 15..16, 5..5] {
+                let mut got = vec![Cf32::default(); k * d];
+                GroupProduct::apply_planar(
+                    isa,
+                    Coefficients::precoder(&w, m, k, 1.0),
+                    &re,
+                    &im,
+                    lanes.clone(),
+                    &mut got,
+                    d,
+                    0,
+                );
+                for r in 0..k {
+                    for l in 0..d {
+                        let g = got[r * d + l];
+                        if lanes.contains(&l) {
+                            assert!(
+                                (g - want[r * d + l]).norm() < 1e-4,
+                                "{isa:?} {lanes:?} row {r} lane {l}"
+                            );
+                        } else {
+                            assert_eq!(g, Cf32::default(), "{isa:?} {lanes:?} wrote lane {l}");
+                        }
+                    }
+                }
             }
         }
     }

@@ -267,8 +267,17 @@ mod tests {
         assert_eq!(g, d);
         assert_eq!(freq.iter().filter(|v| v.norm() > 0.0).count(), 4);
         // Runs cover exactly the modulo mapping, wrapping or not.
-        for (n, start, num) in [(16, 2, 6), (16, 6, 4), (16, 0, 16), (16, 9, 7), (2048, 424, 1200)] {
-            let got: Vec<usize> = bin_runs(n, start, start + num).into_iter().flatten().collect();
+        for (n, start, num) in [
+            (16, 2, 6),
+            (16, 6, 4),
+            (16, 0, 16),
+            (16, 9, 7),
+            (2048, 424, 1200),
+        ] {
+            let got: Vec<usize> = bin_runs(n, start, start + num)
+                .into_iter()
+                .flatten()
+                .collect();
             let want: Vec<usize> = (0..num).map(|i| data_bin(n, start, i)).collect();
             assert_eq!(got, want, "n {n} start {start} num {num}");
         }
@@ -278,7 +287,10 @@ mod tests {
     fn quantise_matches_ci16_from_cf32() {
         let src: Vec<Cf32> = (0..301)
             .map(|i| Cf32::new(i as f32 * 0.0137 - 2.0, 1.5 - i as f32 * 0.011))
-            .chain([Cf32::new(f32::NAN, 0.5 / 32767.0), Cf32::new(-0.5 / 32767.0, 1.5 / 32767.0)])
+            .chain([
+                Cf32::new(f32::NAN, 0.5 / 32767.0),
+                Cf32::new(-0.5 / 32767.0, 1.5 / 32767.0),
+            ])
             .collect();
         let mut got = vec![Ci16::default(); src.len()];
         quantise_ci16(&src, &mut got);

@@ -391,7 +391,10 @@ mod tests {
                 let mut got = vec![0.0; want.len()];
                 d.demodulate_at(isa, &syms, &nv, &mut got);
                 for (g, w) in got.iter().zip(&want) {
-                    assert!((g - w).abs() <= 1e-5 * (1.0 + w.abs()), "{m:?} {isa:?}: {g} vs {w}");
+                    assert!(
+                        (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                        "{m:?} {isa:?}: {g} vs {w}"
+                    );
                 }
             }
         }

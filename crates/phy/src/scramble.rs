@@ -238,7 +238,14 @@ mod tests {
     fn cache_continues_sequences_exactly() {
         let mut cache = SequenceCache::default();
         // Forward, repeated, backward and interleaved positions of two users.
-        for (c_init, offset, n) in [(5u32, 0usize, 40usize), (9, 10, 7), (5, 40, 33), (5, 100, 64), (9, 3, 5), (5, 100, 1)] {
+        for (c_init, offset, n) in [
+            (5u32, 0usize, 40usize),
+            (9, 10, 7),
+            (5, 40, 33),
+            (5, 100, 64),
+            (9, 3, 5),
+            (5, 100, 1),
+        ] {
             let got = cache.with(c_init, offset, |g| {
                 let first = g.take_bits(n.min(32) as u32);
                 g.skip(n.saturating_sub(32));

@@ -426,4 +426,36 @@ pub(crate) mod tests {
         assert_eq!(err.user, 1);
         assert!(err.to_string().contains("linearly dependent"));
     }
+
+    /// The AVX2 and AVX-512 builds agree with the portable one.
+    #[test]
+    fn every_isa_matches_portable() {
+        let (m, k) = (64, 16);
+        let h = random_channel(m, k, 99);
+        let mut want = vec![Cf32::default(); m * k];
+        let mut want_ng = vec![0.0; k];
+        let mut scratch = ZfScratch::new(k);
+        zf_detector_at(
+            Isa::Portable,
+            &h,
+            m,
+            k,
+            &mut scratch,
+            &mut want,
+            &mut want_ng,
+        )
+        .unwrap();
+        for isa in Isa::available() {
+            let mut w = vec![Cf32::default(); m * k];
+            let mut ng = vec![0.0; k];
+            zf_detector_at(isa, &h, m, k, &mut scratch, &mut w, &mut ng).unwrap();
+            let scale = want.iter().map(|v| v.norm()).fold(0.0, f32::max);
+            for (a, b) in w.iter().zip(&want) {
+                assert!((a - b).norm() <= 1e-4 * scale, "{isa:?}: {a} vs {b}");
+            }
+            for (a, b) in ng.iter().zip(&want_ng) {
+                assert!((a - b).abs() <= 1e-4 * b.abs(), "{isa:?} noise gain");
+            }
+        }
+    }
 }

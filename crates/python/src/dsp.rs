@@ -6,11 +6,11 @@ use numpy::ndarray::{Array2, Array3};
 use numpy::prelude::*;
 use numpy::{PyArray2, PyArray3, PyReadonlyArray3, PyReadonlyArrayDyn};
 use pyo3::prelude::*;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use radiohost_dsp::channel::{draw_rayleigh, FadingChannel, FadingProcess, PowerDelayProfile};
 use radiohost_dsp::{MimoConvolver, MimoTaps, SwapMode};
 use radiohost_iq::Cf32;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 
 use crate::errors::{self, value};
 
@@ -85,20 +85,41 @@ impl Convolver {
     /// ``x``: complex64 (inputs, k * block), or (k * block,) with one input.
     /// Returns ``y`` complex64 (outputs, k * block). State carries over between
     /// calls: consecutive calls equal one call on the joined input.
-    fn process<'py>(&self, py: Python<'py>, x: PyReadonlyArrayDyn<'py, Complex32>) -> PyResult<Bound<'py, PyArray2<Complex32>>> {
+    fn process<'py>(
+        &self,
+        py: Python<'py>,
+        x: PyReadonlyArrayDyn<'py, Complex32>,
+    ) -> PyResult<Bound<'py, PyArray2<Complex32>>> {
         let (m, len) = match x.shape() {
             [l] => (1, *l),
             [m, l] => (*m, *l),
-            s => return Err(value(format!("x must be (samples,) or (inputs, samples), got shape {s:?}"))),
+            s => {
+                return Err(value(format!(
+                    "x must be (samples,) or (inputs, samples), got shape {s:?}"
+                )))
+            }
         };
-        let flat = x.as_slice().map_err(|_| value("x must be C-contiguous"))?;
+        // Slices and views are welcome: one contiguous copy when the array is not.
+        let owned;
+        let flat = match x.as_slice() {
+            Ok(f) => f,
+            Err(_) => {
+                owned = x.as_array().iter().copied().collect::<Vec<_>>();
+                &owned
+            }
+        };
         let mut conv = self.lock();
         let (b, n) = (conv.block(), conv.outputs());
         if m != conv.inputs() {
-            return Err(value(format!("x has {m} input(s) but the convolver has {}", conv.inputs())));
+            return Err(value(format!(
+                "x has {m} input(s) but the convolver has {}",
+                conv.inputs()
+            )));
         }
         if len % b != 0 {
-            return Err(value(format!("{len} samples is not a whole number of {b}-sample blocks")));
+            return Err(value(format!(
+                "{len} samples is not a whole number of {b}-sample blocks"
+            )));
         }
         let mut y = vec![Cf32::default(); n * len];
         let conv: &mut MimoConvolver = &mut conv;
@@ -132,11 +153,20 @@ impl Convolver {
     /// planned one). "staggered": exact, input blocks before the swap see the old
     /// response and later ones the new; "crossfade": a linear ramp over ``blocks``.
     #[pyo3(signature = (taps, mode="staggered", blocks=4))]
-    fn swap(&self, taps: PyReadonlyArray3<'_, Complex32>, mode: &str, blocks: usize) -> PyResult<()> {
+    fn swap(
+        &self,
+        taps: PyReadonlyArray3<'_, Complex32>,
+        mode: &str,
+        blocks: usize,
+    ) -> PyResult<()> {
         let mode = match mode {
             "staggered" => SwapMode::Staggered,
             "crossfade" => SwapMode::Crossfade { blocks },
-            o => return Err(value(format!("mode {o:?}: use \"staggered\" or \"crossfade\""))),
+            o => {
+                return Err(value(format!(
+                    "mode {o:?}: use \"staggered\" or \"crossfade\""
+                )))
+            }
         };
         let t = taps_from(&taps)?;
         self.lock().swap_responses(&t, mode).map_err(errors::dsp)
@@ -173,7 +203,8 @@ pub fn rayleigh_taps<'py>(
     seed: u64,
 ) -> PyResult<Bound<'py, PyArray3<Complex32>>> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let t = draw_rayleigh(&pdp(delays, powers_db)?, inputs, outputs, &mut rng).map_err(errors::dsp)?;
+    let t =
+        draw_rayleigh(&pdp(delays, powers_db)?, inputs, outputs, &mut rng).map_err(errors::dsp)?;
     taps_to(py, &t)
 }
 
@@ -205,7 +236,8 @@ impl FadingModel {
             interval_s,
             sinusoids,
         };
-        let ch = FadingChannel::new(pdp(delays, powers_db)?, inputs, outputs, process, seed).map_err(errors::dsp)?;
+        let ch = FadingChannel::new(pdp(delays, powers_db)?, inputs, outputs, process, seed)
+            .map_err(errors::dsp)?;
         Ok(FadingModel {
             inner: std::sync::Mutex::new(ch),
         })
@@ -213,12 +245,17 @@ impl FadingModel {
 
     /// The current impulse responses, complex64 (outputs, inputs, length).
     fn response<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray3<Complex32>>> {
-        let t = self.inner.lock().unwrap_or_else(|p| p.into_inner()).make_response();
+        let ch = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut t = ch.make_response();
+        ch.write_response(&mut t).map_err(errors::dsp)?;
         taps_to(py, &t)
     }
 
     /// Moves the channel one update interval forward.
     fn advance(&self) {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner()).advance();
+        self.inner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .advance();
     }
 }

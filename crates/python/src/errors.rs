@@ -5,12 +5,42 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
-create_exception!(radiohost, RadiohostError, PyException, "Base class of every radiohost error.");
-create_exception!(radiohost, SigMFError, RadiohostError, "A SigMF recording could not be read or written.");
-create_exception!(radiohost, LdpcError, RadiohostError, "Invalid LDPC code parameters or buffers.");
-create_exception!(radiohost, PhyError, RadiohostError, "A baseband (phy) operation failed.");
-create_exception!(radiohost, RadioError, RadiohostError, "A radio backend reported an error.");
-create_exception!(radiohost, DspError, RadiohostError, "A channel-emulation (dsp) operation failed.");
+create_exception!(
+    radiohost,
+    RadiohostError,
+    PyException,
+    "Base class of every radiohost error."
+);
+create_exception!(
+    radiohost,
+    SigMFError,
+    RadiohostError,
+    "A SigMF recording could not be read or written."
+);
+create_exception!(
+    radiohost,
+    LdpcError,
+    RadiohostError,
+    "Invalid LDPC code parameters or buffers."
+);
+create_exception!(
+    radiohost,
+    PhyError,
+    RadiohostError,
+    "A baseband (phy) operation failed."
+);
+create_exception!(
+    radiohost,
+    RadioError,
+    RadiohostError,
+    "A radio backend reported an error."
+);
+create_exception!(
+    radiohost,
+    DspError,
+    RadiohostError,
+    "A channel-emulation (dsp) operation failed."
+);
 
 /// The error's message followed by each `source` not already part of it.
 pub fn message(e: &dyn std::error::Error) -> String {

@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use num_complex::Complex32;
 use numpy::ndarray::{Array1, Array2, Array3};
 use numpy::prelude::*;
-use numpy::{PyArray1, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3, PyReadonlyArrayDyn};
+use numpy::{
+    PyArray1, PyArray2, PyArray3, PyReadonlyArray1, PyReadonlyArray2, PyReadonlyArray3,
+    PyReadonlyArrayDyn,
+};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use radiohost_iq::{Cf32, Ci16};
@@ -33,11 +36,18 @@ fn contiguous<'a, T: numpy::Element, D: numpy::ndarray::Dimension>(
     a: &'a numpy::PyReadonlyArray<'_, T, D>,
     what: &str,
 ) -> PyResult<&'a [T]> {
-    a.as_slice()
-        .map_err(|_| value(format!("{what} must be C-contiguous (numpy.ascontiguousarray)")))
+    a.as_slice().map_err(|_| {
+        value(format!(
+            "{what} must be C-contiguous (numpy.ascontiguousarray)"
+        ))
+    })
 }
 
-fn array2<T: numpy::Element>(py: Python<'_>, shape: (usize, usize), v: Vec<T>) -> PyResult<Bound<'_, PyArray2<T>>> {
+fn array2<T: numpy::Element>(
+    py: Python<'_>,
+    shape: (usize, usize),
+    v: Vec<T>,
+) -> PyResult<Bound<'_, PyArray2<T>>> {
     Ok(Array2::from_shape_vec(shape, v)
         .map_err(|e| value(e.to_string()))?
         .into_pyarray(py))
@@ -99,7 +109,9 @@ pub fn qam_demodulate<'py>(
         )));
     }
     if let Some(v) = nv.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
-        return Err(value(format!("noise_var must be positive and finite, found {v}")));
+        return Err(value(format!(
+            "noise_var must be positive and finite, found {v}"
+        )));
     }
     let mut llr = vec![0f32; symbols.len() * m.bits_per_symbol()];
     Demodulator::new(m).demodulate(symbols, &nv, &mut llr);
@@ -119,7 +131,9 @@ pub fn ofdm_modulate<'py>(
 ) -> PyResult<Bound<'py, PyArray2<Complex32>>> {
     let (s, n) = (freq.shape()[0], freq.shape()[1]);
     if n == 0 || cp_len > n {
-        return Err(value(format!("fft_size {n} with cp_len {cp_len}: need 0 <= cp_len <= fft_size and fft_size > 0")));
+        return Err(value(format!(
+            "fft_size {n} with cp_len {cp_len}: need 0 <= cp_len <= fft_size and fft_size > 0"
+        )));
     }
     let mut body = contiguous(&freq, "freq")?.to_vec();
     let out = py.detach(|| {
@@ -146,7 +160,9 @@ pub fn ofdm_demodulate<'py>(
 ) -> PyResult<Bound<'py, PyArray2<Complex32>>> {
     let (s, len) = (time.shape()[0], time.shape()[1]);
     if len <= cp_len {
-        return Err(value(format!("rows of {len} samples cannot hold a {cp_len}-sample cyclic prefix and a symbol")));
+        return Err(value(format!(
+            "rows of {len} samples cannot hold a {cp_len}-sample cyclic prefix and a symbol"
+        )));
     }
     let n = len - cp_len;
     let input = contiguous(&time, "time")?;
@@ -177,7 +193,9 @@ pub fn zf_detector_batch<'py>(
 ) -> PyResult<(Bound<'py, PyArray3<Complex32>>, Bound<'py, PyArray2<f32>>)> {
     let (d, m, k) = (h.shape()[0], h.shape()[1], h.shape()[2]);
     if k == 0 || m < k {
-        return Err(value(format!("h is {m} antennas x {k} users: zero forcing needs antennas >= users >= 1")));
+        return Err(value(format!(
+            "h is {m} antennas x {k} users: zero forcing needs antennas >= users >= 1"
+        )));
     }
     let input = contiguous(&h, "h")?;
     let (w, ng) = py
@@ -194,8 +212,15 @@ pub fn zf_detector_batch<'py>(
                         col[u * m + a] = hi[a * k + u];
                     }
                 }
-                zf_detector(&col, m, k, &mut scratch, &mut w[i * k * m..(i + 1) * k * m], &mut ng[i * k..(i + 1) * k])
-                    .map_err(|e| (i, e))?;
+                zf_detector(
+                    &col,
+                    m,
+                    k,
+                    &mut scratch,
+                    &mut w[i * k * m..(i + 1) * k * m],
+                    &mut ng[i * k..(i + 1) * k],
+                )
+                .map_err(|e| (i, e))?;
             }
             Ok((w, ng))
         })
@@ -220,12 +245,19 @@ pub fn zf_equalize<'py>(
 ) -> PyResult<Bound<'py, PyArray2<Complex32>>> {
     let (d, k, m) = (w.shape()[0], w.shape()[1], w.shape()[2]);
     if y.shape() != [d, m] {
-        return Err(value(format!("y has shape {:?} but w needs ({d}, {m})", y.shape())));
+        return Err(value(format!(
+            "y has shape {:?} but w needs ({d}, {m})",
+            y.shape()
+        )));
     }
     let (w, y) = (contiguous(&w, "w")?, contiguous(&y, "y")?);
     let mut x = vec![Cf32::default(); d * k];
     for i in 0..d {
-        equalize(&w[i * k * m..(i + 1) * k * m], &y[i * m..(i + 1) * m], &mut x[i * k..(i + 1) * k]);
+        equalize(
+            &w[i * k * m..(i + 1) * k * m],
+            &y[i * m..(i + 1) * m],
+            &mut x[i * k..(i + 1) * k],
+        );
     }
     array2(py, (d, k), x)
 }
@@ -373,20 +405,38 @@ impl UplinkDecoder {
     /// (antennas, frame_len) with full scale 1.0 (quantised to int16 as a radio
     /// would). Returns ``payload`` uint8 (users, bits), ``crc_ok`` bool and
     /// ``iterations`` int32 (users, blocks), and the measured ``noise_var``.
-    fn decode<'py>(&self, py: Python<'py>, samples: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyDict>> {
+    fn decode<'py>(
+        &self,
+        py: Python<'py>,
+        samples: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let (m, len) = (self.cfg.antennas, self.cfg.frame_len());
         let frame: Vec<Ci16> = if let Ok(a) = samples.extract::<PyReadonlyArrayDyn<'py, i16>>() {
             if a.shape() != [m, len, 2] {
-                return Err(value(format!("int16 samples have shape {:?}; this configuration needs ({m}, {len}, 2)", a.shape())));
+                return Err(value(format!(
+                    "int16 samples have shape {:?}; this configuration needs ({m}, {len}, 2)",
+                    a.shape()
+                )));
             }
-            contiguous(&a, "samples")?.chunks_exact(2).map(|p| Ci16::new(p[0], p[1])).collect()
+            contiguous(&a, "samples")?
+                .chunks_exact(2)
+                .map(|p| Ci16::new(p[0], p[1]))
+                .collect()
         } else if let Ok(a) = samples.extract::<PyReadonlyArrayDyn<'py, Complex32>>() {
             if a.shape() != [m, len] {
-                return Err(value(format!("complex64 samples have shape {:?}; this configuration needs ({m}, {len})", a.shape())));
+                return Err(value(format!(
+                    "complex64 samples have shape {:?}; this configuration needs ({m}, {len})",
+                    a.shape()
+                )));
             }
-            contiguous(&a, "samples")?.iter().map(|&s| Ci16::from_cf32(s)).collect()
+            contiguous(&a, "samples")?
+                .iter()
+                .map(|&s| Ci16::from_cf32(s))
+                .collect()
         } else {
-            return Err(value("samples must be a numpy array of int16 pairs or complex64"));
+            return Err(value(
+                "samples must be a numpy array of int16 pairs or complex64",
+            ));
         };
         let mut out = UplinkOutput::for_config(&self.cfg);
         let pipeline = &self.pipeline;
@@ -398,7 +448,12 @@ impl UplinkDecoder {
         let users = self.cfg.users;
         let blocks = self.cfg.uplink_blocks();
         let crc: Vec<bool> = out.blocks.iter().flatten().map(|b| b.crc_ok).collect();
-        let iters: Vec<i32> = out.blocks.iter().flatten().map(|b| b.iterations as i32).collect();
+        let iters: Vec<i32> = out
+            .blocks
+            .iter()
+            .flatten()
+            .map(|b| b.iterations as i32)
+            .collect();
         let d = PyDict::new(py);
         d.set_item("payload", payload_array(py, out.payload)?)?;
         d.set_item("crc_ok", array2(py, (users, blocks), crc)?)?;
@@ -424,7 +479,11 @@ pub fn evaluate<'py>(
     let dir = match direction {
         "uplink" => Direction::Uplink,
         "downlink" => Direction::Downlink,
-        other => return Err(value(format!("direction {other:?}: use \"uplink\" or \"downlink\""))),
+        other => {
+            return Err(value(format!(
+                "direction {other:?}: use \"uplink\" or \"downlink\""
+            )))
+        }
     };
     let cfg = &config.cfg;
     let report = py

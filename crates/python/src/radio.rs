@@ -35,8 +35,11 @@ fn lock<T: ?Sized>(m: &Mutex<Box<T>>) -> MutexGuard<'_, Box<T>> {
 }
 
 fn timeout(seconds: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(seconds)
-        .map_err(|_| value(format!("timeout {seconds} s: give a non-negative number of seconds")))
+    Duration::try_from_secs_f64(seconds).map_err(|_| {
+        value(format!(
+            "timeout {seconds} s: give a non-negative number of seconds"
+        ))
+    })
 }
 
 /// How RX streaming starts or stops (UHD ``uhd.types.StreamMode``).
@@ -164,7 +167,9 @@ fn shape_of(shape: &[usize]) -> PyResult<(usize, usize)> {
     match shape {
         [n] => Ok((1, *n)),
         [c, n] => Ok((*c, *n)),
-        s => Err(value(format!("buffers must be (samples,) or (channels, samples), got shape {s:?}"))),
+        s => Err(value(format!(
+            "buffers must be (samples,) or (channels, samples), got shape {s:?}"
+        ))),
     }
 }
 
@@ -295,7 +300,11 @@ impl TxStreamer {
     /// The next asynchronous event: ``event`` ("burst_ack", "underflow", "late",
     /// "seq_error", ...), UHD's one-letter ``code``, ``channel`` and ``time_ns``.
     #[pyo3(signature = (timeout=0.1))]
-    fn recv_async_msg<'py>(&self, py: Python<'py>, timeout: f64) -> PyResult<Option<Bound<'py, PyDict>>> {
+    fn recv_async_msg<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: f64,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
         let wait = self::timeout(timeout)?;
         let event = py.detach(|| lock(&self.inner).recv_async_msg(wait));
         event.map(|e| event_dict(py, e)).transpose()
@@ -328,8 +337,11 @@ impl Radio {
 }
 
 fn parse_addr(text: &str, what: &str) -> PyResult<std::net::SocketAddr> {
-    text.parse()
-        .map_err(|e| value(format!("{what} {text:?}: {e} (write host:port, e.g. 127.0.0.1:5000)")))
+    text.parse().map_err(|e| {
+        value(format!(
+            "{what} {text:?}: {e} (write host:port, e.g. 127.0.0.1:5000)"
+        ))
+    })
 }
 
 #[pymethods]
@@ -339,7 +351,9 @@ impl Radio {
     #[staticmethod]
     #[pyo3(signature = (rate, channels=1))]
     fn emulated(rate: f64, channels: usize) -> PyResult<Self> {
-        Ok(Self::wrap(EmulatedRadio::loopback(rate, channels).map_err(errors::radio)?))
+        Ok(Self::wrap(
+            EmulatedRadio::loopback(rate, channels).map_err(errors::radio)?,
+        ))
     }
 
     /// A radio over SigMF files: RX replays the recording ``input``; TX writes a
@@ -347,9 +361,16 @@ impl Radio {
     /// radio, or use it as a context manager, to finish it). Without an input the rate is ``rate``.
     #[staticmethod]
     #[pyo3(signature = (input=None, output=None, *, tx_channels=1, rate=None))]
-    fn sigmf(input: Option<PathBuf>, output: Option<PathBuf>, tx_channels: usize, rate: Option<f64>) -> PyResult<Self> {
+    fn sigmf(
+        input: Option<PathBuf>,
+        output: Option<PathBuf>,
+        tx_channels: usize,
+        rate: Option<f64>,
+    ) -> PyResult<Self> {
         if input.is_none() && output.is_none() {
-            return Err(value("give input (a recording to replay), output (a recording to write), or both"));
+            return Err(value(
+                "give input (a recording to replay), output (a recording to write), or both",
+            ));
         }
         if input.is_none() && rate.is_none() {
             return Err(value("without an input recording, give the rate (Hz)"));
@@ -375,8 +396,10 @@ impl Radio {
             ..Default::default()
         })
         .map_err(|e| errors::RadioError::new_err(errors::message(&e)))?;
-        let radio = WarpRadio::connect(WarpConfig::for_emulator(&emu, paths_per_node).map_err(errors::radio)?)
-            .map_err(errors::radio)?;
+        let radio = WarpRadio::connect(
+            WarpConfig::for_emulator(&emu, paths_per_node).map_err(errors::radio)?,
+        )
+        .map_err(errors::radio)?;
         Ok(Self::wrap(Guarded {
             radio: Box::new(radio),
             guard: emu,
@@ -440,17 +463,29 @@ impl Radio {
         let pattern = match pattern {
             "pubsub" => ZmqPattern::PubSub,
             "pushpull" => ZmqPattern::PushPull,
-            o => return Err(value(format!("pattern {o:?}: use \"pubsub\" or \"pushpull\""))),
+            o => {
+                return Err(value(format!(
+                    "pattern {o:?}: use \"pubsub\" or \"pushpull\""
+                )))
+            }
         };
         let item = match item {
             "gr_complex" | "complex64" => ZmqItem::GrComplex,
             "short" | "int16" => ZmqItem::ShortPair,
-            o => return Err(value(format!("item {o:?}: use \"gr_complex\" or \"short\""))),
+            o => {
+                return Err(value(format!(
+                    "item {o:?}: use \"gr_complex\" or \"short\""
+                )))
+            }
         };
         let layout = match layout {
             "per_channel" => ZmqLayout::PerChannel,
             "interleaved" => ZmqLayout::Interleaved { channels },
-            o => return Err(value(format!("layout {o:?}: use \"per_channel\" or \"interleaved\""))),
+            o => {
+                return Err(value(format!(
+                    "layout {o:?}: use \"per_channel\" or \"interleaved\""
+                )))
+            }
         };
         let cfg = ZmqConfig {
             rx,
@@ -492,7 +527,8 @@ impl Radio {
     }
     /// Tunes (Hz); returns the frequency tuned.
     fn set_center_freq(&self, freq: f64) -> PyResult<f64> {
-        self.with(|r| r.set_center_freq(freq))?.map_err(errors::radio)
+        self.with(|r| r.set_center_freq(freq))?
+            .map_err(errors::radio)
     }
     /// The sample clock now, in ns.
     fn get_time_now(&self) -> PyResult<u64> {

@@ -114,7 +114,11 @@ pub fn write_sigmf<'py>(
     let given: Option<serde_json::Value> = meta.map(|m| from_py(m, "meta")).transpose()?;
     let rate = sample_rate
         .or_else(|| {
-            given.as_ref()?.get("global")?.get("core:sample_rate")?.as_f64()
+            given
+                .as_ref()?
+                .get("global")?
+                .get("core:sample_rate")?
+                .as_f64()
         })
         .ok_or_else(|| value("give sample_rate (Hz), or a meta dict with core:sample_rate"))?;
     // The caller's fields over a complete default document.
@@ -127,7 +131,9 @@ pub fn write_sigmf<'py>(
         })
         .transpose()?;
     if !(rate.is_finite() && rate > 0.0) {
-        return Err(value(format!("sample_rate {rate} Hz: give a positive rate")));
+        return Err(value(format!(
+            "sample_rate {rate} Hz: give a positive rate"
+        )));
     }
     let prepare = |datatype: DataType, channels: usize| {
         let mut m = base.clone().unwrap_or_else(|| Meta::new(datatype, rate));
@@ -147,21 +153,35 @@ pub fn write_sigmf<'py>(
         let channels = match arr.shape() {
             [_] => 1,
             [c, _] => *c,
-            s => return Err(value(format!("complex64 samples must be (n,) or (channels, n), got shape {s:?}"))),
+            s => {
+                return Err(value(format!(
+                    "complex64 samples must be (n,) or (channels, n), got shape {s:?}"
+                )))
+            }
         };
-        let rows = arr.as_slice().map_err(|_| value("samples must be C-contiguous"))?;
+        let rows = arr
+            .as_slice()
+            .map_err(|_| value("samples must be C-contiguous"))?;
         let data = interleave(rows, channels.max(1));
         let m = prepare(DataType::Cf32Le, channels);
         py.detach(|| sigmf::write_cf32(&path, &m, &data))
             .map_err(errors::sigmf)?;
     } else if let Ok(arr) = samples.extract::<PyReadonlyArrayDyn<'py, i16>>() {
-        let channels = match arr.shape() {
-            [_, 2] => 1,
-            [c, _, 2] => *c,
-            s => return Err(value(format!("int16 samples must be (n, 2) or (channels, n, 2) I/Q pairs, got shape {s:?}"))),
-        };
-        let flat = arr.as_slice().map_err(|_| value("samples must be C-contiguous"))?;
-        let pairs: Vec<Ci16> = flat.chunks_exact(2).map(|p| Ci16::new(p[0], p[1])).collect();
+        let channels =
+            match arr.shape() {
+                [_, 2] => 1,
+                [c, _, 2] => *c,
+                s => return Err(value(format!(
+                    "int16 samples must be (n, 2) or (channels, n, 2) I/Q pairs, got shape {s:?}"
+                ))),
+            };
+        let flat = arr
+            .as_slice()
+            .map_err(|_| value("samples must be C-contiguous"))?;
+        let pairs: Vec<Ci16> = flat
+            .chunks_exact(2)
+            .map(|p| Ci16::new(p[0], p[1]))
+            .collect();
         let data = interleave(&pairs, channels.max(1));
         let m = prepare(DataType::Ci16Le, channels);
         py.detach(|| sigmf::write_ci16(&path, &m, &data))

@@ -4,7 +4,9 @@
 //! radio receives from a feeder (another ZeroMQ radio sending a tone).
 //! Interop with libzmq itself (pyzmq, GNU Radio) is in tests/python.
 
-use radiohost_radio::conformance::{self, test_burst, Capabilities, Guarded, Harness, Loopback, Support};
+use radiohost_radio::conformance::{
+    self, test_burst, Capabilities, Guarded, Harness, Loopback, Support,
+};
 use radiohost_radio::zeromq::{ZmqConfig, ZmqItem, ZmqLayout, ZmqPattern, ZmqRadio};
 use radiohost_radio::{Radio, RadioError, StreamArgs, Time, TxMetadata};
 use std::net::TcpListener;
@@ -67,7 +69,10 @@ impl ZmqHarness {
 
 impl Harness for ZmqHarness {
     fn name(&self) -> String {
-        format!("zeromq ({:?}, {:?}, {:?})", self.pattern, self.item, self.layout)
+        format!(
+            "zeromq ({:?}, {:?}, {:?})",
+            self.pattern, self.item, self.layout
+        )
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -156,12 +161,19 @@ fn bad_configurations_are_refused_with_reasons() {
         item: ZmqItem::GrComplex,
         layout: ZmqLayout::Interleaved { channels: 2 },
     };
-    let two = vec!["tcp://127.0.0.1:1".to_string(), "tcp://127.0.0.1:2".to_string()];
+    let two = vec![
+        "tcp://127.0.0.1:1".to_string(),
+        "tcp://127.0.0.1:2".to_string(),
+    ];
     let e = ZmqRadio::open(h.config(two, Vec::new())).err().unwrap();
     assert!(e.to_string().contains("one endpoint"), "{e}");
-    let e = ZmqRadio::open(h.config(vec!["udp://x:1".into()], Vec::new())).err().unwrap();
+    let e = ZmqRadio::open(h.config(vec!["udp://x:1".into()], Vec::new()))
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("only tcp://"), "{e}");
-    let e = ZmqRadio::open(h.config(Vec::new(), Vec::new())).err().unwrap();
+    let e = ZmqRadio::open(h.config(Vec::new(), Vec::new()))
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("at least one"), "{e}");
 }
 
@@ -174,6 +186,8 @@ fn a_radio_alone_reports_who_is_missing() {
         layout: ZmqLayout::PerChannel,
     };
     let radio = ZmqRadio::open(h.config(vec![ep.clone()], Vec::new())).unwrap();
-    let e = radio.wait_connected(Duration::from_millis(200)).unwrap_err();
+    let e = radio
+        .wait_connected(Duration::from_millis(200))
+        .unwrap_err();
     assert!(e.to_string().contains(&ep), "{e}");
 }

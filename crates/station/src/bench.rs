@@ -273,7 +273,8 @@ mod tests {
         let rep = run_bench(&b, |_| runs += 1).unwrap();
         assert_eq!(
             (runs, rep.rows.len(), rep.ratios.len(), rep.saturation.len()),
-            (2, 2, 1, 2)
+            (3, 2, 1, 2),
+            "one calibration and two runs"
         );
         let c = &rep.calibration[0];
         assert!(c.serial_frame_us > 0.0 && c.floor_fps > 0.0);

@@ -162,6 +162,8 @@ pub struct WarpHost {
     buffers: Vec<SocketBuffers>,
     /// What each socket got of UDP GSO/GRO.
     offload: Vec<Offload>,
+    /// Kept between writes so they allocate nothing.
+    write_batch: SegmentBatch,
     next_seq: u16,
     batch: RecvBatch,
     pollfds: Vec<libc::pollfd>,
@@ -215,6 +217,7 @@ impl WarpHost {
             sockets,
             buffers,
             offload,
+            write_batch: SegmentBatch::new(),
             next_seq: 1,
             stats: HostStats::default(),
             node_latency: Vec::new(),
@@ -301,19 +304,37 @@ impl WarpHost {
         start: u32,
         count: u32,
     ) -> Result<Vec<Vec<WarpWord>>, TransportError> {
+        let mut out = Vec::new();
+        self.read_iq_into(nodes, buffer, start, count, &mut out)?;
+        Ok(out)
+    }
+
+    /// As [`Self::read_iq`], into `out` (one vector of `count` words per node),
+    /// reusing its allocations: repeated reads allocate and page-fault nothing.
+    pub fn read_iq_into(
+        &mut self,
+        nodes: &[usize],
+        buffer: RfBuffer,
+        start: u32,
+        count: u32,
+        out: &mut Vec<Vec<WarpWord>>,
+    ) -> Result<(), TransportError> {
         self.check_nodes(nodes)?;
+        out.resize_with(nodes.len(), Vec::new);
+        for v in out.iter_mut() {
+            v.resize(count as usize, WarpWord(0));
+        }
         match self.cfg.mode {
-            Mode::Parallel => read::read_nodes(self, nodes, buffer, start, count),
+            Mode::Parallel => read::read_nodes(self, nodes, buffer, start, count, out),
             Mode::Serial => {
-                let mut out = Vec::with_capacity(nodes.len());
                 let mut latency = Vec::with_capacity(nodes.len());
                 let began = std::time::Instant::now();
-                for &n in nodes {
-                    out.extend(read::read_nodes(self, &[n], buffer, start, count)?);
+                for (i, &n) in nodes.iter().enumerate() {
+                    read::read_nodes(self, &[n], buffer, start, count, &mut out[i..=i])?;
                     latency.push(began.elapsed());
                 }
                 self.node_latency = latency;
-                Ok(out)
+                Ok(())
             }
         }
     }

@@ -89,7 +89,11 @@ fn set_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, val: libc::c_int) ->
 /// datagram but the last has the first one's size, the last may be shorter.
 #[derive(Default)]
 pub struct SegmentBatch {
+    /// Room for a full batch plus one datagram being built, allocated on first use
+    /// and never zeroed again (empty in a `Default` batch).
     bytes: Vec<u8>,
+    /// Bytes of `bytes` in use.
+    used: usize,
     /// Length of each datagram in `bytes`, in order.
     lens: Vec<usize>,
 }
@@ -97,7 +101,8 @@ pub struct SegmentBatch {
 impl SegmentBatch {
     pub fn new() -> Self {
         Self {
-            bytes: Vec::with_capacity(MAX_GSO_BYTES),
+            bytes: vec![0; MAX_GSO_BYTES + crate::wire::MAX_DATAGRAM],
+            used: 0,
             lens: Vec::with_capacity(MAX_GSO_SEGMENTS),
         }
     }
@@ -120,16 +125,19 @@ impl SegmentBatch {
         len <= segment
             && last == segment
             && self.lens.len() < MAX_GSO_SEGMENTS
-            && self.bytes.len() + len <= MAX_GSO_BYTES
+            && self.used + len <= MAX_GSO_BYTES
     }
 
-    /// Append one datagram built by `encode` into at most `max` bytes (it returns its
-    /// length). The caller checked [`Self::fits`] for a datagram of that size.
+    /// Append one datagram built by `encode` into at most `max` bytes (at most
+    /// `wire::MAX_DATAGRAM`; it returns its length). The caller checked
+    /// [`Self::fits`] for a datagram of that size.
     pub fn push_with(&mut self, max: usize, encode: impl FnOnce(&mut [u8]) -> usize) {
-        let at = self.bytes.len();
-        self.bytes.resize(at + max, 0);
-        let n = encode(&mut self.bytes[at..]);
-        self.bytes.truncate(at + n);
+        if self.bytes.is_empty() {
+            self.bytes = vec![0; MAX_GSO_BYTES + crate::wire::MAX_DATAGRAM];
+        }
+        let room = max.min(self.bytes.len() - self.used);
+        let n = encode(&mut self.bytes[self.used..self.used + room]).min(room);
+        self.used += n;
         self.lens.push(n);
     }
 
@@ -143,7 +151,7 @@ impl SegmentBatch {
     }
 
     pub fn clear(&mut self) {
-        self.bytes.clear();
+        self.used = 0;
         self.lens.clear();
     }
 
@@ -169,7 +177,7 @@ impl SegmentBatch {
         offload: &mut Offload,
     ) -> io::Result<usize> {
         if offload.gso && self.lens.len() > 1 {
-            match send_gso(sock.as_raw_fd(), to, &self.bytes, self.lens[0]) {
+            match send_gso(sock.as_raw_fd(), to, &self.bytes[..self.used], self.lens[0]) {
                 Ok(()) => return Ok(1),
                 Err(e) if gso_refused(&e) => {
                     tracing::debug!(%to, "UDP GSO refused ({e}); sending one datagram per syscall");

@@ -304,11 +304,13 @@ pub struct EmulateArgs {
     /// Sample rate per port (S/s, kS/s, MS/s; e.g. 10MS/s).
     #[arg(long, default_value = "10MS/s", value_parser = units::parse_sample_rate)]
     rate: f64,
+    /// Samples per RX packet.
     #[arg(long, default_value_t = 512)]
     spp: usize,
     /// RX packets per port (the last carries EOB).
     #[arg(long, default_value_t = 10000)]
     packets: u64,
+    /// What the TX side does with missing or late packets.
     #[arg(long, value_enum, default_value_t = PolicyArg::ZeroFill)]
     policy: PolicyArg,
     /// TX buffer in packets (advertised as flow-control capacity).
@@ -327,6 +329,7 @@ pub struct EmulateArgs {
     /// (<OUTPUT>-txN.sigmf-meta/-data), for verification.
     #[arg(long)]
     output: Option<PathBuf>,
+    /// Print the report as JSON.
     #[arg(long)]
     json: bool,
 }

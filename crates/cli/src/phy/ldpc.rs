@@ -23,8 +23,9 @@ pub struct CodeArgs {
     /// Lifting size Zc (one of the 51 NR values, 2..=384).
     #[arg(long)]
     zc: usize,
-    /// Code rate K'/E (default 1/3 for BG1, 1/5 for BG2; lower rates repeat bits).
-    #[arg(long, conflicts_with = "tx_bits")]
+    /// Code rate K'/E as a fraction or a decimal, above 0 and at most 1 (e.g. 1/3
+    /// or 0.5; default 1/3 for BG1, 1/5 for BG2; lower rates repeat bits).
+    #[arg(long, conflicts_with = "tx_bits", value_parser = crate::ui::parse_fraction)]
     rate: Option<f64>,
     /// Rate-matched length E per block (beyond the circular buffer, bits repeat).
     #[arg(long)]

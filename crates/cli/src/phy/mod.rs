@@ -174,9 +174,8 @@ fn bench(a: BenchArgs) -> Result<()> {
         "--per-kernel must be in (0, 60s]"
     );
     if let Some(name) = &a.isa {
-        let isa = Isa::from_name(name).with_context(|| {
-            format!("--isa {name:?}: expected avx512, avx2 or portable")
-        })?;
+        let isa = Isa::from_name(name)
+            .with_context(|| format!("--isa {name:?}: expected avx512, avx2 or portable"))?;
         anyhow::ensure!(
             Isa::available().contains(&isa),
             "--isa {name}: this CPU does not support it (best: {})",

@@ -74,8 +74,18 @@ pub struct FadingChannel {
     gains: Vec<Cf32>,
     /// Jakes `(2 pi fd cos a, phi)` per `[path][tap][sinusoid]`.
     sinusoids: Vec<(f64, f64)>,
+    /// Jakes: each sinusoid's current `(cos, sin)` of `w t + phi` ...
+    phasors: Vec<(f64, f64)>,
+    /// ... and its turn per update, `(cos, sin)` of `w T`: an update rotates
+    /// (one complex multiply) instead of evaluating sin and cos again, which made
+    /// a live 2x2 512-tap channel spend most of a core on its fading worker.
+    rotations: Vec<(f64, f64)>,
     step: u64,
 }
+
+/// Updates between exact re-evaluations of the Jakes phasors (bounds the
+/// rounding a long chain of rotations would accumulate).
+const JAKES_RESYNC_STEPS: u64 = 1024;
 
 impl FadingChannel {
     /// A channel with taps following `pdp` on every path, evolving by `process`.
@@ -120,6 +130,16 @@ impl FadingChannel {
                 }
             }
         }
+        let (phasors, rotations) = match process {
+            FadingProcess::Jakes { interval_s, .. } => (
+                sinusoids.iter().map(|&(_, phi)| (phi.cos(), phi.sin())).collect(),
+                sinusoids
+                    .iter()
+                    .map(|&(w, _)| ((w * interval_s).cos(), (w * interval_s).sin()))
+                    .collect(),
+            ),
+            FadingProcess::Ar1 { .. } => (Vec::new(), Vec::new()),
+        };
         Ok(Self {
             pdp,
             inputs,
@@ -128,6 +148,8 @@ impl FadingChannel {
             rng,
             gains,
             sinusoids,
+            phasors,
+            rotations,
             step: 0,
         })
     }
@@ -176,17 +198,11 @@ impl FadingChannel {
     fn gain(&self, tap: usize, power: f32) -> Cf32 {
         match self.process {
             FadingProcess::Ar1 { .. } => self.gains[tap],
-            FadingProcess::Jakes {
-                interval_s,
-                sinusoids: s,
-                ..
-            } => {
-                let t = self.step as f64 * interval_s;
+            FadingProcess::Jakes { sinusoids: s, .. } => {
                 let (mut re, mut im) = (0.0, 0.0);
-                for &(w, phi) in &self.sinusoids[tap * s..(tap + 1) * s] {
-                    let arg = w * t + phi;
-                    re += arg.cos();
-                    im += arg.sin();
+                for &(c, sn) in &self.phasors[tap * s..(tap + 1) * s] {
+                    re += c;
+                    im += sn;
                 }
                 let scale = (f64::from(power) / s as f64).sqrt();
                 Cf32::new((re * scale) as f32, (im * scale) as f32)
@@ -197,6 +213,19 @@ impl FadingChannel {
     /// Moves one update interval forward.
     pub fn advance(&mut self) {
         self.step += 1;
+        if let FadingProcess::Jakes { interval_s, .. } = self.process {
+            if self.step.is_multiple_of(JAKES_RESYNC_STEPS) {
+                let t = self.step as f64 * interval_s;
+                for (p, &(w, phi)) in self.phasors.iter_mut().zip(&self.sinusoids) {
+                    let arg = w * t + phi;
+                    *p = (arg.cos(), arg.sin());
+                }
+            } else {
+                for (p, &(rc, rs)) in self.phasors.iter_mut().zip(&self.rotations) {
+                    *p = (p.0 * rc - p.1 * rs, p.0 * rs + p.1 * rc);
+                }
+            }
+        }
         if let FadingProcess::Ar1 { rho } = self.process {
             let innov = (1.0 - rho * rho).max(0.0).sqrt() as f32;
             let ntaps = self.pdp.delays().len();
@@ -211,6 +240,29 @@ impl FadingChannel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The rotated phasors stay on the directly evaluated `exp(j(w t + phi))`
+    /// over thousands of updates, across the exact re-evaluations.
+    #[test]
+    fn jakes_rotation_tracks_direct_evaluation() {
+        let pdp = PowerDelayProfile::exponential(4, 1, 1.0).unwrap();
+        let process = FadingProcess::Jakes {
+            doppler_hz: 300.0,
+            interval_s: 1.6e-3,
+            sinusoids: 8,
+        };
+        let mut ch = FadingChannel::new(pdp, 2, 1, process, 9).unwrap();
+        let mut worst: f64 = 0.0;
+        for _ in 0..3000 {
+            ch.advance();
+            let t = ch.step as f64 * 1.6e-3;
+            for (&(c, s), &(w, phi)) in ch.phasors.iter().zip(&ch.sinusoids) {
+                let arg = w * t + phi;
+                worst = worst.max((c - arg.cos()).abs()).max((s - arg.sin()).abs());
+            }
+        }
+        assert!(worst < 1e-9, "drift {worst}");
+    }
 
     #[test]
     fn bessel_j0_known_values() {

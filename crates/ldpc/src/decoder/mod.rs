@@ -4,7 +4,7 @@
 //! so each column's a-posteriori LLRs are followed by a copy of their start. When Zc is
 //! a multiple of 64 (the widest vector), a window starting at lane `q = (shift + i) mod
 //! Zc` is read at `q`, and only the first 64 lanes are mirrored (`app[c][Zc + j] ==
-//! app[c][j]` for `j < 64`): a row block rewrites each lane once plus at most two short
+//! app[c][j]` for `j < 64`): a row block rewrites each lane once plus at most two
 //! mirror stores per edge. For other Zc the whole block is stored twice (`j < Zc`) and
 //! windows start at `shift + i`; lanes are padded to a multiple of 64 so every kernel
 //! works on whole vectors, and padding lanes compute garbage that never reaches a real
@@ -209,6 +209,10 @@ pub struct Decoder {
     /// Edges of the active rows, row after row; `row_start` as in [`Graph`].
     edges: Vec<Edge>,
     row_start: Vec<usize>,
+    /// Wrapped layout: the AVX-512 kernel's window table, per row from
+    /// `row_start[r] * Zc / 64` (see `x86_rows::windows`).
+    #[cfg(target_arch = "x86_64")]
+    windows: Vec<u32>,
     zpad: usize,
     stride: usize,
     app: Aligned,
@@ -260,7 +264,17 @@ impl Decoder {
             (_, Err(e)) => Some(e),
             _ => None,
         };
+        #[cfg(target_arch = "x86_64")]
+        let windows = if wraps(p.zc) {
+            (0..rows)
+                .flat_map(|r| x86_rows::windows(&edges[row_start[r]..row_start[r + 1]], p.zc))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let d = Decoder {
+            #[cfg(target_arch = "x86_64")]
+            windows,
             p,
             cfg,
             level: cfg.simd.resolve(),
@@ -437,7 +451,13 @@ impl Decoder {
         // may lie among the punctured ones), then each transmitted segment, its
         // untransmitted rest as erasures.
         write(0, 2 * zc, None, 0, &mut self.app);
-        write(self.p.payload_bits, self.p.fillers(), None, FILLER_LLR, &mut self.app);
+        write(
+            self.p.payload_bits,
+            self.p.fillers(),
+            None,
+            FILLER_LLR,
+            &mut self.app,
+        );
         let mut used = 0;
         for seg in tx_segments(&self.p) {
             let n = seg.len().min(llr.len() - used);
@@ -467,9 +487,17 @@ impl Decoder {
                 SimdLevel::Avx512 => {
                     // SAFETY: level comes from runtime detection of avx512f + avx512bw;
                     // `new` checked the bounds.
+                    let nvec = self.p.zc / LANE_PAD;
                     let done = dims.wrap
                         && unsafe {
-                            x86_rows::layer(&mut self.app, edges, c2v, &dims, self.correction)
+                            x86_rows::layer(
+                                &mut self.app,
+                                edges,
+                                &self.windows[a * nvec..b * nvec],
+                                c2v,
+                                &dims,
+                                self.correction,
+                            )
                         };
                     if dims.wrap && !done {
                         scalar::layer(&mut self.app, edges, c2v, &dims, self.correction);
@@ -583,7 +611,11 @@ unsafe fn quantize_avx2(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
     let n = llr.len().min(out.len());
     let s = scale;
     let (scale, max) = (_mm256_set1_ps(s), _mm256_set1_ps(CHANNEL_LLR_MAX as f32));
-    let (min, half, sign) = (_mm256_set1_ps(-(CHANNEL_LLR_MAX as f32)), _mm256_set1_ps(0.5), _mm256_set1_ps(-0.0));
+    let (min, half, sign) = (
+        _mm256_set1_ps(-(CHANNEL_LLR_MAX as f32)),
+        _mm256_set1_ps(0.5),
+        _mm256_set1_ps(-0.0),
+    );
     let mut nan = _mm256_setzero_ps();
     let one = |x: __m256| {
         let v = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(x, scale), min), max);
@@ -618,7 +650,13 @@ pub(crate) fn wraps(zc: usize) -> bool {
 /// set in a real lane. Reads the same 64-lane windows as the kernels, so it holds for
 /// either layout; `acc` has `zpad` lanes.
 #[inline(always)]
-fn syndrome_ok(app: &[i8], edges: &[Edge], row_start: &[usize], acc: &mut [i8], dims: &Dims) -> bool {
+fn syndrome_ok(
+    app: &[i8],
+    edges: &[Edge],
+    row_start: &[usize],
+    acc: &mut [i8],
+    dims: &Dims,
+) -> bool {
     for r in row_start.windows(2) {
         acc.fill(0);
         for e in &edges[r[0]..r[1]] {
@@ -677,7 +715,16 @@ mod tests {
     fn quantizers_agree_with_the_portable_one() {
         let mut x: Vec<f32> = (-700..700).map(|i| i as f32 * 0.125 + 0.0625).collect();
         x.extend((-2000..2000).map(|i| (i as f32 * 0.37 + 0.01) * 0.25));
-        x.extend([0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, 15.875, -15.875, 1e30, -1e-30]);
+        x.extend([
+            0.0,
+            -0.0,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            15.875,
+            -15.875,
+            1e30,
+            -1e-30,
+        ]);
         for n in [x.len(), x.len() - 7, 33, 15, 1] {
             let x = &x[..n];
             let mut expected = vec![0i8; n];

@@ -34,7 +34,7 @@ pub(crate) fn check_bounds(
 /// padding, which is never read; later vectors of the same block never load from the
 /// ranges these stores rewrite.
 #[inline(always)]
-pub(crate) unsafe fn mirror_store(
+unsafe fn mirror_store(
     col: *mut i8,
     q: usize,
     zc: usize,

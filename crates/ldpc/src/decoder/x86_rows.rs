@@ -3,9 +3,10 @@
 //! time, with the row's extrinsic values held in registers (the row degree is a
 //! compile-time constant, so the per-edge loops unroll and `t` is never stored and
 //! reloaded). Each new APP vector costs one store, plus a mirror store for the (at most
-//! two per edge) vectors that touch the first 64 lanes or wrap.
+//! two per edge) vectors that touch the first 64 lanes or wrap (the same stores as
+//! `x86::mirror_store` makes, decided in advance by [`windows`]).
 
-use super::x86::{correct512, mirror_store};
+use super::x86::correct512;
 use super::{Correction, Dims, Edge, LANE_PAD};
 use std::arch::x86_64::*;
 
@@ -35,17 +36,19 @@ macro_rules! unroll {
 pub(crate) unsafe fn layer(
     app: &mut [i8],
     edges: &[Edge],
+    windows: &[u32],
     c2v: &mut [i8],
     dims: &Dims,
     corr: Correction,
 ) -> bool {
     debug_assert!(dims.wrap && dims.zpad == dims.zc);
+    debug_assert_eq!(windows.len(), edges.len() * dims.zc / 64);
     macro_rules! by_degree {
         ($($d:literal)*) => {
             match (edges.len(), dims.first) {
                 $(
-                    ($d, true) => row::<true, $d>(app, edges, c2v, dims.zc, corr),
-                    ($d, false) => row::<false, $d>(app, edges, c2v, dims.zc, corr),
+                    ($d, true) => row::<true, $d>(app, windows, c2v, dims.zc, corr),
+                    ($d, false) => row::<false, $d>(app, windows, c2v, dims.zc, corr),
                 )*
                 _ => return false,
             }
@@ -55,43 +58,66 @@ pub(crate) unsafe fn layer(
     true
 }
 
+/// Where vector `k` of every edge of a row starts, `windows[k * degree + e]`: the
+/// offset of its window in `app`, with [`MIRROR_UP`] / [`MIRROR_DOWN`] set when the
+/// vector also has to be stored `Zc` higher / lower (see `x86::mirror_store`).
+/// Precomputed, so the kernel does no per-edge address arithmetic.
+pub(crate) fn windows(edges: &[Edge], zc: usize) -> Vec<u32> {
+    let mut w = Vec::with_capacity(edges.len() * zc / 64);
+    for i0 in (0..zc).step_by(64) {
+        for ed in edges {
+            let q = (ed.shift + i0) % zc;
+            let at = u32::try_from(ed.base + q).expect("APP buffer below 1 GiB");
+            assert!(
+                at & (MIRROR_UP | MIRROR_DOWN) == 0,
+                "APP buffer below 1 GiB"
+            );
+            let up = if q < LANE_PAD { MIRROR_UP } else { 0 };
+            let down = if q + 64 > zc { MIRROR_DOWN } else { 0 };
+            w.push(at | up | down);
+        }
+    }
+    w
+}
+
+/// Flags of a window offset (see [`windows`]).
+pub(crate) const MIRROR_UP: u32 = 1 << 31;
+pub(crate) const MIRROR_DOWN: u32 = 1 << 30;
+const OFFSET: u32 = !(MIRROR_UP | MIRROR_DOWN);
+
 /// One row block of degree `D`; `FIRST`: every old message is zero (see `Dims::first`).
+/// Messages are laid out vector by vector (`c2v[(k * D + e) * 64..]`), so each is an
+/// aligned access at a constant offset.
 #[target_feature(enable = "avx512f,avx512bw")]
 unsafe fn row<const FIRST: bool, const D: usize>(
     app: &mut [i8],
-    edges: &[Edge],
+    windows: &[u32],
     c2v: &mut [i8],
     zc: usize,
     corr: Correction,
 ) {
     const W: usize = 64;
-    let edges: &[Edge; D] = edges.try_into().expect("caller dispatches on the degree");
     let appp = app.as_mut_ptr();
-    let c2vp = c2v.as_mut_ptr();
     let zero = _mm512_setzero_si512();
     let max127 = _mm512_set1_epi8(127);
     let all = _mm512_set1_epi8(-1);
     let min128 = _mm512_set1_epi8(i8::MIN);
-    let window = |e: usize, i0: usize| {
-        let q = edges[e].shift + i0;
-        if q >= zc {
-            q - zc
-        } else {
-            q
-        }
-    };
-    let mut i0 = 0;
-    while i0 < zc {
+    for k in 0..zc / W {
+        let win: &[u32; D] = windows[k * D..(k + 1) * D]
+            .try_into()
+            .expect("D windows per vector");
+        let c2vk = c2v.as_mut_ptr().add(k * D * W);
         let mut t = [zero; D];
         let (mut min1, mut min2) = (all, all);
         unroll!(D, |e| {
-            let a = _mm512_loadu_si512(appp.add(edges[e].base + window(e, i0)) as *const __m512i);
+            let a = _mm512_loadu_si512(appp.add((win[e] & OFFSET) as usize) as *const __m512i);
             t[e] = if FIRST {
                 a
             } else {
-                let c = _mm512_loadu_si512(c2vp.add(e * zc + i0) as *const __m512i);
+                let c = _mm512_load_si512(c2vk.add(e * W) as *const __m512i);
                 // Saturated APP: subtract nothing (`scalar::saturated`).
-                let unsat = _mm512_mask_cmpneq_epi8_mask(_mm512_cmpneq_epi8_mask(a, max127), a, min128);
+                let unsat =
+                    _mm512_mask_cmpneq_epi8_mask(_mm512_cmpneq_epi8_mask(a, max127), a, min128);
                 _mm512_mask_subs_epi8(a, unsat, a, c)
             };
             let m = _mm512_abs_epi8(t[e]);
@@ -116,16 +142,19 @@ unsafe fn row<const FIRST: bool, const D: usize>(
             let mag = _mm512_mask_blend_epi8(eq, m1, m2);
             let neg = _mm512_movepi8_mask(_mm512_xor_si512(t, sgn));
             let c = _mm512_mask_sub_epi8(mag, neg, zero, mag);
-            _mm512_storeu_si512(c2vp.add(e * zc + i0) as *mut __m512i, c);
+            _mm512_store_si512(c2vk.add(e * W) as *mut __m512i, c);
             // Saturated t is final: add nothing (`scalar::saturated`).
             let unsat = _mm512_mask_cmpneq_epi8_mask(_mm512_cmpneq_epi8_mask(t, max127), t, min128);
             let v = _mm512_mask_adds_epi8(t, unsat, t, c);
-            let (col, q) = (appp.add(edges[e].base), window(e, i0));
-            _mm512_storeu_si512(col.add(q) as *mut __m512i, v);
-            mirror_store(col, q, zc, W, LANE_PAD, |p| {
-                _mm512_storeu_si512(p as *mut __m512i, v)
-            });
+            let w = win[e];
+            let p = appp.add((w & OFFSET) as usize);
+            _mm512_storeu_si512(p as *mut __m512i, v);
+            if w & MIRROR_UP != 0 {
+                _mm512_storeu_si512(p.add(zc) as *mut __m512i, v);
+            }
+            if w & MIRROR_DOWN != 0 {
+                _mm512_storeu_si512(p.sub(zc) as *mut __m512i, v);
+            }
         });
-        i0 += W;
     }
 }

@@ -550,13 +550,19 @@ impl RxStreamer for ZmqRx {
         }
         for (buf, &c) in buffs.iter_mut().zip(&self.channels) {
             let from = (next - st.start[c]) as usize;
-            for (o, s) in buf[..n].iter_mut().zip(st.channels[c].range(from..from + n)) {
+            for (o, s) in buf[..n]
+                .iter_mut()
+                .zip(st.channels[c].range(from..from + n))
+            {
                 *o = *s;
             }
         }
         drop(st);
         let c = lock(&self.clock);
-        md.time = Some(Time::from_ticks((next as i128 + c.offset).max(0) as u64, c.rate));
+        md.time = Some(Time::from_ticks(
+            (next as i128 + c.offset).max(0) as u64,
+            c.rate,
+        ));
         md.start_of_burst = first;
         let left = left.map(|l| l - n as u64);
         md.end_of_burst = left == Some(0);

@@ -68,8 +68,9 @@ pub fn tcp_address(endpoint: &str) -> Result<String, String> {
     let (host, port) = rest
         .rsplit_once(':')
         .ok_or_else(|| format!("endpoint {endpoint:?}: no port (write tcp://host:port)"))?;
-    port.parse::<u16>()
-        .map_err(|_| format!("endpoint {endpoint:?}: port {port:?} is not a number in 0..=65535"))?;
+    port.parse::<u16>().map_err(|_| {
+        format!("endpoint {endpoint:?}: port {port:?} is not a number in 0..=65535")
+    })?;
     let host = if host == "*" { "0.0.0.0" } else { host };
     Ok(format!("{host}:{port}"))
 }
@@ -107,7 +108,9 @@ fn read_frame(r: &mut impl Read) -> io::Result<(u8, Vec<u8>)> {
         b[0] as u64
     };
     if len > MAX_FRAME {
-        return Err(protocol(format!("a {len}-byte frame is larger than the {MAX_FRAME} bytes accepted")));
+        return Err(protocol(format!(
+            "a {len}-byte frame is larger than the {MAX_FRAME} bytes accepted"
+        )));
     }
     let mut body = vec![0u8; len as usize];
     r.read_exact(&mut body)?;
@@ -125,11 +128,16 @@ fn read_incoming(r: &mut impl Read) -> io::Result<Incoming> {
     loop {
         let (flags, body) = read_frame(r)?;
         if flags & FLAG_COMMAND != 0 {
-            let n = *body.first().ok_or_else(|| protocol("empty command frame"))? as usize;
+            let n = *body
+                .first()
+                .ok_or_else(|| protocol("empty command frame"))? as usize;
             if body.len() < 1 + n {
                 return Err(protocol("command name longer than its frame"));
             }
-            return Ok(Incoming::Command(body[1..1 + n].to_vec(), body[1 + n..].to_vec()));
+            return Ok(Incoming::Command(
+                body[1..1 + n].to_vec(),
+                body[1 + n..].to_vec(),
+            ));
         }
         frames.push(body);
         if flags & FLAG_MORE == 0 {
@@ -180,15 +188,24 @@ fn handshake(stream: &mut TcpStream, me: SocketType) -> io::Result<()> {
     let mut peer = [0u8; 64];
     stream.read_exact(&mut peer)?;
     if peer[0] != 0xFF || peer[9] & 1 != 1 {
-        return Err(protocol("the peer is not a ZMTP 3 endpoint (bad signature)"));
+        return Err(protocol(
+            "the peer is not a ZMTP 3 endpoint (bad signature)",
+        ));
     }
     if peer[10] < 3 {
-        return Err(protocol(format!("the peer speaks ZMTP {}.x; ZMTP 3 is needed (libzmq >= 4)", peer[10])));
+        return Err(protocol(format!(
+            "the peer speaks ZMTP {}.x; ZMTP 3 is needed (libzmq >= 4)",
+            peer[10]
+        )));
     }
     let mechanism = &peer[12..32];
     if !mechanism.starts_with(b"NULL\0") {
-        let name = String::from_utf8_lossy(mechanism).trim_end_matches('\0').to_string();
-        return Err(protocol(format!("the peer uses the {name} security mechanism; only NULL is supported")));
+        let name = String::from_utf8_lossy(mechanism)
+            .trim_end_matches('\0')
+            .to_string();
+        return Err(protocol(format!(
+            "the peer uses the {name} security mechanism; only NULL is supported"
+        )));
     }
     write_frame(stream, FLAG_COMMAND, &ready_command(me))?;
     stream.flush()?;
@@ -247,7 +264,10 @@ impl Shared {
 
     fn spawn(self: &Arc<Self>, f: impl FnOnce() + Send + 'static) {
         let h = std::thread::spawn(f);
-        self.threads.lock().unwrap_or_else(|p| p.into_inner()).push(h);
+        self.threads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(h);
     }
 
     fn remove(&self, id: u64) {
@@ -366,7 +386,8 @@ impl Socket {
         topic: &[u8],
         on_message: Option<OnMessage>,
     ) -> io::Result<Socket> {
-        let address = tcp_address(endpoint).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let address =
+            tcp_address(endpoint).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let shared = Arc::new(Shared {
             me,
             state: Mutex::new(State {
@@ -498,7 +519,13 @@ impl Socket {
 impl Drop for Socket {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
-        for (_, s) in self.shared.streams.lock().unwrap_or_else(|p| p.into_inner()).drain(..) {
+        for (_, s) in self
+            .shared
+            .streams
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+        {
             let _ = s.shutdown(Shutdown::Both);
         }
         self.shared.changed.notify_all();
@@ -567,14 +594,20 @@ mod tests {
 
     #[test]
     fn pub_sub_and_push_pull_carry_short_and_long_frames() {
-        for (tx, rx) in [(SocketType::Pub, SocketType::Sub), (SocketType::Push, SocketType::Pull)] {
+        for (tx, rx) in [
+            (SocketType::Pub, SocketType::Sub),
+            (SocketType::Push, SocketType::Pull),
+        ] {
             let (a, _b, got) = pair(tx, rx);
             let long = vec![7u8; 300];
             assert!(a.send(&[b"key", &long], Duration::from_secs(1)));
             assert!(a.send(&[b"x"], Duration::from_secs(1)));
             let m = got.recv_timeout(Duration::from_secs(5)).unwrap();
             assert_eq!(m, vec![b"key".to_vec(), long]);
-            assert_eq!(got.recv_timeout(Duration::from_secs(5)).unwrap(), vec![b"x".to_vec()]);
+            assert_eq!(
+                got.recv_timeout(Duration::from_secs(5)).unwrap(),
+                vec![b"x".to_vec()]
+            );
         }
     }
 
@@ -582,7 +615,14 @@ mod tests {
     fn mismatched_socket_types_never_connect() {
         let a = Socket::open(SocketType::Pub, "tcp://127.0.0.1:0", true, b"", None).unwrap();
         let port = a.local_addr().unwrap().port();
-        let b = Socket::open(SocketType::Pull, &format!("tcp://127.0.0.1:{port}"), false, b"", None).unwrap();
+        let b = Socket::open(
+            SocketType::Pull,
+            &format!("tcp://127.0.0.1:{port}"),
+            false,
+            b"",
+            None,
+        )
+        .unwrap();
         assert!(!b.wait_ready(Duration::from_millis(300)));
     }
 
@@ -595,16 +635,27 @@ mod tests {
     #[test]
     fn endpoints_are_checked() {
         assert_eq!(tcp_address("tcp://*:5555").unwrap(), "0.0.0.0:5555");
-        assert!(tcp_address("ipc:///tmp/x").unwrap_err().contains("only tcp://"));
+        assert!(tcp_address("ipc:///tmp/x")
+            .unwrap_err()
+            .contains("only tcp://"));
         assert!(tcp_address("tcp://host").unwrap_err().contains("no port"));
-        assert!(tcp_address("tcp://host:99999").unwrap_err().contains("port"));
+        assert!(tcp_address("tcp://host:99999")
+            .unwrap_err()
+            .contains("port"));
     }
 
     #[test]
     fn garbage_from_a_peer_is_refused() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = l.local_addr().unwrap().port();
-        let b = Socket::open(SocketType::Sub, &format!("tcp://127.0.0.1:{port}"), false, b"", None).unwrap();
+        let b = Socket::open(
+            SocketType::Sub,
+            &format!("tcp://127.0.0.1:{port}"),
+            false,
+            b"",
+            None,
+        )
+        .unwrap();
         let (mut s, _) = l.accept().unwrap();
         s.write_all(&[0x42; 64]).unwrap();
         assert!(!b.wait_ready(Duration::from_millis(300)));

@@ -48,6 +48,8 @@ fn device_churn_accounts_for_every_frame() {
                 "remove:1@35.45ms".parse().unwrap(),
                 "add:7@45ms".parse().unwrap(),
             ],
+            // Busy enough that a removed device always has work in flight.
+            units: 8,
             ..small()
         };
         let r = simulate(name, &cfg).unwrap();
@@ -68,8 +70,8 @@ fn device_churn_accounts_for_every_frame() {
 fn overload_shows_as_misses() {
     let cfg = SimConfig {
         devices: 1,
-        units: 16,
-        rus: 4,
+        units: 2,
+        rus: 8,
         frames_per_ru: 30,
         ..small()
     };

@@ -15,7 +15,6 @@ struct Tracker {
     node: usize,
     received: Vec<bool>,
     missing: usize,
-    samples: Vec<WarpWord>,
     done_after: Duration,
 }
 
@@ -49,7 +48,9 @@ pub(super) fn read_nodes(
     buffer: RfBuffer,
     start: u32,
     count: u32,
-) -> Result<Vec<Vec<WarpWord>>, TransportError> {
+    out: &mut [Vec<WarpWord>],
+) -> Result<(), TransportError> {
+    debug_assert!(out.len() == nodes.len() && out.iter().all(|v| v.len() == count as usize));
     let end = start as u64 + count as u64;
     if end > crate::node::BUFFER_SAMPLES as u64 {
         return Err(TransportError::Invalid(format!(
@@ -60,7 +61,7 @@ pub(super) fn read_nodes(
     if count == 0 {
         // Nothing to ask for (a node would refuse an empty READ_IQ).
         host.node_latency = vec![Duration::ZERO; nodes.len()];
-        return Ok(vec![Vec::new(); nodes.len()]);
+        return Ok(());
     }
     let per = host.cfg.payload.samples_per_packet() as u32;
     let packets = count.div_ceil(per) as usize;
@@ -70,7 +71,6 @@ pub(super) fn read_nodes(
             node,
             received: vec![false; packets],
             missing: packets,
-            samples: vec![WarpWord(0); count as usize],
             done_after: Duration::ZERO,
         })
         .collect();
@@ -124,11 +124,21 @@ pub(super) fn read_nodes(
                 refused.get_or_insert((node, reason));
                 return;
             }
-            let Some(t) = trackers.iter_mut().find(|t| t.node == node) else {
+            let Some(slot) = trackers.iter().position(|t| t.node == node) else {
                 stats.unexpected_reply += 1;
                 return;
             };
-            match accept(t, &d.message, buffer, start, count, per, began) {
+            let t = &mut trackers[slot];
+            match accept(
+                t,
+                &mut out[slot],
+                &d.message,
+                buffer,
+                start,
+                count,
+                per,
+                began,
+            ) {
                 Accepted::New => progress = true,
                 Accepted::Duplicate => stats.duplicate_replies += 1,
                 Accepted::NotOurs => stats.unexpected_reply += 1,
@@ -142,7 +152,7 @@ pub(super) fn read_nodes(
         }
     }
     host.node_latency = trackers.iter().map(|t| t.done_after).collect();
-    Ok(trackers.into_iter().map(|t| t.samples).collect())
+    Ok(())
 }
 
 enum Accepted {
@@ -151,8 +161,10 @@ enum Accepted {
     NotOurs,
 }
 
+#[allow(clippy::too_many_arguments)]
 fn accept(
     t: &mut Tracker,
+    samples: &mut [WarpWord],
     m: &Message<'_>,
     buffer: RfBuffer,
     start: u32,
@@ -180,7 +192,7 @@ fn accept(
         return Accepted::Duplicate;
     }
     let at = offset as usize;
-    words.copy_to(&mut t.samples[at..at + words.len()]);
+    words.copy_to(&mut samples[at..at + words.len()]);
     t.received[index] = true;
     t.missing -= 1;
     if t.missing == 0 {

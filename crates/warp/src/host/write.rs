@@ -35,6 +35,21 @@ pub(super) fn write_nodes(
     start: u32,
     samples: &[&[WarpWord]],
 ) -> Result<(), TransportError> {
+    let mut batch = std::mem::take(&mut host.write_batch);
+    let result = write_units(host, nodes, buffer, start, samples, &mut batch);
+    host.write_batch = batch;
+    result
+}
+
+/// The write itself, sending through `batch` (kept in the host between writes).
+fn write_units(
+    host: &mut WarpHost,
+    nodes: &[usize],
+    buffer: RfBuffer,
+    start: u32,
+    samples: &[&[WarpWord]],
+    batch: &mut SegmentBatch,
+) -> Result<(), TransportError> {
     if let Some(s) = samples
         .iter()
         .find(|s| start as usize + s.len() > BUFFER_SAMPLES)
@@ -76,7 +91,6 @@ pub(super) fn write_nodes(
         })
         .collect();
 
-    let mut batch = SegmentBatch::new();
     let mut timeout = host.cfg.timeout;
     let mut ack_for: HashMap<u16, usize> = HashMap::new();
     let began = Instant::now();
@@ -165,7 +179,7 @@ pub(super) fn write_nodes(
                         host.header(nodes[unit.slot], seq, if closing { FLAG_ROBUST } else { 0 });
                     let len = wire::SAMPLE_PACKET_OVERHEAD + 4 * words.len();
                     if !batch.fits(len) {
-                        host.send_batch(nodes[unit.slot], &mut batch)?;
+                        host.send_batch(nodes[unit.slot], batch)?;
                     }
                     batch.push_with(wire::MAX_DATAGRAM, |out| {
                         wire::encode_samples(out, &t, CMD_WRITE_IQ, &header, words)
@@ -173,7 +187,7 @@ pub(super) fn write_nodes(
                     });
                 }
                 if !batch.is_empty() {
-                    host.send_batch(nodes[unit.slot], &mut batch)?;
+                    host.send_batch(nodes[unit.slot], batch)?;
                 }
             }
         }

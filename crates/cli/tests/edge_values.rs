@@ -1,0 +1,192 @@
+//! Every command fed its edge values (0, negative, huge, wrong unit, missing
+//! unit, bad link specs, bad output paths): each must be refused at once with
+//! exit code 2 (usage error), a short message naming the problem, and no
+//! panic. The cases are refused while parsing or before any work, so the
+//! whole table runs in seconds.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_radiohost");
+
+/// (command line, text the error must contain).
+const CASES: &[(&str, &str)] = &[
+    // warp
+    ("warp emulate --nodes 0", "1.."),
+    ("warp emulate --nodes -1", "-1"),
+    ("warp emulate --nodes 100000", "100000"),
+    ("warp emulate --link-rate 1GB", "unknown unit"),
+    ("warp emulate --link-rate 1000", "missing its unit"),
+    ("warp emulate --link-rate -1G", "negative"),
+    ("warp read --samples 0", "0"),
+    ("warp write --samples 0", "0"),
+    ("warp read --timeout 20", "missing its unit"),
+    ("warp bench --nodes 0", "1.."),
+    ("warp bench --calls 0", "0"),
+    // relay
+    ("relay run --delta 5", "missing its unit"),
+    ("relay run --delta -5us", "negative"),
+    ("relay run --bursts 0", "1..=100000000"),
+    ("relay run --bursts 1e12", "1e12"),
+    ("relay run --relays 0", "1..=8"),
+    ("relay run --relays 9", "1..=8"),
+    ("relay run --period 0s", "zero"),
+    ("relay run --rate 2GS/s", "1S/s..=1GS/s"),
+    ("relay run --burst-samples 0", "1..=16000"),
+    ("relay run --link delay=1", "missing its unit"),
+    ("relay run --link 1GB", "unknown unit"),
+    ("relay run --target 101", "0..=100"),
+    ("relay run --target nan", "0..=100"),
+    ("relay run --priority 0", "1..=99"),
+    ("relay run --cpu x", "x"),
+    ("relay run --delta 10us", "shorter than the burst"),
+    ("relay run --svg /nonexistent-dir/on_time.svg", "does not exist"),
+    // testbed
+    (
+        "testbed relay --listen 127.0.0.1:0 --to 127.0.0.1:9 --link delay=1",
+        "missing its unit",
+    ),
+    (
+        "testbed relay --listen 127.0.0.1:0 --to 127.0.0.1:9 --link 1GB",
+        "unknown unit",
+    ),
+    (
+        "testbed relay --listen 127.0.0.1:0 --to 127.0.0.1:9 --duration 0s",
+        "zero",
+    ),
+    // rt
+    ("rt check --priority 0", "1..=99"),
+    ("rt check --priority 100", "1..=99"),
+    ("rt probe --interval 0s", "10us..=10s"),
+    ("rt probe --interval 1", "missing its unit"),
+    ("rt probe --duration 1e30s", "too large"),
+    ("rt probe --duration 100h", "unknown unit"),
+    ("rt probe --duration 1000000s", "1ms..=24h"),
+    ("rt probe --priority 100", "0..=99"),
+    ("rt probe --prefault 1GB", "0B..=64MiB"),
+    ("rt probe --cpu ''", "empty"),
+    ("rt probe --svg /nonexistent-dir/p.svg", "does not exist"),
+    ("rt bench --rounds 0", "1..=100"),
+    ("rt bench --interval 5", "missing its unit"),
+    ("rt load --duration 0s", "1ms..=24h"),
+    ("rt echo --max-duration -1s", "negative"),
+    // pmt
+    ("pmt compare --runs 0", "1..=10000"),
+    ("pmt compare --tcp-runs 1", "5..=1000"),
+    ("pmt compare --size 0B", "1B..=1GB"),
+    ("pmt compare --size 5", "missing its unit"),
+    ("pmt compare --size 1TB", "unknown unit"),
+    ("pmt compare --limit-factor 0", "1..=1000"),
+    ("pmt compare --window 0", "1..=1024"),
+    ("pmt compare --groups 0", "1..=16"),
+    ("pmt compare --links delay=1", "missing its unit"),
+    ("pmt compare --out /nonexistent-dir/rows.json", "does not exist"),
+    ("pmt send /dev/null --to 127.0.0.1:1 --window 0", "1..=1024"),
+    ("pmt send /dev/null --to 127.0.0.1:1 --segment 0", "1..=9000"),
+    ("pmt send /dev/null --to 127.0.0.1:1 --segment 65535", "1..=9000"),
+    ("pmt send /dev/null --to 127.0.0.1:1 --fail-timeout 15", "missing its unit"),
+    ("pmt recv --listen 127.0.0.1:0 --out x --buffer 0", "1..=65536"),
+    ("pmt recv --listen 127.0.0.1:0 --out /nonexistent-dir/x", "does not exist"),
+    // demo
+    ("demo --nodes 0", "1..=64"),
+    ("demo --nodes 300", "1..=64"),
+    ("demo --nodes -1", "-1"),
+    ("demo --paths-per-node 5", "1..=4"),
+    ("demo --users 0", "1..=256"),
+    ("demo --users 17", "at most as many users as antennas"),
+    ("demo --frames 0", "1..=100000"),
+    ("demo --receivers 0", "1..=64"),
+    ("demo --snr-db nan", "-20..=100"),
+    ("demo --deadline 100", "missing its unit"),
+    ("demo --deadline 0s", "1us..=1h"),
+    ("demo --max-miss-pct 200", "0..=100"),
+    ("demo --workers 0", "1..=256"),
+    ("demo --svg /nonexistent-dir/t.svg", "does not exist"),
+];
+
+fn run(line: &str) -> (Option<i32>, String) {
+    let args = shell_words(line);
+    let out = Command::new(BIN)
+        .args(&args)
+        .env_remove("RUST_BACKTRACE")
+        .env("RADIOHOST_LOG", "warn")
+        .output()
+        .expect("the radiohost binary runs");
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+/// Splits on spaces; `''` is an empty argument.
+fn shell_words(line: &str) -> Vec<String> {
+    line.split(' ')
+        .map(|w| if w == "''" { String::new() } else { w.to_string() })
+        .collect()
+}
+
+#[test]
+fn every_command_refuses_its_edge_values_with_exit_2() {
+    let started = Instant::now();
+    let mut failures = Vec::new();
+    for (line, expect) in CASES {
+        let (code, stderr) = run(line);
+        let mut problems = Vec::new();
+        if code != Some(2) {
+            problems.push(format!("exit {code:?}, expected 2"));
+        }
+        if stderr.contains("panicked") || stderr.contains("RUST_BACKTRACE") {
+            problems.push("panicked".to_string());
+        }
+        if !stderr.contains(expect) {
+            problems.push(format!("message lacks {expect:?}"));
+        }
+        if stderr.len() > 1500 {
+            problems.push(format!("message of {} bytes", stderr.len()));
+        }
+        if !problems.is_empty() {
+            failures.push(format!("{line}: {}\n    {}", problems.join(", "), stderr.trim()));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases:\n{}",
+        failures.len(),
+        CASES.len(),
+        failures.join("\n")
+    );
+    // Refused before any work: the table is quick even on a loaded machine.
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "took {:?}: some case did work before refusing",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn broken_pipe_ends_quietly() {
+    use std::io::Read;
+    use std::process::Stdio;
+    // `rt check` prints a table; close its stdout at once, as `| head -0` would.
+    let mut child = Command::new(BIN)
+        .args(["rt", "check", "--allow-critical"])
+        .env_remove("RUST_BACKTRACE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the radiohost binary runs");
+    drop(child.stdout.take());
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_ne!(status.code(), Some(101), "panicked: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+    assert!(
+        status.code() == Some(141) || status.success(),
+        "exit {:?}: {stderr}",
+        status.code()
+    );
+}
