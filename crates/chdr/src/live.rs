@@ -143,15 +143,18 @@ impl KeepUp {
                     processing_load * 100.0
                 )
             } else {
+                let waited = if radio.end_to_end.samples > 0 {
+                    format!("up to {:.1} ms end to end", worst_end_to_end_us / 1e3)
+                } else {
+                    "so long that none reached the radio in time to be timed".to_string()
+                };
                 format!(
                     "the host did not keep up with the radio ({what}): processing takes only \
                      {:.0}% of a core ({per_packet_us:.1} us per {packet_us:.1} us packet), but \
-                     packets waited for a CPU up to {:.1} ms end to end against the --offset \
-                     budget of {:.1} ms (other processes time-slice the streamer and radio \
-                     threads); run with --rt-priority 50 (root or CAP_SYS_NICE), raise --offset \
-                     or lower --rate",
+                     packets waited for a CPU {waited}, against the --offset budget of {:.1} ms \
+                     (other processes time-slice the streamer and radio threads); run with \
+                     --rt-priority 50 (root or CAP_SYS_NICE), raise --offset or lower --rate",
                     processing_load * 100.0,
-                    worst_end_to_end_us / 1e3,
                     offset_us / 1e3
                 )
             }

@@ -198,7 +198,10 @@ fn run_cmd(a: RunArgs) -> Result<()> {
     } else {
         print_rows(&rows, a.target);
         if partial {
-            println!("PARTIAL: {} of {planned} runs done when interrupted", rows.len());
+            println!(
+                "PARTIAL: {} of {planned} runs done when interrupted",
+                rows.len()
+            );
         }
     }
     if let (Some(svg), false) = (&svg, rows.is_empty()) {

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 
 pub const EXIT_FAILURE: i32 = 1;
@@ -64,7 +64,6 @@ impl Progress {
     pub fn label(&self, label: impl Into<String>) {
         self.0.set_message(label.into());
     }
-
 }
 
 impl Drop for Progress {
@@ -118,7 +117,9 @@ pub fn stop_flag() -> Arc<AtomicBool> {
             );
         });
         if let Err(e) = installed {
-            tracing::warn!("Ctrl-C handler not installed ({e}); interrupting will not stop cleanly");
+            tracing::warn!(
+                "Ctrl-C handler not installed ({e}); interrupting will not stop cleanly"
+            );
         }
         stop
     })
@@ -207,9 +208,9 @@ fn one_line(message: &str) -> String {
     format!("{head}... ({cut} more characters)")
 }
 
-/// Makes `println!` on a closed stdout end the process quietly with 141
-/// instead of panicking with "failed printing to stdout" (exit 101). Other
-/// panics keep the default message.
+/// Makes `println!` on a closed stdout (or `eprintln!` on a closed stderr)
+/// end the process quietly with 141 instead of panicking with "failed printing
+/// to stdout" (exit 101). Other panics keep the default message.
 pub fn quiet_broken_pipe() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -224,9 +225,10 @@ pub fn quiet_broken_pipe() {
     }));
 }
 
-/// Whether a panic payload is std's "failed printing to stdout: Broken pipe".
+/// Whether a panic payload is std's "failed printing to stdout: Broken pipe"
+/// (or to stderr, e.g. `2>&1 | head`).
 pub fn is_broken_pipe_panic(payload: &str) -> bool {
-    payload.contains("failed printing to stdout") && payload.contains("Broken pipe")
+    payload.contains("failed printing to std") && payload.contains("Broken pipe")
 }
 
 /// The text of a panic payload caught by `catch_unwind`.
@@ -300,7 +302,10 @@ pub fn parse_fraction(s: &str) -> Result<f64, String> {
 /// option in the message.
 pub fn check_output_file(flag: &str, path: &Path) -> Result<()> {
     if path.is_dir() {
-        bail!("{flag} {}: is a directory, expected a file", path.display());
+        return Err(usage(format!(
+            "{flag} {}: is a directory, expected a file",
+            path.display()
+        )));
     }
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -313,27 +318,40 @@ pub fn check_output_file(flag: &str, path: &Path) -> Result<()> {
 /// creates it if missing.
 pub fn check_output_dir(flag: &str, dir: &Path) -> Result<()> {
     if dir.exists() && !dir.is_dir() {
-        bail!("{flag} {}: exists and is not a directory", dir.display());
+        return Err(usage(format!(
+            "{flag} {}: exists and is not a directory",
+            dir.display()
+        )));
     }
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("{flag} {}: cannot create the directory", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(|e| {
+        usage(format!(
+            "{flag} {}: cannot create the directory: {e}",
+            dir.display()
+        ))
+    })?;
     check_writable_dir(flag, dir, dir)
 }
 
+/// A bad output path is a usage error (exit 2), found before any work.
 fn check_writable_dir(flag: &str, path: &Path, dir: &Path) -> Result<()> {
     if !dir.is_dir() {
-        bail!(
+        return Err(usage(format!(
             "{flag} {}: directory {} does not exist",
             path.display(),
             dir.display()
-        );
+        )));
     }
     let probe = dir.join(format!(".radiohost-write-check-{}", std::process::id()));
     std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(&probe)
-        .with_context(|| format!("{flag} {}: cannot write there", path.display()))?;
+        .map_err(|e| {
+            usage(format!(
+                "{flag} {}: cannot write there: {e}",
+                path.display()
+            ))
+        })?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
 }
@@ -409,7 +427,10 @@ mod tests {
         std::fs::write(&file, b"x").unwrap();
         assert!(check_output_dir("--out", &file).is_err());
         assert!(check_output_file("--out", &tmp.path().join("ok.json")).is_ok());
-        assert!(!tmp.path().join("ok.json").exists(), "the check leaves no file");
+        assert!(
+            !tmp.path().join("ok.json").exists(),
+            "the check leaves no file"
+        );
     }
 
     #[test]
@@ -425,11 +446,17 @@ mod tests {
     #[test]
     fn errors_map_to_exit_codes() {
         assert_eq!(exit_for(&usage("bad")).0, EXIT_USAGE);
-        assert_eq!(exit_for(&Interrupted("x".into()).into()).0, EXIT_INTERRUPTED);
+        assert_eq!(
+            exit_for(&Interrupted("x".into()).into()).0,
+            EXIT_INTERRUPTED
+        );
         let pipe = anyhow::Error::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
             .context("writing the table");
         assert_eq!(exit_for(&pipe), (EXIT_BROKEN_PIPE, None));
-        assert_eq!(exit_for(&anyhow::anyhow!("verification failed")).0, EXIT_FAILURE);
+        assert_eq!(
+            exit_for(&anyhow::anyhow!("verification failed")).0,
+            EXIT_FAILURE
+        );
         let long = "x".repeat(20_000);
         let (_, line) = exit_for(&anyhow::anyhow!(long));
         assert!(line.unwrap().len() < 500);

@@ -17,7 +17,7 @@ const CASES: &[(&str, &str)] = &[
     ("warp emulate --nodes 100000", "100000"),
     ("warp emulate --link-rate 1GB", "unknown unit"),
     ("warp emulate --link-rate 1000", "missing its unit"),
-    ("warp emulate --link-rate -1G", "negative"),
+    ("warp emulate --link-rate -1G", "-1"),
     ("warp read --samples 0", "0"),
     ("warp write --samples 0", "0"),
     ("warp read --timeout 20", "missing its unit"),
@@ -25,7 +25,7 @@ const CASES: &[(&str, &str)] = &[
     ("warp bench --calls 0", "0"),
     // relay
     ("relay run --delta 5", "missing its unit"),
-    ("relay run --delta -5us", "negative"),
+    ("relay run --delta -5us", "-5"),
     ("relay run --bursts 0", "1..=100000000"),
     ("relay run --bursts 1e12", "1e12"),
     ("relay run --relays 0", "1..=8"),
@@ -40,7 +40,10 @@ const CASES: &[(&str, &str)] = &[
     ("relay run --priority 0", "1..=99"),
     ("relay run --cpu x", "x"),
     ("relay run --delta 10us", "shorter than the burst"),
-    ("relay run --svg /nonexistent-dir/on_time.svg", "does not exist"),
+    (
+        "relay run --svg /nonexistent-dir/on_time.svg",
+        "does not exist",
+    ),
     // testbed
     (
         "testbed relay --listen 127.0.0.1:0 --to 127.0.0.1:9 --link delay=1",
@@ -69,7 +72,7 @@ const CASES: &[(&str, &str)] = &[
     ("rt bench --rounds 0", "1..=100"),
     ("rt bench --interval 5", "missing its unit"),
     ("rt load --duration 0s", "1ms..=24h"),
-    ("rt echo --max-duration -1s", "negative"),
+    ("rt echo --max-duration -1s", "-1"),
     // pmt
     ("pmt compare --runs 0", "1..=10000"),
     ("pmt compare --tcp-runs 1", "5..=1000"),
@@ -80,13 +83,51 @@ const CASES: &[(&str, &str)] = &[
     ("pmt compare --window 0", "1..=1024"),
     ("pmt compare --groups 0", "1..=16"),
     ("pmt compare --links delay=1", "missing its unit"),
-    ("pmt compare --out /nonexistent-dir/rows.json", "does not exist"),
+    (
+        "pmt compare --out /nonexistent-dir/rows.json",
+        "does not exist",
+    ),
     ("pmt send /dev/null --to 127.0.0.1:1 --window 0", "1..=1024"),
-    ("pmt send /dev/null --to 127.0.0.1:1 --segment 0", "1..=9000"),
-    ("pmt send /dev/null --to 127.0.0.1:1 --segment 65535", "1..=9000"),
-    ("pmt send /dev/null --to 127.0.0.1:1 --fail-timeout 15", "missing its unit"),
-    ("pmt recv --listen 127.0.0.1:0 --out x --buffer 0", "1..=65536"),
-    ("pmt recv --listen 127.0.0.1:0 --out /nonexistent-dir/x", "does not exist"),
+    (
+        "pmt send /dev/null --to 127.0.0.1:1 --segment 0",
+        "1..=9000",
+    ),
+    (
+        "pmt send /dev/null --to 127.0.0.1:1 --segment 65535",
+        "1..=9000",
+    ),
+    (
+        "pmt send /dev/null --to 127.0.0.1:1 --fail-timeout 15",
+        "missing its unit",
+    ),
+    (
+        "pmt recv --listen 127.0.0.1:0 --out x --buffer 0",
+        "1..=65536",
+    ),
+    (
+        "pmt recv --listen 127.0.0.1:0 --out /nonexistent-dir/x",
+        "does not exist",
+    ),
+    // station, chanemu, chdr, phy (ranges owned by their modules)
+    ("station simulate --antennas 100000", "1..=1024"),
+    ("station simulate --devices 0", "1..=1024"),
+    ("station run --config 8x2 --frames 0", "0 is not in"),
+    ("station bench --frames 0", "0 is not in"),
+    ("chanemu run --doppler 1e12Hz", "out of range"),
+    ("chanemu bench --blocks 0", "1..=100000000"),
+    ("chanemu bench --taps -1", "-1"),
+    ("chdr emulate --host 127.0.0.1:1 --spp 0", "1..=16000"),
+    ("chdr emulate --host 127.0.0.1:1 --ports 17", "1..=16"),
+    ("chdr passthrough --rate 0S/s", "zero"),
+    (
+        "phy ldpc encode --zc 384 --rate 2 --input a --output b",
+        "(0, 1]",
+    ),
+    (
+        "phy ldpc encode --zc 384 --rate x --input a --output b",
+        "not a fraction",
+    ),
+    ("warp emulate --base-port 65535 --nodes 2", "65535"),
     // demo
     ("demo --nodes 0", "1..=64"),
     ("demo --nodes 300", "1..=64"),
@@ -112,13 +153,22 @@ fn run(line: &str) -> (Option<i32>, String) {
         .env("RADIOHOST_LOG", "warn")
         .output()
         .expect("the radiohost binary runs");
-    (out.status.code(), String::from_utf8_lossy(&out.stderr).into())
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 /// Splits on spaces; `''` is an empty argument.
 fn shell_words(line: &str) -> Vec<String> {
     line.split(' ')
-        .map(|w| if w == "''" { String::new() } else { w.to_string() })
+        .map(|w| {
+            if w == "''" {
+                String::new()
+            } else {
+                w.to_string()
+            }
+        })
         .collect()
 }
 
@@ -142,7 +192,11 @@ fn every_command_refuses_its_edge_values_with_exit_2() {
             problems.push(format!("message of {} bytes", stderr.len()));
         }
         if !problems.is_empty() {
-            failures.push(format!("{line}: {}\n    {}", problems.join(", "), stderr.trim()));
+            failures.push(format!(
+                "{line}: {}\n    {}",
+                problems.join(", "),
+                stderr.trim()
+            ));
         }
     }
     assert!(

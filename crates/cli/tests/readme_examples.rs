@@ -55,7 +55,9 @@ fn repo_root() -> PathBuf {
 
 /// The `sh` blocks after "## Using it" up to the next "## " heading.
 fn example_blocks(readme: &str) -> Vec<Vec<String>> {
-    let start = readme.find("## Using it").expect("README has a Using it section");
+    let start = readme
+        .find("## Using it")
+        .expect("README has a Using it section");
     let rest = &readme[start + 3..];
     let section = &rest[..rest.find("\n## ").unwrap_or(rest.len())];
     let mut blocks = Vec::new();
@@ -164,6 +166,8 @@ fn write_sigmf_recording(dir: &Path) {
 
 fn tail(s: &str, n: usize) -> &str {
     let cut = s.len().saturating_sub(n);
-    let cut = (cut..s.len()).find(|&i| s.is_char_boundary(i)).unwrap_or(s.len());
+    let cut = (cut..s.len())
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(s.len());
     &s[cut..]
 }

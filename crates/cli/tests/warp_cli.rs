@@ -334,7 +334,7 @@ fn edge_values_are_refused_with_their_range() {
             "start + samples at most 32768",
         ),
         (vec!["warp", "write", "--samples", "0"], "1..=32768"),
-        (vec!["warp", "write", "--samples", "-5"], "--samples"),
+        (vec!["warp", "write", "--samples", "-5"], "'-5'"),
         (vec!["warp", "bench", "--nodes", "0,16"], "1..=254"),
         (vec!["warp", "bench", "--calls", "0"], "--calls"),
     ] {

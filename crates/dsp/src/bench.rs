@@ -301,9 +301,7 @@ fn write_input(base: &Path, samples: usize) -> Result<(), SigMfError> {
     while left > 0 {
         let n = left.min(1 << 16);
         chunk.clear();
-        chunk.extend(
-            (0..n).map(|_| Cf32::new(rng.gen_range(-0.5..0.5), rng.gen_range(-0.5..0.5))),
-        );
+        chunk.extend((0..n).map(|_| Cf32::new(rng.gen_range(-0.5..0.5), rng.gen_range(-0.5..0.5))));
         w.write_cf32(&chunk)?;
         left -= n;
     }
@@ -328,7 +326,12 @@ fn bench_file(
     let input = dir.join("chanemu-bench-in");
     write_input(&input, samples)?;
     let taps_file = dir.join("chanemu-bench-taps.json");
-    write_taps(&taps_file, &MimoTaps::siso(taps.to_vec())?, Some(1e6), "bench")?;
+    write_taps(
+        &taps_file,
+        &MimoTaps::siso(taps.to_vec())?,
+        Some(1e6),
+        "bench",
+    )?;
     let cfg = FilterConfig {
         channel: ChannelSpec {
             taps_file: Some(taps_file.clone()),
@@ -356,7 +359,10 @@ fn bench_file(
     let gr_out = dir.join("chanemu-bench-gnuradio.cf32");
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     let mut buffer_bytes = 0;
-    let mut gr_error = a.gnuradio_samples.is_none().then(|| "skipped (--no-gnuradio)".to_string());
+    let mut gr_error = a
+        .gnuradio_samples
+        .is_none()
+        .then(|| "skipped (--no-gnuradio)".to_string());
     for _ in 0..a.file_runs.max(1) {
         let r = filter_recording(&cfg)?;
         ours.push(r.seconds);
@@ -372,7 +378,11 @@ fn bench_file(
             let _ = std::fs::remove_file(&gr_out);
         }
     }
-    for f in [sigmf::data_path(&input), sigmf::meta_path(&input), taps_file] {
+    for f in [
+        sigmf::data_path(&input),
+        sigmf::meta_path(&input),
+        taps_file,
+    ] {
         let _ = std::fs::remove_file(f);
     }
     let best = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
@@ -473,7 +483,9 @@ pub fn run_bench(a: &BenchConfig) -> Result<BenchReport, BenchError> {
         }
     }
     let file = match a.file_samples {
-        Some(samples) if samples > 0 => Some(bench_file(a, samples, &gr_taps, &mut rows, &mut skipped)?),
+        Some(samples) if samples > 0 => {
+            Some(bench_file(a, samples, &gr_taps, &mut rows, &mut skipped)?)
+        }
         _ => None,
     };
     Ok(BenchReport {

@@ -57,7 +57,10 @@ for _ in range(runs):
 
 /// Writes `taps` as "re im" lines for the script.
 fn write_taps(path: &Path, taps: &[Cf32]) -> Result<(), GnuRadioError> {
-    let text: String = taps.iter().map(|t| format!("{:e} {:e}\n", t.re, t.im)).collect();
+    let text: String = taps
+        .iter()
+        .map(|t| format!("{:e} {:e}\n", t.re, t.im))
+        .collect();
     std::fs::write(path, text).map_err(|source| GnuRadioError::Taps {
         path: path.display().to_string(),
         source,

@@ -78,6 +78,8 @@ pub struct FilterReport {
     pub seconds: f64,
     /// Output samples per port over `seconds`.
     pub msps_per_port: f64,
+    /// The input had a `core:sha512`, verified over every byte read.
+    pub input_checksum: bool,
     /// The convolver's inner loop alone (response swaps included).
     pub filter_seconds: f64,
     /// Filtered samples per port (whole blocks) over `filter_seconds`.
@@ -198,6 +200,7 @@ pub fn filter_recording_chunked(
         });
     }
     let mut reader = SampleReader::open(&cfg.input).map_err(read_err)?;
+    let input_checksum = reader.meta().global.sha512.is_some();
     let sample_rate = reader.meta().global.sample_rate.or(cfg.sample_rate);
     let (channel, what) = build_channel(&cfg.channel, cfg.block, sample_rate)?;
     let taps = channel.initial_response()?;
@@ -323,10 +326,8 @@ pub fn filter_recording_chunked(
             }))
         }
     };
-    let buffer_bytes = reader.buffer_capacity()
-        + writer.buffer_capacity()
-        + pool_bytes
-        + filtered.buffer_bytes;
+    let buffer_bytes =
+        reader.buffer_capacity() + writer.buffer_capacity() + pool_bytes + filtered.buffer_bytes;
     // The input's checksum covers every byte read: verify it before the output
     // takes its final name (an unfinished writer removes its temporary file).
     reader.finish().map_err(read_err)?;
@@ -351,6 +352,7 @@ pub fn filter_recording_chunked(
         buffer_bytes,
         seconds,
         msps_per_port: out_len as f64 / seconds.max(1e-12) / 1e6,
+        input_checksum,
         filter_seconds,
         filter_msps_per_port: (plan.blocks * b) as f64 / filter_seconds.max(1e-12) / 1e6,
     })
@@ -753,7 +755,10 @@ mod tests {
         let mut cfg = config(&dir, spec(ChannelModel::Identity, 2), false);
         cfg.output = target.clone();
         let err = filter_recording(&cfg).unwrap_err().to_string();
-        assert!(err.contains("is a directory") && err.contains("results/out"), "{err}");
+        assert!(
+            err.contains("is a directory") && err.contains("results/out"),
+            "{err}"
+        );
         // Nothing was written beside it (results.sigmf-*) or inside it.
         assert!(!sigmf::data_path(&target).exists() && !sigmf::meta_path(&target).exists());
         assert_eq!(std::fs::read_dir(&target).unwrap().count(), 0);

@@ -144,7 +144,11 @@ impl Executor for GpuStationExecutor {
 
     fn submit(&self, job: Job, _low_priority: bool, _after: Option<Instr>) -> Result<(), Refused> {
         // One in-order queue: low priority and coalescing change nothing here.
-        let Some(tx) = self.tx.as_ref().filter(|_| !self.removed.load(Ordering::Acquire)) else {
+        let Some(tx) = self
+            .tx
+            .as_ref()
+            .filter(|_| !self.removed.load(Ordering::Acquire))
+        else {
             return Err(Refused {
                 reason: SubmitError::Removed,
                 job,

@@ -177,8 +177,11 @@ impl Encoder {
         let [seg1, seg2] = tx_segments(&self.p);
         // Transmitted systematic bits are the payload's own; the rest is parity, which
         // starts at K (>= 2*Zc) on a column boundary.
+        // (Empty when the payload fits in the punctured 2*Zc positions.)
         let n1 = seg1.len().min(out.len());
-        out[..n1].copy_from_slice(&payload[seg1.start..seg1.start + n1]);
+        if n1 > 0 {
+            out[..n1].copy_from_slice(&payload[seg1.start..seg1.start + n1]);
+        }
         let (zc, kb) = (self.p.zc, self.p.bg.systematic_cols());
         debug_assert_eq!(seg2.start, kb * zc);
         for (j, dst) in out[n1..].chunks_mut(zc).enumerate() {

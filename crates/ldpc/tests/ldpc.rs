@@ -64,14 +64,15 @@ fn encoder_output_satisfies_every_parity_check_for_every_graph_and_lifting_size(
 
 /// The bit-packed `encode` against the byte-per-bit reference `encode_full` (its
 /// transmitted positions), for every graph and lifting size, with and without fillers
-/// and at the lowest and a truncating rate.
+/// (also more than Zc of them) and at the lowest, a middle and the highest rate.
 #[test]
 fn packed_encoder_matches_the_byte_reference_for_every_graph_and_lifting_size() {
     let mut rng = ChaCha8Rng::seed_from_u64(11);
     for bg in GRAPHS {
         for &zc in &LIFTING_SIZES {
             let k = bg.systematic_cols() * zc;
-            for payload_bits in [k, k - zc / 2 - 1] {
+            // Full, shortened, and shorter than the 2*Zc punctured positions.
+            for payload_bits in [k, k - zc / 2 - 1, zc + 1] {
                 let n = (bg.cols() - 2) * zc - (k - payload_bits.max(2 * zc));
                 let min = payload_bits.saturating_sub(2 * zc).max(1);
                 for tx_bits in [n, (min + n) / 2 + 3, min] {

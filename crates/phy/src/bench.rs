@@ -107,16 +107,8 @@ fn peak() -> Peak {
                 .and_then(|v| v.trim().parse::<f64>().ok())
         })
         .unwrap_or(2500.0);
-    let avx512 = cfg!(target_arch = "x86_64") && {
-        #[cfg(target_arch = "x86_64")]
-        {
-            std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512bw")
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            false
-        }
-    };
+    // The level the kernels run at (a ceiling from `--isa` lowers the peak too).
+    let avx512 = crate::simd::Isa::detect() == crate::simd::Isa::Avx512;
     let lanes = if avx512 { 16.0 } else { 8.0 };
     let hz = mhz * 1e6;
     Peak {

@@ -138,9 +138,7 @@ fn send(
     let stream = loop {
         match TcpStream::connect_timeout(&to, Duration::from_secs(2)) {
             Ok(s) => break s,
-            Err(source) if !until.running() => {
-                return Err(SenderError::Connect { to, source })
-            }
+            Err(source) if !until.running() => return Err(SenderError::Connect { to, source }),
             Err(_) => std::thread::sleep(Duration::from_millis(20)),
         }
     };

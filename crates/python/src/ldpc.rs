@@ -184,9 +184,16 @@ impl LdpcCode {
                 let mut bits = vec![0u8; rows * kp];
                 let mut iters = Vec::with_capacity(rows);
                 let mut ok = Vec::with_capacity(rows);
+                // RV 0 without repetition selects codeword bits 0..E in order: the
+                // rows are the decoder's input as they are (no de-rate-matching copy).
+                let direct = rm.rv() == 0 && p.tx_bits == e;
                 for (l, o) in input.chunks_exact(e).zip(bits.chunks_exact_mut(kp)) {
-                    rm.combine(l, &mut combined)?;
-                    let r = dec.decode(&combined, o)?;
+                    let r = if direct {
+                        dec.decode(l, o)?
+                    } else {
+                        rm.combine(l, &mut combined)?;
+                        dec.decode(&combined, o)?
+                    };
                     iters.push(r.iterations as i32);
                     ok.push(r.parity_ok);
                 }

@@ -167,14 +167,15 @@ pub fn write_sigmf<'py>(
         py.detach(|| sigmf::write_cf32(&path, &m, &data))
             .map_err(errors::sigmf)?;
     } else if let Ok(arr) = samples.extract::<PyReadonlyArrayDyn<'py, i16>>() {
-        let channels =
-            match arr.shape() {
-                [_, 2] => 1,
-                [c, _, 2] => *c,
-                s => return Err(value(format!(
+        let channels = match arr.shape() {
+            [_, 2] => 1,
+            [c, _, 2] => *c,
+            s => {
+                return Err(value(format!(
                     "int16 samples must be (n, 2) or (channels, n, 2) I/Q pairs, got shape {s:?}"
-                ))),
-            };
+                )))
+            }
+        };
         let flat = arr
             .as_slice()
             .map_err(|_| value("samples must be C-contiguous"))?;

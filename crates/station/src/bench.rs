@@ -280,7 +280,11 @@ mod tests {
         assert!(c.serial_frame_us > 0.0 && c.floor_fps > 0.0);
         assert_eq!(c.calibration.devices.len(), 1);
         // The runs were charged the measured costs, and say so.
-        assert!(rep.rows.iter().all(|r| r.costs == "calibrated"), "{:?}", rep.rows);
+        assert!(
+            rep.rows.iter().all(|r| r.costs == "calibrated"),
+            "{:?}",
+            rep.rows
+        );
         assert!(run_bench(
             &BenchConfig {
                 loads: vec![-1.0],

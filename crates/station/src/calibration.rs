@@ -96,7 +96,8 @@ pub struct OpcodeStats {
     pub p90_ns: u64,
     pub p99_ns: u64,
     pub max_ns: u64,
-    pub mean_ns: f64,
+    /// Rounded to whole ns (the file round-trips exactly).
+    pub mean_ns: u64,
 }
 
 /// Every opcode measured on one device.
@@ -239,10 +240,11 @@ impl Calibration {
     /// # Errors
     /// Not JSON of this format, or a device without opcodes.
     pub fn from_json(text: &str, path: &str) -> Result<Self, CalibrationError> {
-        let c: Calibration = serde_json::from_str(text).map_err(|source| CalibrationError::Json {
-            path: path.to_string(),
-            source,
-        })?;
+        let c: Calibration =
+            serde_json::from_str(text).map_err(|source| CalibrationError::Json {
+                path: path.to_string(),
+                source,
+            })?;
         if c.format != FORMAT {
             return Err(CalibrationError::Format {
                 path: path.to_string(),
@@ -322,7 +324,7 @@ fn summarise(h: &LatencyHistogram, need: u32) -> OpcodeStats {
         p90_ns: s.p90_ns,
         p99_ns: s.p99_ns,
         max_ns: s.max_ns,
-        mean_ns: h.mean_ns(),
+        mean_ns: h.mean_ns().round() as u64,
     }
 }
 
@@ -353,7 +355,10 @@ pub fn calibrate_device(
         })?;
     let profile = exec.profile().clone();
     let pool = frame_pool(ctx, 1, Exhaustion::Grow { max: 2 });
-    let mut hist: Vec<LatencyHistogram> = Opcode::ALL.iter().map(|_| LatencyHistogram::new()).collect();
+    let mut hist: Vec<LatencyHistogram> = Opcode::ALL
+        .iter()
+        .map(|_| LatencyHistogram::new())
+        .collect();
     let mut run = || -> Result<(), CalibrationError> {
         for f in 0..=frames {
             let slot = pool.acquire().map_err(|source| CalibrationError::Pool {
@@ -457,13 +462,18 @@ mod tests {
         let cfg = crate::kernels::tests::phy_config("8x2");
         let ctx = Arc::new(KernelContext::new(&cfg, 2).unwrap());
         let bank = FrameBank::generate(&cfg, 2).unwrap();
-        let c = Calibration::measure(&[DeviceSpec::cpu(1, vec![])], &ctx, &bank, "8x2", 2)
-            .unwrap();
+        let c = Calibration::measure(&[DeviceSpec::cpu(1, vec![])], &ctx, &bank, "8x2", 2).unwrap();
         let d = &c.devices[0];
-        assert_eq!((d.name.as_str(), d.kind, d.units), ("cpu:1", DeviceKind::Cpu, 1));
+        assert_eq!(
+            (d.name.as_str(), d.kind, d.units),
+            ("cpu:1", DeviceKind::Cpu, 1)
+        );
         for op in ctx.frame_program(0).iter().map(|i| i.opcode) {
             let s = &d.opcodes[op.name()];
-            assert!(s.samples >= 2 && s.median_ns > 0 && s.need == 1, "{op}: {s:?}");
+            assert!(
+                s.samples >= 2 && s.median_ns > 0 && s.need == 1,
+                "{op}: {s:?}"
+            );
             assert!(s.min_ns <= s.median_ns && s.median_ns <= s.max_ns);
         }
         let dir = std::env::temp_dir().join(format!("rh-cal-{}", std::process::id()));
@@ -488,9 +498,12 @@ mod tests {
         let ok = r#"{"format": "radiohost-station-calibration/1", "config": "x", "frames": 1, "loadavg": "",
             "shape": {"antennas": 16, "users": 4, "data_num": 300, "fft_size": 512, "parts": 4},
             "devices": [{"name": "cpu:1", "kind": "cpu", "units": 1, "memory_bytes": 0,
-              "opcodes": {"zf": {"need": 1, "samples": 3, "min_ns": 1, "median_ns": 11000, "p90_ns": 1, "p99_ns": 1, "max_ns": 1, "mean_ns": 1.0}}}]}"#;
+              "opcodes": {"zf": {"need": 1, "samples": 3, "min_ns": 1, "median_ns": 11000, "p90_ns": 1, "p99_ns": 1, "max_ns": 1, "mean_ns": 1}}}]}"#;
         let c = Calibration::from_json(ok, "t").unwrap();
-        assert_eq!(c.of_kind(DeviceKind::Cpu).unwrap().median_ns(Opcode::Zf), Some(11_000));
+        assert_eq!(
+            c.of_kind(DeviceKind::Cpu).unwrap().median_ns(Opcode::Zf),
+            Some(11_000)
+        );
         for (bad, why) in [
             (ok.replace("/1\"", "/0\""), "format"),
             (ok.replace("\"zf\"", "\"fft\""), "unknown opcode"),

@@ -171,8 +171,7 @@ pub fn choose_device(
         let td = devices.get(d)?;
         let units = td.free().min(table.need(d, op).min(td.capacity));
         let wait_home = hd.backlog_ns(min_units(params.alpha, need));
-        let there =
-            table.latency_with(d, op, units) + transfer_cost(params, devices, h, d, op);
+        let there = table.latency_with(d, op, units) + transfer_cost(params, devices, h, d, op);
         if wait_home + table.latency_with(h, op, need) > there {
             return Some((d, Reason::Fragmented));
         }

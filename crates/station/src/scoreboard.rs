@@ -78,8 +78,9 @@ impl OpcodeTable {
 
     /// Calibrated latency of `op` on `device` at full width.
     pub fn latency(&self, device: DeviceId, op: Opcode) -> Nanos {
-        self.row(device)
-            .map_or(UNKNOWN_LATENCY_NS, |r| r.latency[op.index()].mean.round() as Nanos)
+        self.row(device).map_or(UNKNOWN_LATENCY_NS, |r| {
+            r.latency[op.index()].mean.round() as Nanos
+        })
     }
 
     /// Latency of `op` on `device` when it gets `units` of its `need`.
@@ -401,7 +402,11 @@ mod tests {
             t.observe(0, Opcode::Zf, 100, 1);
         }
         // A full window of samples has mostly replaced the seed.
-        assert!(t.latency(0, Opcode::Zf) < 400, "{}", t.latency(0, Opcode::Zf));
+        assert!(
+            t.latency(0, Opcode::Zf) < 400,
+            "{}",
+            t.latency(0, Opcode::Zf)
+        );
         // Re-registering (a new incarnation) starts from its profile again.
         t.register(0, &profile(DeviceKind::Cpu, 1, 1, 1_000));
         assert_eq!(t.latency(0, Opcode::Zf), 1_000);

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use radiohost_phy::{ConfigError, FrameConfig};
 use thiserror::Error;
 
+use crate::calibration::Calibration;
 use crate::isa::DeviceKind;
 use crate::policy::{make_policy, PolicyError, PolicyParams, POLICY_NAMES};
 use crate::report::RunReport;
 use crate::ru::TransportKind;
 use crate::runtime::{run_station, DeviceAction, DeviceChange, DeviceSpec, StationSetup};
-use crate::calibration::Calibration;
 use crate::sim::{ChurnEvent, CostModel};
 
 /// The frame configurations known by name (the repository's phy and station configs).

@@ -197,7 +197,10 @@ fn a_failing_executor_leaves_and_every_frame_is_accounted_for() {
             "{name}: every frame ends one way: {r:?}"
         );
         assert_eq!(r.device_removals, 1, "{name}: {r:?}");
-        assert!(r.notes.iter().any(|n| n.contains("injected device fault")), "{name}: {r:?}");
+        assert!(
+            r.notes.iter().any(|n| n.contains("injected device fault")),
+            "{name}: {r:?}"
+        );
         // With a deadline this loose the remaining device finishes everything.
         assert_eq!((r.completed, r.decoded_ok), (16, 16), "{name}: {r:?}");
         assert_eq!(r.device_costs.len(), 2);
@@ -224,6 +227,12 @@ fn a_removed_device_rejoins_and_takes_work_again() {
     assert_eq!((r.frames, r.completed, r.decoded_ok), (24, 24, 24), "{r:?}");
     assert_eq!(r.device_removals, 1);
     assert_eq!(r.device_instrs.len(), 3, "rejoined under a new id: {r:?}");
-    assert!(r.device_instrs[2] > 0, "the rejoined device ran nothing: {r:?}");
-    assert!(r.notes.iter().any(|n| n.contains("device 1 rejoined as device 2")));
+    assert!(
+        r.device_instrs[2] > 0,
+        "the rejoined device ran nothing: {r:?}"
+    );
+    assert!(r
+        .notes
+        .iter()
+        .any(|n| n.contains("device 1 rejoined as device 2")));
 }

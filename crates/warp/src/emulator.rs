@@ -6,7 +6,9 @@
 //! the node's link, and is handled at its modelled arrival time; a node's replies
 //! cross the node link, then the host link, and leave the emulator's socket at
 //! their modelled arrival time. Packets enter the shared host link in the order of
-//! the times they reach it, so concurrent nodes share it fairly.
+//! the times they reach it, so concurrent nodes share it fairly. Reply packets of
+//! one node that are due at once (the loop fell behind) leave in one UDP GSO send
+//! where the kernel offers it ([`EmulatorConfig::offload`]).
 //!
 //! The nodes are front ends over one emulated air ([`EmulatorConfig::air`]): a trigger
 //! makes every node emit its TX buffers into the air at one tick (the largest of the

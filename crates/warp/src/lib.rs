@@ -7,6 +7,8 @@
 //! * [`emulator`]: a driver that runs many emulated nodes behind paced link models.
 //! * [`host`]: the host transport: read, write and trigger many nodes at once, with
 //!   gap tracking, selective re-requests, stale-reply filtering and bounded retries.
+//! * [`udp`]: UDP GSO sends and GRO receives, detected per socket at run time, with
+//!   the one-datagram-per-syscall path as the fallback (both ends use it).
 
 pub mod addressing;
 pub mod app;

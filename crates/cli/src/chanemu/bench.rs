@@ -3,6 +3,7 @@
 //! floor; `chanemu file` beside GNU Radio's flowgraph, file to file).
 
 use anyhow::Result;
+use clap::builder::TypedValueParser as _;
 use clap::Args;
 use radiohost_dsp::bench::{run_bench as bench, BenchConfig, BenchReport};
 
@@ -11,13 +12,14 @@ use crate::table::Table;
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// Blocks timed per UPOLS configuration (the naive FIR runs 1/500 of them).
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 100_000,
+          value_parser = clap::value_parser!(u32).range(1..=100_000_000).map(|v| v as usize))]
     pub blocks: usize,
     /// Block length B (samples; also `chanemu file`'s block in the file comparison).
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1_048_576).map(|v| v as usize))]
     pub block: usize,
     /// Filter length L (taps), for every row.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=1_048_576).map(|v| v as usize))]
     pub taps: usize,
     /// Samples pushed through GNU Radio's kernel flowgraph per run.
     #[arg(long, default_value_t = 50_000_000)]

@@ -218,8 +218,11 @@ fn run_file(a: FileArgs) -> Result<()> {
         println!("  clipped     {} samples beyond full scale", s.clipped);
     }
     println!(
-        "  file to file  {:.3} s, {:.1} MSa/s per port (open to final rename: read, SHA-512, filter, write)",
-        s.seconds, s.msps_per_port
+        "  file to file  {:.3} s, {:.1} MSa/s per port (open to final rename: read{}, filter, {}write)",
+        s.seconds,
+        s.msps_per_port,
+        if s.input_checksum { " + verify SHA-512" } else { "" },
+        if a.no_checksum { "" } else { "SHA-512 + " }
     );
     println!(
         "  filter only   {:.3} s, {:.1} MSa/s per port (convolver inner loop)",

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Result};
+use clap::builder::TypedValueParser as _;
 use clap::{Args, Subcommand, ValueEnum};
 use radiohost_chdr::emulate;
 use radiohost_chdr::live::{self, RunConfig, RunReport};
@@ -298,14 +299,14 @@ pub struct EmulateArgs {
     /// Local address RX packets are sent from.
     #[arg(long, default_value = "0.0.0.0:0")]
     rx_bind: SocketAddr,
-    /// RX and TX ports (streams).
-    #[arg(long, default_value_t = 1)]
+    /// RX and TX ports (streams), 1 to 16.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16).map(usize::from))]
     ports: usize,
     /// Sample rate per port (S/s, kS/s, MS/s; e.g. 10MS/s).
     #[arg(long, default_value = "10MS/s", value_parser = units::parse_sample_rate)]
     rate: f64,
-    /// Samples per RX packet.
-    #[arg(long, default_value_t = 512)]
+    /// Samples per RX packet, 1 to 16000 (one CHDR packet).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u16).range(1..=16_000).map(usize::from))]
     spp: usize,
     /// RX packets per port (the last carries EOB).
     #[arg(long, default_value_t = 10000)]

@@ -6,16 +6,16 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use radiohost_station::ru::TransportKind;
 use radiohost_station::calibration::Calibration;
+use radiohost_station::ru::TransportKind;
 use radiohost_station::setup::{
     load_config, parse_device_events, parse_policies, run_policies, RunConfig,
 };
 use radiohost_testbed::units::parse_positive_duration;
 
 use super::common::{
-    breakdown_svg, cdf_svg, check_misses, device_pool, parse_percent, print_breakdown,
-    print_costs, print_table,
+    breakdown_svg, cdf_svg, check_misses, device_pool, parse_percent, print_breakdown, print_costs,
+    print_table,
 };
 
 #[derive(Args)]

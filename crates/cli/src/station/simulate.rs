@@ -91,7 +91,10 @@ pub struct SimulateArgs {
 }
 
 fn parse_jitter(s: &str) -> Result<f64, String> {
-    let v: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number"))?;
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number"))?;
     if (0.0..=0.9).contains(&v) {
         Ok(v)
     } else {

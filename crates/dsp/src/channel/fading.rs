@@ -132,7 +132,10 @@ impl FadingChannel {
         }
         let (phasors, rotations) = match process {
             FadingProcess::Jakes { interval_s, .. } => (
-                sinusoids.iter().map(|&(_, phi)| (phi.cos(), phi.sin())).collect(),
+                sinusoids
+                    .iter()
+                    .map(|&(_, phi)| (phi.cos(), phi.sin()))
+                    .collect(),
                 sinusoids
                     .iter()
                     .map(|&(w, _)| ((w * interval_s).cos(), (w * interval_s).sin()))

@@ -6,9 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
+use crate::costs::DeviceProfile;
 use crate::dag::{FrameDag, InstrIdx};
 use crate::engine::{Dispatch, EngineEvent, FrameOutcome, InstrError, Policy};
-use crate::costs::DeviceProfile;
 use crate::isa::{DeviceId, FrameId, Instr, Nanos, Opcode};
 use crate::scoreboard::{DeviceTable, FrameRecord, OpcodeTable, RunEntry, Stage};
 use crate::shape::FrameShape;
@@ -505,8 +505,12 @@ impl<S: Strategy> Policy for Engine<S> {
             }
         }
         if result.is_ok() {
-            core.table
-                .observe(device, instr.opcode, now.saturating_sub(started), entry.units);
+            core.table.observe(
+                device,
+                instr.opcode,
+                now.saturating_sub(started),
+                entry.units,
+            );
         }
         if let Some((frame, idx)) = orphan {
             // The driver should drop a coalesced instruction whose predecessor failed;

@@ -11,9 +11,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::*;
+use crate::costs::{CostSource, DeviceProfile, OpcodeCost};
 use crate::dag::FrameDag;
 use crate::engine::{Dispatch, EngineEvent, FrameOutcome};
-use crate::costs::{CostSource, DeviceProfile, OpcodeCost};
 use crate::isa::{DeviceKind, FrameId, Instr, Opcode};
 
 fn shape(up: usize, down: usize, users: usize, parts: usize) -> FrameShape {

@@ -441,7 +441,13 @@ mod tests {
             false,
             None,
         );
-        assert!(matches!(full, Err(Refused { reason: SubmitError::Full, .. })));
+        assert!(matches!(
+            full,
+            Err(Refused {
+                reason: SubmitError::Full,
+                ..
+            })
+        ));
         assert_eq!(r.dev.stop(), 16);
         let err = r.dev.queue(
             Job {
@@ -451,7 +457,13 @@ mod tests {
             false,
             None,
         );
-        assert!(matches!(err, Err(Refused { reason: SubmitError::Removed, .. })));
+        assert!(matches!(
+            err,
+            Err(Refused {
+                reason: SubmitError::Removed,
+                ..
+            })
+        ));
         r.dev.join();
         // Every dropped job released its lease (the refused ones came back to us).
         drop((full, err, slot));

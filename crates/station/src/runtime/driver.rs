@@ -408,10 +408,7 @@ impl Driver {
             ctx: self.ctx.clone(),
             queue_capacity: self.queue_capacity,
             sink: CompletionSink::new(id, self.tx.clone()),
-            calibrated: self
-                .calibration
-                .as_ref()
-                .and_then(|c| c.profile_for(&name)),
+            calibrated: self.calibration.as_ref().and_then(|c| c.profile_for(&name)),
         };
         let dev = spec.start(id, env)?;
         self.out.notes.extend(dev.notes());

@@ -33,12 +33,12 @@ use crate::kernels::{FrameSlot, KernelContext};
 use crate::pool::{BufferPool, Lease};
 
 pub use device::CpuSpec;
+pub use driver::{run_driver, DecodedPayload, DriverConfig, DriverOutput};
+pub use error::StationError;
 pub use executor::{
     CompletionSink, DeviceFault, DeviceSpec, Executor, ExecutorEnv, ExecutorFactory, Job, Refused,
     SubmitError,
 };
-pub use driver::{run_driver, DecodedPayload, DriverConfig, DriverOutput};
-pub use error::StationError;
 pub use station::{run_station, StationSetup};
 
 /// Monotonic nanoseconds since the first call in this process (the driver's `now`).
@@ -91,7 +91,10 @@ pub enum DriverMsg {
     RemoveDevice(DeviceId),
     /// A device reported its own loss (a CUDA error, a dead worker): it is removed
     /// and its work re-planned.
-    DeviceFailed { device: DeviceId, fault: DeviceFault },
+    DeviceFailed {
+        device: DeviceId,
+        fault: DeviceFault,
+    },
 }
 
 /// A device added or removed when a frame arrives (for runs and tests; `station run

@@ -124,8 +124,10 @@ impl CostModel {
     /// the calibration's shape. A measured latency is whole, so it includes the fixed
     /// cost.
     pub fn from_calibration(cal: &Calibration) -> Self {
-        let mut model = Self::default();
-        model.reference = cal.shape;
+        let mut model = Self {
+            reference: cal.shape,
+            ..Self::default()
+        };
         for kind in [DeviceKind::Cpu, DeviceKind::Gpu] {
             let Some(dev) = cal.of_kind(kind) else {
                 continue;
@@ -271,7 +273,7 @@ mod tests {
         let text = r#"{"format": "radiohost-station-calibration/1", "config": "16x4", "frames": 1, "loadavg": "",
             "shape": {"antennas": 16, "users": 4, "data_num": 300, "fft_size": 512, "parts": 4},
             "devices": [{"name": "cpu:1", "kind": "cpu", "units": 1, "memory_bytes": 0,
-              "opcodes": {"zf": {"need": 1, "samples": 3, "min_ns": 1, "median_ns": 11000, "p90_ns": 1, "p99_ns": 1, "max_ns": 1, "mean_ns": 1.0}}}]}"#;
+              "opcodes": {"zf": {"need": 1, "samples": 3, "min_ns": 1, "median_ns": 11000, "p90_ns": 1, "p99_ns": 1, "max_ns": 1, "mean_ns": 1}}}]}"#;
         let m = CostModel::from_calibration(&Calibration::from_json(text, "t").unwrap());
         let s = FrameShape {
             antennas: 16,
@@ -283,7 +285,10 @@ mod tests {
         assert_eq!(m.latency(DeviceKind::Cpu, Opcode::Zf, &s, 512), 11_000);
         assert_eq!(m.source(DeviceKind::Cpu), CostSource::Calibrated);
         assert_eq!(m.source(DeviceKind::Gpu), CostSource::Modelled);
-        assert_eq!(CostModel::default().source(DeviceKind::Cpu), CostSource::Modelled);
+        assert_eq!(
+            CostModel::default().source(DeviceKind::Cpu),
+            CostSource::Modelled
+        );
     }
 
     #[test]

@@ -9,11 +9,11 @@ use rand_chacha::ChaCha8Rng;
 
 use super::model::input_bytes;
 use super::{OpcodeBreakdown, SimConfig, SimError, SimResult};
+use crate::costs::DeviceProfile;
 use crate::dag::FrameDag;
 use crate::engine::{Dispatch, EngineEvent, FrameOutcome, Policy};
 use crate::isa::{DeviceId, DeviceKind, FrameId, Instr, Nanos, Opcode};
 use crate::policy::make_policy;
-use crate::costs::DeviceProfile;
 use crate::shape::FrameShape;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -113,9 +113,14 @@ fn write_units(
         }
         for u in fallback.into_iter().rev() {
             host.stats.write_fallbacks += 1;
+            let why = if heard[units[u].slot] {
+                "checksum still wrong"
+            } else {
+                "no acknowledgement"
+            };
             tracing::warn!(
                 node = host.nodes[nodes[units[u].slot]].id,
-                "write checksum still wrong after {WHOLE_WRITE_ATTEMPTS} attempts: rewriting packet by packet"
+                "write {why} after {WHOLE_WRITE_ATTEMPTS} attempts: rewriting packet by packet"
             );
             let whole = units.swap_remove(u);
             for p in whole.first..=whole.last {
