@@ -112,8 +112,8 @@ pub struct BenchArgs {
     /// GPU ordinal.
     #[arg(long, default_value_t = 0)]
     ordinal: usize,
-    /// Timed runs per opcode.
-    #[arg(long, default_value_t = 200)]
+    /// Timed runs per opcode (1..=1000000).
+    #[arg(long, default_value_t = 200, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     runs: usize,
     /// Print the result as JSON.
     #[arg(long)]

@@ -128,6 +128,12 @@ const CASES: &[(&str, &str)] = &[
         "not a fraction",
     ),
     ("warp emulate --base-port 65535 --nodes 2", "65535"),
+    ("chanemu run --block 0", "1..=16000"),
+    ("chanemu file --input a --output b --block 0", "1..=1048576"),
+    ("chdr chanemu --block 0", "1..=16000"),
+    ("phy uplink --config c.json --frames 0", "1..=100000"),
+    ("phy ldpc encode --zc 0 --input a --output b", "2..=384"),
+    ("gpu bench --runs 0", "1..=1000000"),
     // demo
     ("demo --nodes 0", "1..=64"),
     ("demo --nodes 300", "1..=64"),

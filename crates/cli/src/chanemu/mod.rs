@@ -150,8 +150,8 @@ pub struct FileArgs {
     /// Output SigMF recording (base name); N channels interleaved per sample.
     #[arg(long)]
     pub output: PathBuf,
-    /// Convolution block length B (samples per port per block).
-    #[arg(long, default_value_t = 256)]
+    /// Convolution block length B (samples per port per block, 1..=1048576).
+    #[arg(long, default_value_t = 256, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_048_576))]
     pub block: usize,
     /// How time-varying models replace responses.
     #[arg(long, value_enum, default_value_t = Swap::Staggered)]

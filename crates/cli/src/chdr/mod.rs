@@ -191,8 +191,8 @@ pub struct ChanemuArgs {
     /// shape is checked against it when given).
     #[arg(long, value_parser = |s: &str| parse_ports(s).map_err(|e| e.to_string()))]
     ports: Option<(usize, usize)>,
-    /// Convolution block B (samples); --spp must be a multiple of it.
-    #[arg(long, default_value_t = 256)]
+    /// Convolution block B (samples, 1..=16000); --spp must be a multiple of it.
+    #[arg(long, default_value_t = 256, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=16000))]
     block: usize,
     /// Impulse response length for --model rayleigh/ar1/jakes.
     #[arg(long, default_value_t = 512)]

@@ -41,7 +41,7 @@ pub struct GenerateArgs {
     #[arg(long)]
     out: PathBuf,
     /// Number of frames (1..=1000).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
     frames: u64,
 }
 
@@ -50,8 +50,8 @@ pub struct RunArgs {
     /// Frame configuration JSON (see crates/phy/configs/).
     #[arg(long)]
     config: PathBuf,
-    /// Number of frames to generate and process.
-    #[arg(long, default_value_t = 1)]
+    /// Number of frames to generate and process (1..=100000).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     frames: u64,
     /// Print one JSON object instead of a table.
     #[arg(long)]
