@@ -381,6 +381,11 @@ impl SvgOut {
         })
     }
 
+    /// Whether the plots go into a directory (rather than to or beside a file).
+    pub fn is_dir(&self) -> bool {
+        self.dir
+    }
+
     /// The file of the plot `name` of a command that writes `several` plots.
     pub fn path(&self, name: &str, several: bool) -> PathBuf {
         if self.dir {

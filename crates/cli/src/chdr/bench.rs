@@ -1,8 +1,6 @@
 //! `radiohost chdr bench`: prints radiohost_chdr::bench (loopback pass-through,
 //! busy-poll against the blocking-receive baseline, beside a single-thread floor).
 
-use std::path::PathBuf;
-
 use anyhow::Result;
 use clap::Args;
 use radiohost_chdr::bench::{run_bench, BenchConfig};
@@ -31,9 +29,10 @@ pub struct BenchArgs {
     /// (1-99; needs CAP_SYS_NICE).
     #[arg(long, value_parser = clap::value_parser!(i32).range(1..=99))]
     rt_priority: Option<i32>,
-    /// Write the busy-poll run's histograms as SVG.
-    #[arg(long)]
-    plot: Option<PathBuf>,
+    /// Write the busy-poll run's histograms as SVG: to FILE, or into DIR (an existing
+    /// directory or a path ending in `/`) as chdr_bench.svg.
+    #[arg(long, value_name = "FILE|DIR", value_parser = |s: &str| crate::ui::SvgOut::new(std::path::Path::new(s)).map_err(|e| e.to_string()))]
+    svg: Option<crate::ui::SvgOut>,
     /// Print JSON rows instead of a table.
     #[arg(long)]
     json: bool,
@@ -98,9 +97,9 @@ pub fn run(a: BenchArgs) -> Result<()> {
             report::print_counts(&s.streamer, Some(&s.radio));
         }
     }
-    if let Some(p) = &a.plot {
+    if let Some(svg) = &a.svg {
         report::plot(
-            p,
+            &svg.path("chdr_bench", false),
             "chdr pass-through, busy-poll",
             &r.busy.streamer.rx_to_tx_hist,
             Some(&r.busy.radio.end_to_end_hist),

@@ -125,9 +125,10 @@ pub struct StreamArgs {
     /// ... and send TX packets and stream commands to this radio TX address.
     #[arg(long, requires = "bind")]
     radio_tx: Option<SocketAddr>,
-    /// Write the per-packet delay and end-to-end histograms as SVG.
-    #[arg(long)]
-    plot: Option<PathBuf>,
+    /// Write the per-packet delay and end-to-end histograms as SVG: to FILE, or into
+    /// DIR (an existing directory or a path ending in `/`) as chdr_run.svg.
+    #[arg(long, value_name = "FILE|DIR", value_parser = |s: &str| crate::ui::SvgOut::new(std::path::Path::new(s)).map_err(|e| e.to_string()))]
+    svg: Option<crate::ui::SvgOut>,
     /// Skip checking the transmitted samples against the expected output.
     #[arg(long)]
     no_verify: bool,
@@ -261,9 +262,10 @@ fn finish(s: &StreamArgs, r: &RunReport) -> Result<()> {
     } else {
         report::print_run(r);
     }
-    if let Some(p) = &s.plot {
+    if let Some(svg) = &s.svg {
+        let p = svg.path("chdr_run", false);
         let e2e = r.radio.as_ref().map(|r| &r.end_to_end_hist);
-        report::plot(p, &r.what, &r.streamer.rx_to_tx_hist, e2e)?;
+        report::plot(&p, &r.what, &r.streamer.rx_to_tx_hist, e2e)?;
         if !s.json {
             println!("  plot written to {}", p.display());
         }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use radiohost_station::calibration::Calibration;
 use radiohost_station::ru::TransportKind;
@@ -76,9 +76,11 @@ pub struct RunArgs {
     /// Print JSON (one report per policy) instead of tables.
     #[arg(long)]
     pub json: bool,
-    /// Write latency-CDF and stage-breakdown SVG plots into this folder.
-    #[arg(long)]
-    pub svg_dir: Option<PathBuf>,
+    /// Write the latency-CDF and stage-breakdown SVG plots: into this folder (an
+    /// existing directory or a path ending in `/`) as station_latency_cdf.svg and
+    /// station_breakdown.svg, or beside FILE as FILE-latency_cdf.svg and FILE-breakdown.svg.
+    #[arg(long, value_name = "FILE|DIR")]
+    pub svg: Option<PathBuf>,
 }
 
 fn run_config(a: &RunArgs) -> Result<RunConfig> {
@@ -113,6 +115,8 @@ fn run_config(a: &RunArgs) -> Result<RunConfig> {
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
+    // Checked before the work starts, as every --svg is.
+    let svg = a.svg.as_deref().map(crate::ui::SvgOut::new).transpose()?;
     let s = run_config(&a)?.setup()?;
     let reports = run_policies(&s, &parse_policies(&a.policy)?)?;
     if a.json {
@@ -140,14 +144,24 @@ pub fn run(a: RunArgs) -> Result<()> {
             }
         }
     }
-    if let Some(dir) = &a.svg_dir {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    if let Some(svg) = &svg {
+        let (cdf, breakdown) = if svg.is_dir() {
+            ("station_latency_cdf", "station_breakdown")
+        } else {
+            ("latency_cdf", "breakdown")
+        };
         let title = format!("{}: frame latency on {}", s.config_name, a.devices);
-        cdf_svg(&dir.join("station_latency_cdf.svg"), &title, &reports)?;
+        let cdf = svg.path(cdf, true);
+        cdf_svg(&cdf, &title, &reports)?;
         let title = format!("{}: stage breakdown", s.config_name);
-        breakdown_svg(&dir.join("station_breakdown.svg"), &title, &reports)?;
+        let breakdown = svg.path(breakdown, true);
+        breakdown_svg(&breakdown, &title, &reports)?;
         if !a.json {
-            println!("plots written to {}", dir.display());
+            println!(
+                "plots written to {} and {}",
+                cdf.display(),
+                breakdown.display()
+            );
         }
     }
     if reports.iter().any(|r| r.decode_errors > 0) {
