@@ -98,6 +98,14 @@ pub struct RunReport {
     pub notes: Vec<String>,
 }
 
+impl RunReport {
+    /// Frames that did not complete in their deadline (missed, rejected, failed) over
+    /// all frames.
+    pub fn miss_fraction(&self) -> f64 {
+        (self.frames - self.completed.min(self.frames)) as f64 / self.frames.max(1) as f64
+    }
+}
+
 /// One device of a run and whether the scheduler charged it calibrated or modelled
 /// costs.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]

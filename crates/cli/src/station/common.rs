@@ -52,17 +52,11 @@ pub fn parse_percent(s: &str) -> Result<f64, String> {
     Ok(v / 100.0)
 }
 
-/// Frames that did not complete in their deadline (missed, rejected, failed) over
-/// all frames.
-pub fn miss_fraction(r: &RunReport) -> f64 {
-    (r.frames - r.completed.min(r.frames)) as f64 / r.frames.max(1) as f64
-}
-
 /// Fail in one line when a run kept fewer deadlines than `max_miss` allows (unless
 /// `accept` says the misses are expected).
 pub fn check_misses(reports: &[RunReport], max_miss: f64, accept: bool) -> Result<()> {
     for r in reports {
-        let miss = miss_fraction(r);
+        let miss = r.miss_fraction();
         if miss > max_miss && !accept {
             bail!(
                 "{} on {}: {} of {} frames ({:.1}%) not decoded within the deadline, above --max-miss {:.1}% (pass --accept-misses to exit 0 anyway)",

@@ -60,16 +60,28 @@ fn protocol(what: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, what.into())
 }
 
+/// Why a ZeroMQ endpoint string cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum EndpointError {
+    #[error("endpoint {0:?}: only tcp:// endpoints are supported (e.g. tcp://127.0.0.1:5555)")]
+    NotTcp(String),
+    #[error("endpoint {0:?}: no port (write tcp://host:port)")]
+    NoPort(String),
+    #[error("endpoint {endpoint:?}: port {port:?} is not a number in 0..=65535")]
+    BadPort { endpoint: String, port: String },
+}
+
 /// `tcp://host:port` (host `*` = every interface) as a socket address string.
-pub fn tcp_address(endpoint: &str) -> Result<String, String> {
-    let rest = endpoint.strip_prefix("tcp://").ok_or_else(|| {
-        format!("endpoint {endpoint:?}: only tcp:// endpoints are supported (e.g. tcp://127.0.0.1:5555)")
-    })?;
+pub fn tcp_address(endpoint: &str) -> Result<String, EndpointError> {
+    let rest = endpoint
+        .strip_prefix("tcp://")
+        .ok_or_else(|| EndpointError::NotTcp(endpoint.into()))?;
     let (host, port) = rest
         .rsplit_once(':')
-        .ok_or_else(|| format!("endpoint {endpoint:?}: no port (write tcp://host:port)"))?;
-    port.parse::<u16>().map_err(|_| {
-        format!("endpoint {endpoint:?}: port {port:?} is not a number in 0..=65535")
+        .ok_or_else(|| EndpointError::NoPort(endpoint.into()))?;
+    port.parse::<u16>().map_err(|_| EndpointError::BadPort {
+        endpoint: endpoint.into(),
+        port: port.into(),
     })?;
     let host = if host == "*" { "0.0.0.0" } else { host };
     Ok(format!("{host}:{port}"))
@@ -637,10 +649,15 @@ mod tests {
         assert_eq!(tcp_address("tcp://*:5555").unwrap(), "0.0.0.0:5555");
         assert!(tcp_address("ipc:///tmp/x")
             .unwrap_err()
+            .to_string()
             .contains("only tcp://"));
-        assert!(tcp_address("tcp://host").unwrap_err().contains("no port"));
+        assert!(tcp_address("tcp://host")
+            .unwrap_err()
+            .to_string()
+            .contains("no port"));
         assert!(tcp_address("tcp://host:99999")
             .unwrap_err()
+            .to_string()
             .contains("port"));
     }
 
