@@ -6,7 +6,9 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread;
 
 use radiohost_dsp::channel::{FadingChannel, FadingError};
-use radiohost_dsp::{DspError, MimoConvolver, MimoTaps, ResponseSpectra, SwapMode};
+use radiohost_dsp::{
+    DspError, MimoConvolver, MimoTaps, ResponsePlanner, ResponseSpectra, SwapMode,
+};
 use radiohost_iq::{Cf32, Ci16};
 
 use crate::process::{Block, PacketProcessor};
@@ -33,8 +35,6 @@ pub enum LiveChannelError {
     Dsp(#[from] DspError),
     #[error("fading model: {0}")]
     Fading(#[from] FadingError),
-    #[error("starting the fading-model worker thread: {0}")]
-    Worker(#[from] std::io::Error),
 }
 
 /// Most ports the channel processor handles.
@@ -51,6 +51,61 @@ struct LiveFading {
     recycle: SyncSender<ResponseSpectra>,
     blocks: u64,
     swaps: u64,
+    /// The worker until it starts (see [`FadingWorker::start`]).
+    worker: Option<FadingWorker>,
+}
+
+/// What the fading worker thread owns: the model, its next response and the
+/// planner that turns it into spectra.
+struct FadingWorker {
+    channel: FadingChannel,
+    next: MimoTaps,
+    planner: ResponsePlanner,
+    ready: SyncSender<ResponseSpectra>,
+    recycled: Receiver<ResponseSpectra>,
+    /// CPUs the process may use, read before the packet thread was pinned.
+    cpus: Vec<usize>,
+}
+
+impl FadingWorker {
+    /// Starts the worker from the packet thread, after that thread took its
+    /// real-time policy. The worker runs one priority above it (its work is a
+    /// short burst per update that the packet path waits on: with a
+    /// time-sharing worker, SCHED_FIFO packet and radio threads on every core
+    /// starve it until the kernel's RT throttling lets it run, and the stream
+    /// stalls), and on any CPU of the process, not only the packet thread's.
+    fn start(self) -> std::io::Result<()> {
+        let inherited = radiohost_rt::sys::current_scheduling();
+        thread::Builder::new()
+            .name("chanemu-fading".into())
+            .spawn(move || {
+                let mut w = self;
+                if !w.cpus.is_empty() {
+                    if let Err(e) = radiohost_rt::sys::set_affinity(&w.cpus) {
+                        tracing::warn!("fading worker: CPU affinity {:?} refused: {e}", w.cpus);
+                    }
+                }
+                if let Ok((policy, priority)) = inherited {
+                    if policy == libc::SCHED_FIFO || policy == libc::SCHED_RR {
+                        let above = (priority + 1).min(99);
+                        if let Err(e) = radiohost_rt::sys::set_scheduling(policy, above) {
+                            tracing::warn!("fading worker: priority {above} refused: {e}");
+                        }
+                    }
+                }
+                // Ends when the processor (both channel ends) is dropped.
+                while let Ok(mut spectra) = w.recycled.recv() {
+                    w.channel.advance();
+                    if w.channel.write_response(&mut w.next).is_err()
+                        || w.planner.prepare_into(&w.next, &mut spectra).is_err()
+                        || w.ready.send(spectra).is_err()
+                    {
+                        break;
+                    }
+                }
+            })
+            .map(drop)
+    }
 }
 
 /// Packets of zeros [`ChannelProcessor`] filters before the stream starts.
@@ -114,7 +169,7 @@ impl ChannelProcessor {
     /// preallocated spectra buffers (O(1), no allocation). If the worker falls
     /// behind, the packet path waits for it (the response sequence stays exact).
     pub fn fading(
-        mut channel: FadingChannel,
+        channel: FadingChannel,
         update_blocks: usize,
         block: usize,
         samples_per_packet: usize,
@@ -141,28 +196,35 @@ impl ChannelProcessor {
             // Capacity exceeds the buffers sent: never blocks, never fails.
             let _ = recycle.try_send(planner.prepare(&next)?);
         }
-        thread::Builder::new()
-            .name("chanemu-fading".into())
-            .spawn(move || {
-                // Ends when the processor (both channel ends) is dropped.
-                while let Ok(mut spectra) = recycle_rx.recv() {
-                    channel.advance();
-                    if channel.write_response(&mut next).is_err()
-                        || planner.prepare_into(&next, &mut spectra).is_err()
-                        || ready_tx.send(spectra).is_err()
-                    {
-                        break;
-                    }
-                }
-            })?;
+        let worker = FadingWorker {
+            channel,
+            next,
+            planner,
+            ready: ready_tx,
+            recycled: recycle_rx,
+            cpus: radiohost_rt::sys::current_affinity().unwrap_or_default(),
+        };
         proc.fading = Some(LiveFading {
             update_blocks: update_blocks as u64,
             ready,
             recycle,
             blocks: 0,
             swaps: 0,
+            worker: Some(worker),
         });
         Ok(proc)
+    }
+
+    /// Starts the fading worker (once) on the calling thread's policy; see
+    /// [`FadingWorker::start`]. A worker that cannot start leaves the updates
+    /// to fail, each counted in `errors`.
+    fn start_fading_worker(&mut self) {
+        let Some(worker) = self.fading.as_mut().and_then(|f| f.worker.take()) else {
+            return;
+        };
+        if let Err(e) = worker.start() {
+            tracing::error!("starting the fading-model worker thread: {e}");
+        }
     }
 
     /// Response replacements so far (0 for a static channel).
@@ -172,6 +234,9 @@ impl ChannelProcessor {
 
     /// Advance the fading model and start the swap when block `blocks` is due.
     fn maybe_update(&mut self) {
+        if self.fading.as_ref().is_some_and(|f| f.worker.is_some()) {
+            self.start_fading_worker();
+        }
         let Some(f) = self.fading.as_mut() else {
             return;
         };
@@ -202,6 +267,7 @@ impl PacketProcessor for ChannelProcessor {
     /// Filters a few packets of zeros (first-touch page faults, cold caches),
     /// then clears the signal history; the fading schedule is not advanced.
     fn warm_up(&mut self) {
+        self.start_fading_worker();
         let b = self.block;
         let zero = Cf32::new(0.0, 0.0);
         self.in_f.fill(zero);

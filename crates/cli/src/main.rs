@@ -79,7 +79,7 @@ enum Command {
 
 fn main() {
     ui::quiet_broken_pipe();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(ui::attach_negative_values(std::env::args_os()));
     let outcome = std::panic::catch_unwind(|| run(cli));
     let code = match outcome {
         Ok(Ok(())) => 0,

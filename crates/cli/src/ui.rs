@@ -8,10 +8,11 @@
 //! saving the partial results ([`Interrupted`]); 141 stdout closed (a broken
 //! pipe, e.g. `| head`), quietly.
 
+use std::ffi::OsString;
 use std::fmt;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -27,48 +28,121 @@ pub const EXIT_BROKEN_PIPE: i32 = 141;
 
 /// A progress bar on stderr with a rate and an estimate of the time left. It
 /// draws nothing when `show` is false (`--json`) or stderr is not a terminal, and
-/// clears itself when dropped, so results printed afterwards stand alone.
-pub struct Progress(ProgressBar);
+/// clears itself when dropped, so results printed afterwards stand alone. Every
+/// command's progress goes through this type (docs/CLI.md); libraries report
+/// through callbacks that the command turns into calls here.
+pub struct Progress {
+    bar: ProgressBar,
+    begun: AtomicU64,
+}
+
+const STEPS_TEMPLATE: &str =
+    "{msg:>28} [{bar:30}] {pos}/{len} {elapsed_precise} elapsed, ~{eta} left";
+const BYTES_TEMPLATE: &str =
+    "{msg:>28} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}, ~{eta} left";
 
 impl Progress {
     /// A bar counting `total` steps of work under `label`.
     pub fn new(label: impl Into<String>, total: u64, show: bool) -> Progress {
+        Progress::styled(label, total, show, STEPS_TEMPLATE)
+    }
+
+    /// A bar counting `total` bytes under `label` (a transfer).
+    pub fn bytes(label: impl Into<String>, total: u64, show: bool) -> Progress {
+        Progress::styled(label, total, show, BYTES_TEMPLATE)
+    }
+
+    fn styled(label: impl Into<String>, total: u64, show: bool, template: &str) -> Progress {
         let bar = if show && std::io::stderr().is_terminal() {
             ProgressBar::new(total)
         } else {
             ProgressBar::hidden()
         };
+        Progress::wrap(bar, label, template)
+    }
+
+    fn wrap(bar: ProgressBar, label: impl Into<String>, template: &str) -> Progress {
         bar.set_style(
-            ProgressStyle::with_template(
-                "{msg:>28} [{bar:30}] {pos}/{len} {elapsed_precise} elapsed, ~{eta} left",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
+            ProgressStyle::with_template(template)
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
         );
         bar.set_message(label.into());
         bar.enable_steady_tick(Duration::from_millis(200));
-        Progress(bar)
+        Progress {
+            bar,
+            begun: AtomicU64::new(0),
+        }
     }
 
     /// Moves the bar by `n` steps.
     pub fn inc(&self, n: u64) {
-        self.0.inc(n);
+        self.bar.inc(n);
     }
 
     /// Sets the bar to `pos` steps done.
     pub fn set(&self, pos: u64) {
-        self.0.set_position(pos);
+        self.bar.set_position(pos);
+    }
+
+    /// Sets the total (e.g. once a transfer's size is known).
+    pub fn set_total(&self, total: u64) {
+        self.bar.set_length(total);
     }
 
     /// Changes the label (e.g. to the step under way).
     pub fn label(&self, label: impl Into<String>) {
-        self.0.set_message(label.into());
+        self.bar.set_message(label.into());
+    }
+
+    /// A step described by `label` starts: the steps begun before it count as
+    /// done. For libraries that announce each step before running it.
+    pub fn begin(&self, label: impl Into<String>) {
+        let done = self.begun.fetch_add(1, Ordering::Relaxed);
+        self.bar.set_position(done);
+        self.bar.set_message(label.into());
+    }
+
+    /// Stops the bar where it is and leaves it on screen with `message`.
+    pub fn finish_with(&self, message: impl Into<String>) {
+        self.bar.abandon_with_message(message.into());
     }
 }
 
 impl Drop for Progress {
     fn drop(&mut self) {
-        self.0.finish_and_clear();
+        if !self.bar.is_finished() {
+            self.bar.finish_and_clear();
+        }
+    }
+}
+
+/// Several bars drawn together (e.g. one per receiver of a transfer), each a
+/// [`Progress`]; hidden under the same conditions.
+pub struct ProgressGroup {
+    multi: indicatif::MultiProgress,
+    show: bool,
+}
+
+impl ProgressGroup {
+    pub fn new(show: bool) -> ProgressGroup {
+        let show = show && std::io::stderr().is_terminal();
+        let multi = if show {
+            indicatif::MultiProgress::new()
+        } else {
+            indicatif::MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden())
+        };
+        ProgressGroup { multi, show }
+    }
+
+    /// A bar counting `total` bytes under `label`, drawn with the others.
+    pub fn add_bytes(&self, label: impl Into<String>, total: u64) -> Progress {
+        let bar = if self.show {
+            self.multi.add(ProgressBar::new(total))
+        } else {
+            ProgressBar::hidden()
+        };
+        Progress::wrap(bar, label, BYTES_TEMPLATE)
     }
 }
 
@@ -270,12 +344,43 @@ where
     E: fmt::Display,
 {
     move |s: &str| {
-        let v = parse(s).map_err(|e| e.to_string())?;
+        let v = parse(s).map_err(|e| format!("{e} (range {shown})"))?;
         if v < lo || v > hi {
             return Err(format!("{s:?} is not in {shown}"));
         }
         Ok(v)
     }
+}
+
+/// The command line with every negative value glued to its option: `--opt -3`
+/// becomes `--opt=-3`. Clap reads a lone `-3` or `-1s` as a flag and says only
+/// "unexpected argument"; glued, the value reaches the option's parser, whose
+/// message gives the option's range. Nothing after a bare `--` is touched.
+pub fn attach_negative_values(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut out: Vec<OsString> = Vec::new();
+    let mut rest = false;
+    for arg in args {
+        let text = arg.to_str().unwrap_or("");
+        let negative = {
+            let b = text.as_bytes();
+            b.len() > 1
+                && b[0] == b'-'
+                && (b[1].is_ascii_digit() || (b[1] == b'.' && b.get(2).is_some_and(u8::is_ascii_digit)))
+        };
+        let after_long_option = out.last().and_then(|p| p.to_str()).is_some_and(|p| {
+            p.len() > 2 && p.starts_with("--") && !p.contains('=')
+        });
+        if !rest && negative && after_long_option {
+            if let Some(option) = out.last_mut() {
+                option.push("=");
+                option.push(&arg);
+                continue;
+            }
+        }
+        rest |= text == "--";
+        out.push(arg);
+    }
+    out
 }
 
 /// A ratio in (0, 1], written as a fraction (`1/3`) or a decimal (`0.5`).
@@ -436,6 +541,23 @@ mod tests {
             !tmp.path().join("ok.json").exists(),
             "the check leaves no file"
         );
+    }
+
+    #[test]
+    fn negative_values_are_glued_to_their_option() {
+        let glue = |line: &str| {
+            attach_negative_values(line.split(' ').map(OsString::from))
+                .into_iter()
+                .map(|a| a.into_string().unwrap())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(glue("x --nodes -3 --json"), "x --nodes=-3 --json");
+        assert_eq!(glue("x --delta -5us --p -.5"), "x --delta=-5us --p=-.5");
+        assert_eq!(glue("x --a=1 -3"), "x --a=1 -3");
+        assert_eq!(glue("x --json -v"), "x --json -v");
+        assert_eq!(glue("x -- --a -3"), "x -- --a -3");
+        assert_eq!(glue("x --a -. -"), "x --a -. -");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! flowgraph on the same recording and taps. All in one run.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use radiohost_iq::sigmf::{self, DataType, Meta, SampleWriter, SigMfError};
@@ -423,28 +424,50 @@ fn bench_file(
     })
 }
 
+/// The steps [`run_bench`] announces to its `progress` callback.
+pub const STEPS: u64 = 7;
+
 /// Runs every configuration and returns the rows (UPOLS at 1x1, 2x2, 4x4,
-/// the scalar MAC kernel, the naive FIR, the floors, GNU Radio when it ran).
-pub fn run_bench(a: &BenchConfig) -> Result<BenchReport, BenchError> {
+/// the scalar MAC kernel, the naive FIR, the floors, GNU Radio when it ran);
+/// `progress` hears each of the [`STEPS`] steps before it runs. Once `stop` is
+/// set (Ctrl-C) no further step starts and the rows so far return.
+pub fn run_bench(
+    a: &BenchConfig,
+    stop: &AtomicBool,
+    mut progress: impl FnMut(&str),
+) -> Result<BenchReport, BenchError> {
     if a.block == 0 || a.taps == 0 || a.blocks == 0 {
         return Err(BenchError::Empty);
     }
+    let mut next = |what: &str| {
+        let go = !stop.load(Ordering::Relaxed);
+        if go {
+            progress(what);
+        }
+        go
+    };
     let (b, l) = (a.block, a.taps);
     let kernel = MacKernel::detect();
     let configs: [Ports; 3] = [(1, 1), (2, 2), (4, 4)];
     let mut rows = Vec::new();
     for &ports in &configs {
-        let blocks = a.blocks / (ports.0 * ports.1).max(1);
-        rows.push(bench_upols(ports, b, l, blocks.max(100), kernel)?);
+        if next(&format!("UPOLS {}x{}", ports.0, ports.1)) {
+            let blocks = a.blocks / (ports.0 * ports.1).max(1);
+            rows.push(bench_upols(ports, b, l, blocks.max(100), kernel)?);
+        }
     }
-    rows.push(bench_upols(
-        configs[0],
-        b,
-        l,
-        (a.blocks / 4).max(100),
-        MacKernel::Scalar,
-    )?);
-    rows.push(bench_naive(b, l, (a.blocks / 500).max(20)));
+    if next("UPOLS, scalar MAC kernel") {
+        rows.push(bench_upols(
+            configs[0],
+            b,
+            l,
+            (a.blocks / 4).max(100),
+            MacKernel::Scalar,
+        )?);
+    }
+    if next("naive FIR") {
+        rows.push(bench_naive(b, l, (a.blocks / 500).max(20)));
+    }
     let peak = measure_peak_flops();
     for &ports in &configs {
         let ns = upols_flops(ports, b, l) / peak * 1e9;
@@ -464,6 +487,7 @@ pub fn run_bench(a: &BenchConfig) -> Result<BenchReport, BenchError> {
     // The taps GNU Radio and the file comparison use (seeded: the same every run).
     let gr_taps = random_blocks(&mut ChaCha8Rng::seed_from_u64(45), 1, l).remove(0);
     match a.gnuradio_samples {
+        _ if !next(GR_KERNEL) => {}
         None => skipped.push(Skipped {
             name: GR_KERNEL.into(),
             why: "skipped (--no-gnuradio)".into(),
@@ -483,7 +507,7 @@ pub fn run_bench(a: &BenchConfig) -> Result<BenchReport, BenchError> {
         }
     }
     let file = match a.file_samples {
-        Some(samples) if samples > 0 => {
+        Some(samples) if samples > 0 && next("file to file") => {
             Some(bench_file(a, samples, &gr_taps, &mut rows, &mut skipped)?)
         }
         _ => None,

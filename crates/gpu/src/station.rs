@@ -7,12 +7,16 @@
 //! * `Load` copies the symbol from the frame slot's host staging buffer into the GPU
 //!   frame slot's pinned buffer, then to the device;
 //! * compute opcodes run their NVRTC kernels on the GPU frame slot;
-//! * the uplink `Store` brings the decoded bits back into the host frame slot, so the
-//!   station checks them against the truth exactly as it does a CPU device's.
+//! * the uplink `Store` brings the decoded bits back into the host frame slot, and
+//!   each downlink `Store` its symbol's transmitted samples, so the station checks
+//!   both against the truth exactly as it does a CPU device's.
 //!
 //! A frame's intermediate data stays on the GPU that ran its `Load`s, so a GPU
-//! executor runs whole frames: the station refuses a pool that mixes a GPU with
-//! other devices (see `radiohost station run --devices`). Costs: the SMs each opcode
+//! executor runs whole frames: the station places each frame whole on one GPU or on
+//! the CPU devices (`radiohost_station::runtime::placement`), at most
+//! [`GPU_FRAME_SLOTS`] at once on a GPU. A frame keeps its GPU frame slot while it
+//! lives; a slot is reused once its frame has ended everywhere (no one else holds
+//! the frame's host buffers). Costs: the SMs each opcode
 //! needs come from this device's occupancy table ([`GpuDevice::sm_need`], what `gpu
 //! describe` prints); latencies from a calibration of this GPU when one is given,
 //! else from the cost model, labelled modelled.
@@ -21,7 +25,6 @@
 //! [`CompletionSink::failed`]: the station removes the GPU and accounts for its
 //! frames.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
@@ -30,7 +33,9 @@ use radiohost_station::costs::{DeviceProfile, OpcodeCost};
 use radiohost_station::engine::InstrError;
 use radiohost_station::isa::{DeviceId, DeviceKind, FrameId, Instr, Opcode};
 use radiohost_station::kernels::slot::{read, write};
-use radiohost_station::kernels::KernelContext;
+use radiohost_iq::Ci16;
+use radiohost_station::kernels::{FrameSlot, KernelContext};
+use radiohost_station::pool::Lease;
 use radiohost_station::runtime::{
     now_ns, CompletionSink, Executor, ExecutorEnv, ExecutorFactory, Job, Refused, StationError,
     SubmitError,
@@ -40,8 +45,9 @@ use radiohost_station::sim::CostModel;
 use crate::device::probe_driver;
 use crate::{GpuDevice, GpuError, GpuExecutor};
 
-/// Frames a GPU executor holds at once (slot = frame id modulo this).
-pub const GPU_FRAME_SLOTS: usize = 16;
+/// Frames a GPU executor holds at once: as many as the station places on one
+/// whole-frame device.
+pub const GPU_FRAME_SLOTS: usize = radiohost_station::runtime::WHOLE_FRAME_WINDOW;
 
 /// Starts the GPU executor of one CUDA device.
 #[derive(Debug)]
@@ -188,16 +194,16 @@ fn gpu_loop(
     sink: &CompletionSink,
     removed: &AtomicBool,
 ) {
-    let mut slots: HashMap<FrameId, usize> = HashMap::new();
+    let mut slots = SlotRing::new(GPU_FRAME_SLOTS);
     for job in rx {
         if removed.load(Ordering::Acquire) {
             // Dropped: the policy has re-planned it.
             continue;
         }
-        let slot = (job.instr.frame % GPU_FRAME_SLOTS as u64) as usize;
-        slots.insert(job.instr.frame, slot);
         let started = now_ns();
-        let result = run_one(&mut exec, dev, ctx, &job, slot);
+        let result = slots
+            .assign(job.instr.frame, &job.slot)
+            .and_then(|slot| run_one(&mut exec, dev, ctx, &job, slot));
         let finished = now_ns();
         let instr = job.instr;
         drop(job);
@@ -262,6 +268,79 @@ fn run_one(
     dev.wait_event(&done)?;
     if is_uplink_store(ctx, &instr) {
         copy_uplink_back(exec, ctx, job, slot)?;
+    } else if instr.opcode == Opcode::Store {
+        if let Some(pos) = exec.layout().downlink_slot(sym) {
+            let mut out = write(&job.slot.tx_out[pos]);
+            downlink_symbol_to_host(exec.tx_samples(slot)?, &ctx.cfg, sym, &mut out[..])?;
+        }
+    }
+    Ok(())
+}
+
+/// Which GPU frame slot each live frame uses. A frame keeps its slot until it has
+/// ended: the ring holds a handle on each frame's host buffers, and a slot whose
+/// handle no one else holds (the driver, the checker and every job have let go)
+/// belongs to a finished frame and is free again.
+struct SlotRing {
+    slots: Vec<Option<(FrameId, Lease<FrameSlot>)>>,
+}
+
+impl SlotRing {
+    fn new(n: usize) -> Self {
+        Self {
+            slots: (0..n).map(|_| None).collect(),
+        }
+    }
+
+    /// The slot of `frame`, taking a free one on its first instruction.
+    fn assign(&mut self, frame: FrameId, host: &Lease<FrameSlot>) -> Result<usize, GpuError> {
+        if let Some(i) = self
+            .slots
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|(f, _)| *f == frame))
+        {
+            return Ok(i);
+        }
+        // Only the ring's handle left: that frame ended everywhere else.
+        let free = self.slots.iter().position(|s| match s {
+            None => true,
+            Some((_, lease)) => lease.holders() == 1,
+        });
+        let i = free.ok_or_else(|| {
+            GpuError::Config(format!(
+                "frame {frame}: all {} GPU frame slots hold live frames",
+                self.slots.len()
+            ))
+        })?;
+        self.slots[i] = Some((frame, host.clone()));
+        Ok(i)
+    }
+}
+
+/// Copy downlink symbol `sym`'s transmitted samples out of the GPU's host-side frame
+/// buffer (int16 pairs, antenna-major, `frame_len` samples per antenna) into the
+/// host frame slot's `Store` output (`[antenna][sample]`, one symbol with CP), the
+/// layout `FrameSlot::assemble_downlink` reads.
+fn downlink_symbol_to_host(
+    tx: &[i16],
+    cfg: &radiohost_phy::FrameConfig,
+    sym: usize,
+    out: &mut [Ci16],
+) -> Result<(), GpuError> {
+    let (fl, sl) = (cfg.frame_len(), cfg.symbol_len());
+    if tx.len() < 2 * cfg.antennas * fl || out.len() < cfg.antennas * sl || (sym + 1) * sl > fl {
+        return Err(GpuError::Config(format!(
+            "downlink symbol {sym}: {} transmitted samples or {} output samples do not fit {} antennas x {fl}",
+            tx.len() / 2,
+            out.len(),
+            cfg.antennas
+        )));
+    }
+    for m in 0..cfg.antennas {
+        let src = &tx[2 * (m * fl + sym * sl)..][..2 * sl];
+        for (o, iq) in out[m * sl..][..sl].iter_mut().zip(src.chunks_exact(2)) {
+            *o = Ci16::new(iq[0], iq[1]);
+        }
     }
     Ok(())
 }
@@ -327,6 +406,81 @@ mod tests {
             let e = GpuExecutorFactory::probe(n).unwrap_err().to_string();
             assert!(e.contains("does not exist"), "{e}");
         }
+    }
+
+    fn context(name: &str) -> Arc<KernelContext> {
+        let path = format!("{}/../phy/configs/{name}.json", env!("CARGO_MANIFEST_DIR"));
+        let cfg = radiohost_phy::FrameConfig::load(std::path::Path::new(&path)).unwrap();
+        Arc::new(KernelContext::new(&cfg, 2).unwrap())
+    }
+
+    /// The GPU's transmitted frame copied back symbol by symbol is exactly what the
+    /// station's checker assembles and sends to the emulated users.
+    #[test]
+    fn downlink_copy_back_rebuilds_the_transmitted_frame() {
+        let ctx = context("8x2");
+        let cfg = &ctx.cfg;
+        let (m, fl) = (cfg.antennas, cfg.frame_len());
+        // The GPU's host buffer: every sample distinct, downlink symbols or not.
+        let tx: Vec<i16> = (0..2 * m * fl).map(|i| (i % 30_011) as i16 - 15_000).collect();
+        let slot = FrameSlot::new(&ctx);
+        let dl: Vec<usize> = ctx
+            .shape
+            .downlink_reference
+            .iter()
+            .chain(&ctx.shape.downlink_symbols)
+            .copied()
+            .collect();
+        assert!(!dl.is_empty(), "8x2 has downlink symbols");
+        let layout = crate::layout::FrameLayout::new(cfg, &ctx.shape).unwrap();
+        for &sym in &dl {
+            let pos = layout.downlink_slot(sym).unwrap();
+            downlink_symbol_to_host(&tx, cfg, sym, &mut write(&slot.tx_out[pos])[..]).unwrap();
+        }
+        let mut frame = vec![Ci16::default(); m * fl];
+        slot.assemble_downlink(&ctx, &mut frame);
+        let sl = cfg.symbol_len();
+        for a in 0..m {
+            for t in 0..fl {
+                let want = if dl.contains(&(t / sl)) {
+                    let i = 2 * (a * fl + t);
+                    Ci16::new(tx[i], tx[i + 1])
+                } else {
+                    Ci16::default()
+                };
+                assert_eq!(frame[a * fl + t], want, "antenna {a} sample {t}");
+            }
+        }
+        // A buffer of the wrong size is refused, not read past.
+        let err = downlink_symbol_to_host(&tx[..10], cfg, dl[0], &mut write(&slot.tx_out[0])[..]);
+        assert!(err.unwrap_err().to_string().contains("do not fit"));
+    }
+
+    #[test]
+    fn a_frame_keeps_its_gpu_slot_until_it_ends_everywhere() {
+        let ctx = context("8x2");
+        let pool = radiohost_station::runtime::frame_pool(
+            &ctx,
+            4,
+            radiohost_station::pool::Exhaustion::Grow { max: 8 },
+        );
+        let mut ring = SlotRing::new(2);
+        let (a, b, c) = (
+            pool.acquire().unwrap(),
+            pool.acquire().unwrap(),
+            pool.acquire().unwrap(),
+        );
+        let sa = ring.assign(10, &a).unwrap();
+        let sb = ring.assign(11, &b).unwrap();
+        assert_ne!(sa, sb);
+        assert_eq!(ring.assign(10, &a).unwrap(), sa, "same frame, same slot");
+        // Both frames live (the driver holds their buffers): no slot for a third.
+        let err = ring.assign(12, &c).unwrap_err().to_string();
+        assert!(err.contains("all 2 GPU frame slots hold live frames"), "{err}");
+        // Frame 10 ends: its slot goes to the next frame.
+        drop(a);
+        assert_eq!(ring.assign(12, &c).unwrap(), sa);
+        assert_eq!(ring.assign(11, &b).unwrap(), sb);
     }
 
     #[test]

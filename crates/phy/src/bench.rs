@@ -10,6 +10,7 @@
 //!   measured in this run.
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use num_complex::Complex64;
@@ -125,21 +126,49 @@ fn peak() -> Peak {
     }
 }
 
+/// The steps [`run`] announces to its `progress` callback.
+pub const STEPS: u64 = 7;
+
 /// Measure every kernel for about `seconds` each (clamped to 0.01..=60) on this
-/// thread.
-pub fn run(seconds: f64) -> Result<BenchReport, PhyError> {
+/// thread; `progress` hears each of the [`STEPS`] steps before it runs. Once
+/// `stop` is set (Ctrl-C) no further step starts and the rows so far return.
+pub fn run(
+    seconds: f64,
+    stop: &AtomicBool,
+    mut progress: impl FnMut(&str),
+) -> Result<BenchReport, PhyError> {
     let t = seconds.clamp(0.01, 60.0);
     let pk = peak();
     let mut rows = Vec::new();
+    let mut next = |what: &str| {
+        let go = !stop.load(Ordering::Relaxed);
+        if go {
+            progress(what);
+        }
+        go
+    };
     let bw = copy_bandwidth(t);
-    rows.extend(ldpc_rows(t, &pk)?);
-    rows.push(fft_row(t, &pk));
-    rows.push(zf_row(t, &pk));
-    for m in [Modulation::Qam16, Modulation::Qam256] {
-        rows.push(demod_row(t, m, bw));
+    if next("LDPC decode and encode") {
+        rows.extend(ldpc_rows(t, &pk)?);
     }
-    rows.push(uplink_row(t, &pk, bw)?);
-    rows.push(downlink_row(t, &pk, bw)?);
+    if next("FFT") {
+        rows.push(fft_row(t, &pk));
+        rows.push(batch_fft_row(t, &pk));
+    }
+    if next("ZF 64x16") {
+        rows.push(zf_row(t, &pk));
+    }
+    for m in [Modulation::Qam16, Modulation::Qam256] {
+        if next(&format!("{m:?} demodulation")) {
+            rows.push(demod_row(t, m, bw));
+        }
+    }
+    if next("64x16 uplink frame") {
+        rows.push(uplink_row(t, &pk, bw)?);
+    }
+    if next("64x16 downlink frame") {
+        rows.push(downlink_row(t, &pk, bw)?);
+    }
     Ok(BenchReport {
         peak: pk.what,
         copy_bandwidth: bw,
@@ -238,6 +267,47 @@ pub fn naive_dft(x: &[Cf32], out: &mut [Cf32]) {
             acc += Complex64::new(v.re as f64, v.im as f64) * Complex64::new(a.cos(), a.sin());
         }
         *o = Cf32::new(acc.re as f32, acc.im as f32);
+    }
+}
+
+/// The front end's transform ([`crate::fft::BatchFft`], 16 antennas per call) on
+/// the same batch as [`fft_row`], against rustfft timed in the same run.
+fn batch_fft_row(t: f64, pk: &Peak) -> BenchRow {
+    use crate::fft::{BatchFft, Row, LANES};
+    let n = 2048;
+    let batch = 64 * 14;
+    let isa = crate::simd::Isa::detect();
+    let mut fft = BatchFft::new(n).expect("2048 is a power of two");
+    let mut re: Vec<Row> = (0..n).map(|i| Row([(i % 7) as f32; LANES])).collect();
+    let mut im: Vec<Row> = (0..n).map(|i| Row([(i % 5) as f32; LANES])).collect();
+    let s = time_per_call(t, || {
+        for _ in 0..batch / LANES {
+            fft.transform(isa, false, black_box(&mut re), black_box(&mut im));
+        }
+    });
+    let mut rust = OfdmFft::new(n);
+    let mut data: Vec<Cf32> = (0..n * batch)
+        .map(|i| Cf32::new((i % 7) as f32, (i % 5) as f32))
+        .collect();
+    let rust_s = time_per_call(t, || {
+        rust.forward_batch(black_box(&mut data));
+        black_box(&data);
+    });
+    let samples = (n * batch) as f64;
+    let flops = 5.0 * n as f64 * (n as f64).log2() * batch as f64;
+    BenchRow {
+        name: "fft16_2048_batch896".into(),
+        value: samples / s / 1e6,
+        unit: "Msample/s",
+        floor: samples / (flops / pk.flops) / 1e6,
+        baseline: Some(("rustfft", samples / rust_s / 1e6)),
+        note: format!(
+            "{} build, 16 antennas per transform: {:.2} us per 2048-point FFT (rustfft {:.2})",
+            isa.name(),
+            s / batch as f64 * 1e6,
+            rust_s / batch as f64 * 1e6
+        ),
+        ..Default::default()
     }
 }
 

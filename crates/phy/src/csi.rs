@@ -15,6 +15,7 @@ use radiohost_iq::Cf32;
 use crate::config::PilotLayout;
 use crate::scramble::GoldSequence;
 use crate::simd::{dispatch, Isa};
+use crate::zf::{Lanes, BATCH};
 
 /// Seed of the pilot sequence (any fixed value known to both ends).
 const PILOT_C_INIT: u32 = 0x1D_3A5C;
@@ -50,6 +51,8 @@ pub struct CsiEstimator {
     /// `plan_group`: `(lower pilot, upper pilot, weight of the upper)`.
     plan: Vec<(usize, usize, f32)>,
     plan_group: usize,
+    /// One antenna's pilot observations times the conjugate pilots.
+    derotated: Vec<Cf32>,
 }
 
 impl CsiEstimator {
@@ -62,6 +65,7 @@ impl CsiEstimator {
             counts: vec![0; users],
             plan: Vec::new(),
             plan_group: 0,
+            derotated: vec![Cf32::default(); data_num],
         }
     }
 
@@ -73,12 +77,14 @@ impl CsiEstimator {
     }
 
     /// The channel at the centre subcarrier of every group of `group` adjacent data
-    /// subcarriers, exactly what [`Self::estimate`] gives there: `h[(g*K + k)*M + m]`
-    /// (one `M x K` column-major matrix per group, what [`crate::zf`] consumes).
+    /// subcarriers, exactly what [`Self::estimate`] gives there, written as the ZF
+    /// batches read it ([`crate::zf::ZfBatch`]): group `g` is lane `g % 16` of batch
+    /// `g / 16`, and `h_re/h_im[(batch*K + k)*M + m]` hold user `k`'s channel at
+    /// antenna `m` (lanes past the last group are left as they were).
     ///
     /// `received` is laid out `[symbol][antenna][subcarrier]` as for `estimate`. Each
-    /// antenna's row is read in subcarrier order (no gathers), and only the pilots
-    /// next to the centres are touched.
+    /// antenna's row is de-rotated by the pilots once, in order (no gathers), and every
+    /// output vector of 16 groups is written whole.
     ///
     /// # Panics
     /// If the buffer sizes disagree with the configuration or `group` is 0 (caller bugs).
@@ -87,29 +93,46 @@ impl CsiEstimator {
         received: &[Cf32],
         pilot_syms: usize,
         group: usize,
-        h: &mut [Cf32],
+        h_re: &mut [Lanes],
+        h_im: &mut [Lanes],
     ) {
         let (m_n, k_n, d) = (self.antennas, self.users, self.pilots.len());
         assert!(group > 0, "csi: empty group");
         let groups = d.div_ceil(group);
+        let batches = groups.div_ceil(BATCH);
         assert_eq!(received.len(), pilot_syms * m_n * d, "csi: received size");
-        assert_eq!(h.len(), groups * k_n * m_n, "csi: output size");
+        assert_eq!(h_re.len(), batches * k_n * m_n, "csi: output size");
+        assert_eq!(h_im.len(), batches * k_n * m_n, "csi: output size");
         assert!(pilot_syms > 0, "csi: no pilot symbols");
+        let inv = 1.0 / pilot_syms as f32;
         match self.layout {
             PilotLayout::FrequencyOrthogonal => {
                 self.plan_groups(group);
-                let inv = 1.0 / pilot_syms as f32;
                 for m in 0..m_n {
-                    for (gk, &(lo, hi, t)) in self.plan.iter().enumerate() {
-                        let (mut a, mut b) = (Cf32::default(), Cf32::default());
-                        for j in 0..pilot_syms {
-                            let row = &received[(j * m_n + m) * d..][..d];
-                            a += row[lo] * self.pilots[lo].conj();
-                            b += row[hi] * self.pilots[hi].conj();
+                    // y * conj(p) averaged over the pilot symbols, as `estimate` sums it.
+                    self.derotated.fill(Cf32::default());
+                    for j in 0..pilot_syms {
+                        let row = &received[(j * m_n + m) * d..][..d];
+                        for ((o, y), p) in self.derotated.iter_mut().zip(row).zip(&self.pilots) {
+                            *o += y * p.conj();
                         }
-                        let (a, b) = (a * inv, b * inv);
-                        // The same expression as `interpolate`, so both agree exactly.
-                        h[gk * m_n + m] = if lo == hi { a } else { a + (b - a) * t };
+                    }
+                    self.derotated.iter_mut().for_each(|v| *v *= inv);
+                    let row = &self.derotated;
+                    for b in 0..batches {
+                        let lanes = BATCH.min(groups - b * BATCH);
+                        for k in 0..k_n {
+                            let at = (b * k_n + k) * m_n + m;
+                            let (hr, hi) = (&mut h_re[at], &mut h_im[at]);
+                            for l in 0..lanes {
+                                let (lo, hi_, t) = self.plan[(b * BATCH + l) * k_n + k];
+                                let (a, c) = (row[lo], row[hi_]);
+                                // The same expression as `interpolate`, so both agree exactly.
+                                let v = if lo == hi_ { a } else { a + (c - a) * t };
+                                hr[l] = v.re;
+                                hi[l] = v.im;
+                            }
+                        }
                     }
                 }
             }
@@ -118,20 +141,24 @@ impl CsiEstimator {
                 for j in 0..pilot_syms {
                     self.counts[j % k_n] += 1;
                 }
-                h.fill(Cf32::default());
-                for j in 0..pilot_syms {
-                    let k = j % k_n;
-                    for m in 0..m_n {
-                        let row = &received[(j * m_n + m) * d..][..d];
-                        for g in 0..groups {
-                            let i = self.group_centre(group, g);
-                            h[(g * k_n + k) * m_n + m] += row[i] * self.pilots[i].conj();
+                for b in 0..batches {
+                    let lanes = BATCH.min(groups - b * BATCH);
+                    for k in 0..k_n {
+                        let c = self.counts[k].max(1) as f32;
+                        for m in 0..m_n {
+                            let at = (b * k_n + k) * m_n + m;
+                            for l in 0..lanes {
+                                let i = self.group_centre(group, b * BATCH + l);
+                                let mut v = Cf32::default();
+                                for j in (k..pilot_syms).step_by(k_n) {
+                                    v += received[(j * m_n + m) * d + i] * self.pilots[i].conj();
+                                }
+                                v /= c;
+                                h_re[at][l] = v.re;
+                                h_im[at][l] = v.im;
+                            }
                         }
                     }
-                }
-                for (gk, col) in h.chunks_exact_mut(m_n).enumerate() {
-                    let c = self.counts[gk % k_n].max(1) as f32;
-                    col.iter_mut().for_each(|v| *v /= c);
                 }
             }
         }
@@ -233,6 +260,28 @@ impl CsiEstimator {
                 }
             }
         }
+    }
+}
+
+/// Group `g`'s `M x K` column-major channel (what [`crate::zf::zf_detector`] takes)
+/// out of the lane layout [`CsiEstimator::estimate_groups`] writes.
+///
+/// # Panics
+/// If the buffers are too short for group `g` (caller bugs).
+pub fn group_channel(
+    h_re: &[Lanes],
+    h_im: &[Lanes],
+    users: usize,
+    antennas: usize,
+    g: usize,
+    out: &mut [Cf32],
+) {
+    let mk = users * antennas;
+    assert_eq!(out.len(), mk, "csi: group channel size");
+    let (b, l) = (g / BATCH, g % BATCH);
+    let (re, im) = (&h_re[b * mk..(b + 1) * mk], &h_im[b * mk..(b + 1) * mk]);
+    for ((o, r), i) in out.iter_mut().zip(re).zip(im) {
+        *o = Cf32::new(r[l], i[l]);
     }
 }
 
@@ -343,15 +392,17 @@ mod tests {
             est.estimate(&rx, syms, &mut full);
             for group in [1, 3, 7, 60] {
                 let groups = d.div_ceil(group);
-                let mut h = vec![Cf32::default(); groups * k_n * m_n];
-                est.estimate_groups(&rx, syms, group, &mut h);
+                let len = groups.div_ceil(BATCH) * k_n * m_n;
+                let (mut hr, mut hi) = (vec![[0.0; BATCH]; len], vec![[0.0; BATCH]; len]);
+                est.estimate_groups(&rx, syms, group, &mut hr, &mut hi);
                 for g in 0..groups {
                     let i = est.group_centre(group, g);
                     assert!(i >= g * group && i < ((g + 1) * group).min(d));
                     for k in 0..k_n {
                         for m in 0..m_n {
-                            let (a, b) =
-                                (h[(g * k_n + k) * m_n + m], full[(i * k_n + k) * m_n + m]);
+                            let at = ((g / BATCH) * k_n + k) * m_n + m;
+                            let a = Cf32::new(hr[at][g % BATCH], hi[at][g % BATCH]);
+                            let b = full[(i * k_n + k) * m_n + m];
                             assert!(
                                 (a - b).norm() <= 1e-6 * (1.0 + b.norm()),
                                 "{layout:?} group {group} g {g} k {k} m {m}: {a} vs {b}"

@@ -23,8 +23,7 @@ use crate::config::{FrameConfig, SymbolKind};
 use crate::csi::pilot_sequence;
 use crate::frontend::{FrontEnd, Synthesizer};
 use crate::generator::TARGET_RMS;
-use crate::group_product::{Coefficients, GroupProduct};
-use crate::ofdm::quantise_ci16;
+use crate::group_product::GroupProduct;
 use crate::simd::Isa;
 use crate::uplink::Detector;
 use crate::PhyError;
@@ -77,7 +76,6 @@ pub struct DownlinkPipeline {
     dl_syms: Vec<usize>,
     user_syms: Vec<Cf32>,
     ant_syms: Vec<Cf32>,
-    time: Vec<Cf32>,
     stages: DownlinkStages,
 }
 
@@ -93,7 +91,6 @@ impl DownlinkPipeline {
             dl_syms: cfg.symbols_of(SymbolKind::Downlink),
             user_syms: vec![Cf32::default(); k * d],
             ant_syms: vec![Cf32::default(); m * d],
-            time: vec![Cf32::default(); cfg.symbol_len()],
             stages: DownlinkStages::default(),
             cfg: cfg.clone(),
         }
@@ -142,8 +139,8 @@ impl DownlinkPipeline {
         // group's noise gains count once per subcarrier of the group).
         let total: f64 = (0..det.groups())
             .map(|g| {
-                let gains = &det.noise_gain[g * k_n..(g + 1) * k_n];
-                det.group_range(g).1 as f64 * gains.iter().map(|&x| x as f64).sum::<f64>()
+                let gains: f64 = (0..k_n).map(|k| det.noise_gain(g, k) as f64).sum();
+                det.group_range(g).1 as f64 * gains
             })
             .sum();
         let beta = (k_n as f64 * d as f64 / total.max(f64::MIN_POSITIVE)).sqrt() as f32;
@@ -179,7 +176,7 @@ impl DownlinkPipeline {
             }
             for g in 0..det.groups() {
                 let (i0, n) = det.group_range(g);
-                let p = Coefficients::precoder(det.detector(g), k_n, m_n, beta);
+                let p = det.precoder(g, beta);
                 self.product.apply(
                     isa,
                     p,
@@ -191,12 +188,14 @@ impl DownlinkPipeline {
                 );
             }
             lap(&mut st.precode);
-            for m in 0..m_n {
-                self.synth
-                    .symbol(&self.ant_syms[m * d..(m + 1) * d], tx_gain, &mut self.time);
-                let out = &mut tx_samples[m * frame_len + sym * sym_len..][..sym_len];
-                quantise_ci16(&self.time, out);
-            }
+            self.synth.antennas_ci16(
+                &self.ant_syms,
+                m_n,
+                tx_gain,
+                tx_samples,
+                frame_len,
+                sym * sym_len,
+            );
             lap(&mut st.ifft);
         }
         self.stages = st;

@@ -1,17 +1,90 @@
-//! Receive front end shared by the base station and the emulated users: per antenna,
-//! CP removal of a batch of symbols, one batched FFT, data-subcarrier gather, and the
-//! energy of the null subcarriers (the noise measurement).
+//! Receive front end shared by the base station and the emulated users: CP removal,
+//! FFT, data-subcarrier gather, and the energy of the null subcarriers (the noise
+//! measurement); and the transmit side's IFFT with CP and ci16 quantisation.
+//!
+//! Two paths: per antenna (rustfft, any FFT size: [`FrontEnd::antenna`],
+//! [`FrontEnd::antenna_planar`], [`Synthesizer::symbol`]) and, for power-of-two
+//! sizes, every antenna of a frame at once ([`FrontEnd::frame_planar`],
+//! [`FrontEnd::frame_rows`], [`Synthesizer::antennas_ci16`]): 16 antennas per
+//! transform of [`crate::fft`], the ci16 conversion and the subcarrier gather
+//! fused into the 16 x 16 transposes around it.
+
+use std::ops::Range;
 
 use radiohost_iq::{Cf32, Ci16};
 
 use crate::config::FrameConfig;
 use crate::csi::null_bin_energy;
-use crate::ofdm::{gather_data, remove_cp_ci16, OfdmFft};
+use crate::fft::lanes::Lanes;
+use crate::fft::{dispatch_lanes, BatchFft, Row, LANES};
+use crate::ofdm::{bin_runs, data_bin, gather_data, remove_cp_ci16, OfdmFft};
+use crate::simd::Isa;
 
-/// Owns the FFT plan and a batch buffer sized for a whole frame.
+/// Full-scale ci16 to f32 (as [`remove_cp_ci16`]).
+const CI16_SCALE: f32 = 1.0 / i16::MAX as f32;
+
+/// The batched transform of a power-of-two size and the bin maps around it.
+#[derive(Debug)]
+struct Batched {
+    fft: BatchFft,
+    /// FFT bin (DC at 0) of every data subcarrier.
+    bins: Vec<usize>,
+    /// FFT bins of the null subcarriers.
+    null_runs: Vec<Range<usize>>,
+    null_count: usize,
+    /// Highest instruction set used (tests force each build).
+    isa: Isa,
+}
+
+impl Batched {
+    /// `None` where the batched FFT cannot do the size (the per-antenna path runs).
+    fn new(cfg: &FrameConfig) -> Option<Self> {
+        let n = cfg.fft_size;
+        let fft = BatchFft::new(n).ok()?;
+        let (start, num) = (cfg.data_start, cfg.data_num);
+        let null_runs: Vec<Range<usize>> = [(0, start), (start + num, n)]
+            .into_iter()
+            .flat_map(|(a, b)| bin_runs(n, a, b))
+            .filter(|r| !r.is_empty())
+            .collect();
+        Some(Self {
+            fft,
+            bins: (0..num).map(|i| data_bin(n, start, i)).collect(),
+            null_count: null_runs.iter().map(|r| r.len()).sum(),
+            null_runs,
+            isa: Isa::Avx512,
+        })
+    }
+}
+
+/// Where [`FrontEnd`]'s batched path writes the data subcarriers.
+enum Dest<'a> {
+    /// `re`/`im[planar_index(j, s, m, ..)][l]` (see [`FrontEnd::antenna_planar`]).
+    Planar {
+        re: &'a mut [[f32; SLICE]],
+        im: &'a mut [[f32; SLICE]],
+    },
+    /// `out[(j * antennas + m) * data_num + i]`.
+    Rows(&'a mut [Cf32]),
+}
+
+/// One batched front-end call: every antenna of `samples`, the listed symbols.
+struct FrontJob<'a> {
+    batched: &'a mut Batched,
+    samples: &'a [Ci16],
+    antennas: usize,
+    frame_len: usize,
+    symbol_len: usize,
+    cp_len: usize,
+    symbols: &'a [usize],
+    dest: Dest<'a>,
+}
+
+/// Owns the FFT plans and a batch buffer sized for a whole frame.
 #[derive(Debug)]
 pub struct FrontEnd {
     fft: OfdmFft,
+    batched: Option<Batched>,
     batch: Vec<Cf32>,
     fft_size: usize,
     cp_len: usize,
@@ -25,6 +98,7 @@ impl FrontEnd {
     pub fn new(cfg: &FrameConfig) -> Self {
         Self {
             fft: OfdmFft::new(cfg.fft_size),
+            batched: Batched::new(cfg),
             batch: vec![Cf32::default(); cfg.fft_size * cfg.schedule.len()],
             fft_size: cfg.fft_size,
             cp_len: cfg.cp_len,
@@ -128,23 +202,260 @@ impl FrontEnd {
     }
 }
 
+impl FrontEnd {
+    /// [`Self::antenna_planar`] for every antenna of a frame at once: `samples` is
+    /// antenna-major (`frame_len` per antenna), `antennas` of them. The batched FFT
+    /// runs where the size is a power of two, the per-antenna path otherwise; both
+    /// write the same layout. Returns the null-bin energy and bin count summed over
+    /// every antenna and listed symbol.
+    ///
+    /// # Panics
+    /// If `samples` or the outputs are too short (caller bugs).
+    pub fn frame_planar(
+        &mut self,
+        samples: &[Ci16],
+        antennas: usize,
+        symbols: &[usize],
+        re: &mut [[f32; SLICE]],
+        im: &mut [[f32; SLICE]],
+    ) -> (f64, usize) {
+        let frame_len = self.frame_len(antennas, samples.len());
+        let need = symbols.len() * self.data_num.div_ceil(SLICE) * antennas;
+        assert!(re.len() >= need && im.len() >= need, "frame_planar: output too short");
+        if self.batched.is_none() {
+            let (mut e, mut c) = (0.0, 0);
+            for m in 0..antennas {
+                let frame = &samples[m * frame_len..(m + 1) * frame_len];
+                let (e1, c1) = self.antenna_planar(frame, symbols, re, im, m, antennas);
+                e += e1;
+                c += c1;
+            }
+            return (e, c);
+        }
+        self.batched_job(samples, antennas, frame_len, symbols, Dest::Planar { re, im })
+    }
+
+    /// [`Self::antenna`] for every antenna of a frame at once (see
+    /// [`Self::frame_planar`]): data subcarrier `i` of antenna `m` in the `j`-th
+    /// listed symbol goes to `out[(j * antennas + m) * data_num + i]`.
+    ///
+    /// # Panics
+    /// If `samples` or `out` is too short (caller bugs).
+    pub fn frame_rows(
+        &mut self,
+        samples: &[Ci16],
+        antennas: usize,
+        symbols: &[usize],
+        out: &mut [Cf32],
+    ) -> (f64, usize) {
+        let frame_len = self.frame_len(antennas, samples.len());
+        let d = self.data_num;
+        assert!(out.len() >= symbols.len() * antennas * d, "frame_rows: output too short");
+        if self.batched.is_none() {
+            let (mut e, mut c) = (0.0, 0);
+            for m in 0..antennas {
+                let frame = &samples[m * frame_len..(m + 1) * frame_len];
+                let (e1, c1) = self.antenna(frame, symbols, out, m * d, antennas * d);
+                e += e1;
+                c += c1;
+            }
+            return (e, c);
+        }
+        self.batched_job(samples, antennas, frame_len, symbols, Dest::Rows(out))
+    }
+
+    /// Samples per antenna of a frame buffer holding `antennas` frames.
+    fn frame_len(&self, antennas: usize, len: usize) -> usize {
+        assert!(antennas > 0 && len % antennas == 0, "front end: ragged frame buffer");
+        len / antennas
+    }
+
+    fn batched_job(
+        &mut self,
+        samples: &[Ci16],
+        antennas: usize,
+        frame_len: usize,
+        symbols: &[usize],
+        dest: Dest<'_>,
+    ) -> (f64, usize) {
+        let batched = self.batched.as_mut().expect("batched path planned");
+        let last = symbols.iter().max().map_or(0, |s| s + 1);
+        assert!(last * self.symbol_len <= frame_len, "front end: frame too short");
+        let job = &mut FrontJob {
+            batched,
+            samples,
+            antennas,
+            frame_len,
+            symbol_len: self.symbol_len,
+            cp_len: self.cp_len,
+            symbols,
+            dest,
+        };
+        let isa = Isa::detect().min(job.batched.isa);
+        dispatch_lanes!(isa, fn run(job: &mut FrontJob<'_>) -> (f64, usize) => front_batch)
+    }
+}
+
+/// The batched front end: per group of 16 antennas and listed symbol, CP removal
+/// and ci16 conversion through a transpose, one 16-lane FFT, the null-bin energy,
+/// and the data subcarriers out through a transpose.
+#[inline(always)]
+fn front_batch<V: Lanes>(job: &mut FrontJob<'_>) -> (f64, usize) {
+    let b = &mut *job.batched;
+    let n = b.fft.size();
+    let d = b.bins.len();
+    let slices = d.div_ceil(SLICE);
+    let (mut energy, mut count) = (0.0, 0);
+    for m0 in (0..job.antennas).step_by(LANES) {
+        let valid = LANES.min(job.antennas - m0);
+        for (j, &sym) in job.symbols.iter().enumerate() {
+            let at = sym * job.symbol_len + job.cp_len;
+            let (xr, xi) = b.fft.input_mut();
+            for t0 in (0..n).step_by(LANES) {
+                let mut rows = [V::zero(); LANES];
+                for (a, row) in rows.iter_mut().enumerate().take(valid) {
+                    let src = &job.samples[(m0 + a) * job.frame_len + at + t0..][..LANES];
+                    // SAFETY: `src` holds 16 samples.
+                    *row = unsafe { V::load_ci16(src.as_ptr()) };
+                }
+                V::transpose(&mut rows);
+                for (t, row) in rows.iter().enumerate() {
+                    let (r, i) = row.ci16_to_f32(CI16_SCALE);
+                    store(r, &mut xr[t0 + t]);
+                    store(i, &mut xi[t0 + t]);
+                }
+            }
+            let side = b.fft.run_lanes::<V>(false);
+            let (fr, fi) = b.fft.buffers(side);
+            // Two accumulators: half the terms each, half the rounding.
+            let mut acc = [V::zero(); 2];
+            for run in &b.null_runs {
+                for k in run.clone() {
+                    let (r, i) = (load::<V>(&fr[k]), load::<V>(&fi[k]));
+                    let a = &mut acc[k & 1];
+                    *a = i.mul_add(i, r.mul_add(r, *a));
+                }
+            }
+            let lanes = acc[0].add(acc[1]).to_array();
+            energy += lanes[..valid].iter().map(|&v| v as f64).sum::<f64>();
+            count += b.null_count * valid;
+            for s in 0..slices {
+                let bins = &b.bins[s * SLICE..d.min((s + 1) * SLICE)];
+                let (mut rr, mut ri) = ([V::zero(); LANES], [V::zero(); LANES]);
+                for (l, &k) in bins.iter().enumerate() {
+                    rr[l] = load(&fr[k]);
+                    ri[l] = load(&fi[k]);
+                }
+                V::transpose(&mut rr);
+                V::transpose(&mut ri);
+                match &mut job.dest {
+                    Dest::Planar { re, im } => {
+                        for a in 0..valid {
+                            let at = planar_index(j, s, m0 + a, slices, job.antennas);
+                            // SAFETY: a slice holds 16 f32.
+                            unsafe {
+                                rr[a].store(re[at].as_mut_ptr());
+                                ri[a].store(im[at].as_mut_ptr());
+                            }
+                        }
+                    }
+                    Dest::Rows(out) => {
+                        for a in 0..valid {
+                            let (r, i) = (rr[a].to_array(), ri[a].to_array());
+                            let row = (j * job.antennas + m0 + a) * d + s * SLICE;
+                            for (l, o) in out[row..row + bins.len()].iter_mut().enumerate() {
+                                *o = Cf32::new(r[l], i[l]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    (energy, count)
+}
+
+#[inline(always)]
+fn load<V: Lanes>(row: &Row) -> V {
+    // SAFETY: a row holds 16 f32.
+    unsafe { V::load(row.0.as_ptr()) }
+}
+
+#[inline(always)]
+fn store<V: Lanes>(v: V, row: &mut Row) {
+    // SAFETY: a row holds 16 f32.
+    unsafe { v.store(row.0.as_mut_ptr()) }
+}
+
 /// Transmit side: data subcarriers of one symbol to time samples with cyclic prefix.
 #[derive(Debug)]
 pub struct Synthesizer {
     fft: OfdmFft,
+    batched: Option<Batched>,
     freq: Vec<Cf32>,
+    time: Vec<Cf32>,
     cp_len: usize,
     data_start: usize,
+    data_num: usize,
 }
 
 impl Synthesizer {
     pub fn new(cfg: &FrameConfig) -> Self {
         Self {
             fft: OfdmFft::new(cfg.fft_size),
+            batched: Batched::new(cfg),
             freq: vec![Cf32::default(); cfg.fft_size],
+            time: vec![Cf32::default(); cfg.symbol_len()],
             cp_len: cfg.cp_len,
             data_start: cfg.data_start,
+            data_num: cfg.data_num,
         }
+    }
+
+    /// One symbol of every antenna, quantised: `data` holds `antennas` rows of
+    /// `data_num` subcarriers; antenna `m`'s `cp_len + fft_size` samples go to
+    /// `out[m * out_stride + offset..]`, each `Ci16::from_cf32` of what
+    /// [`Self::symbol`] computes. Power-of-two sizes run 16 antennas per
+    /// batched inverse FFT; other sizes antenna by antenna.
+    ///
+    /// # Panics
+    /// If `data` or `out` is too short (caller bugs).
+    pub fn antennas_ci16(
+        &mut self,
+        data: &[Cf32],
+        antennas: usize,
+        gain: f32,
+        out: &mut [Ci16],
+        out_stride: usize,
+        offset: usize,
+    ) {
+        let (d, len) = (self.data_num, self.time.len());
+        assert!(data.len() >= antennas * d, "antennas_ci16: input too short");
+        assert!(
+            antennas == 0 || (antennas - 1) * out_stride + offset + len <= out.len(),
+            "antennas_ci16: output too short"
+        );
+        let Some(batched) = self.batched.as_mut() else {
+            for m in 0..antennas {
+                let mut time = std::mem::take(&mut self.time);
+                self.symbol(&data[m * d..(m + 1) * d], gain, &mut time);
+                crate::ofdm::quantise_ci16(&time, &mut out[m * out_stride + offset..][..len]);
+                self.time = time;
+            }
+            return;
+        };
+        let job = &mut SynthJob {
+            batched,
+            data,
+            antennas,
+            scale: gain / (self.fft.size() as f32).sqrt(),
+            out,
+            out_stride,
+            offset,
+            cp_len: self.cp_len,
+        };
+        let isa = Isa::detect().min(job.batched.isa);
+        dispatch_lanes!(isa, fn run(job: &mut SynthJob<'_>) => synth_batch)
     }
 
     /// `out` (`cp_len + fft_size` samples) = `gain / sqrt(N)` x IFFT of `data` placed on
@@ -155,5 +466,235 @@ impl Synthesizer {
         self.fft.inverse_batch(&mut self.freq);
         let scale = gain / (self.fft.size() as f32).sqrt();
         crate::ofdm::add_cp(&self.freq, self.cp_len, scale, out);
+    }
+}
+
+/// One batched [`Synthesizer::antennas_ci16`] call.
+struct SynthJob<'a> {
+    batched: &'a mut Batched,
+    data: &'a [Cf32],
+    antennas: usize,
+    /// `gain / sqrt(N)`.
+    scale: f32,
+    out: &'a mut [Ci16],
+    out_stride: usize,
+    offset: usize,
+    cp_len: usize,
+}
+
+/// The batched transmit side: per group of 16 antennas, the data subcarriers in
+/// through a transpose (null bins zeroed), one 16-lane inverse FFT, then scaling,
+/// a transpose and ci16 quantisation straight into each antenna's symbol, whose
+/// tail is then copied in front as the cyclic prefix.
+#[inline(always)]
+fn synth_batch<V: Lanes>(job: &mut SynthJob<'_>) {
+    let b = &mut *job.batched;
+    let n = b.fft.size();
+    let d = b.bins.len();
+    let scale = V::splat(job.scale);
+    // Exactly `Ci16::from_cf32`, inlined so that it vectorises (`as` saturates and
+    // maps NaN to 0).
+    let q = |v: f32| (v * i16::MAX as f32).round() as i16;
+    for m0 in (0..job.antennas).step_by(LANES) {
+        let valid = LANES.min(job.antennas - m0);
+        let (xr, xi) = b.fft.input_mut();
+        for run in &b.null_runs {
+            xr[run.clone()].fill(Row::default());
+            xi[run.clone()].fill(Row::default());
+        }
+        for s in 0..d.div_ceil(SLICE) {
+            let bins = &b.bins[s * SLICE..d.min((s + 1) * SLICE)];
+            let (mut rr, mut ri) = ([V::zero(); LANES], [V::zero(); LANES]);
+            for a in 0..valid {
+                let src = &job.data[(m0 + a) * d + s * SLICE..][..bins.len()];
+                let (mut r, mut i) = ([0.0; LANES], [0.0; LANES]);
+                for (l, x) in src.iter().enumerate() {
+                    r[l] = x.re;
+                    i[l] = x.im;
+                }
+                // SAFETY: `r` and `i` hold 16 f32.
+                unsafe {
+                    rr[a] = V::load(r.as_ptr());
+                    ri[a] = V::load(i.as_ptr());
+                }
+            }
+            V::transpose(&mut rr);
+            V::transpose(&mut ri);
+            for (l, &k) in bins.iter().enumerate() {
+                store(rr[l], &mut xr[k]);
+                store(ri[l], &mut xi[k]);
+            }
+        }
+        let side = b.fft.run_lanes::<V>(true);
+        let (fr, fi) = b.fft.buffers(side);
+        let body = job.offset + job.cp_len;
+        for t0 in (0..n).step_by(LANES) {
+            let mut rr: [V; LANES] = std::array::from_fn(|t| load::<V>(&fr[t0 + t]).mul(scale));
+            let mut ri: [V; LANES] = std::array::from_fn(|t| load::<V>(&fi[t0 + t]).mul(scale));
+            V::transpose(&mut rr);
+            V::transpose(&mut ri);
+            for a in 0..valid {
+                let (r, i) = (rr[a].to_array(), ri[a].to_array());
+                let dst = &mut job.out[(m0 + a) * job.out_stride + body + t0..][..LANES];
+                for (l, o) in dst.iter_mut().enumerate() {
+                    *o = Ci16::new(q(r[l]), q(i[l]));
+                }
+            }
+        }
+        for a in 0..valid {
+            let start = (m0 + a) * job.out_stride + job.offset;
+            let end = start + job.cp_len + n;
+            job.out.copy_within(end - job.cp_len..end, start);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    fn config(antennas: usize, fft: usize, data: usize, cp: usize) -> FrameConfig {
+        FrameConfig::from_json(&format!(
+            r#"{{"bs_ant_num": {antennas}, "ue_ant_num": 2, "fft_size": {fft}, "ofdm_data_num": {data},
+            "cp_len": {cp}, "frame_schedule": "PUUUG", "modulation": "16QAM", "zc": 11}}"#
+        ))
+        .unwrap()
+    }
+
+    fn samples(cfg: &FrameConfig, seed: u64) -> Vec<Ci16> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        (0..cfg.antennas * cfg.frame_len())
+            .map(|_| Ci16::new(rng.gen_range(-9000..9000), rng.gen_range(-9000..9000)))
+            .collect()
+    }
+
+    /// Largest difference relative to the rms of `want`.
+    fn rel_err(got: impl Iterator<Item = f32>, want: impl Iterator<Item = f32>) -> f32 {
+        let (mut err, mut power, mut n) = (0f32, 0f64, 0);
+        for (g, w) in got.zip(want) {
+            err = err.max((g - w).abs());
+            power += (w as f64).powi(2);
+            n += 1;
+        }
+        err / (power / n as f64).sqrt() as f32
+    }
+
+    /// Isa caps to force: every build this CPU has.
+    fn builds() -> Vec<Isa> {
+        if Isa::cpu() < Isa::Avx512 {
+            println!("SKIPPED: AVX-512 build (this CPU has {})", Isa::cpu().name());
+        }
+        Isa::available()
+    }
+
+    #[test]
+    fn batched_front_end_matches_per_antenna_path() {
+        // 20 antennas: one full group of 16 and a partial one; 200 subcarriers: a
+        // partial last slice; a band wrapping past DC. Also the 64x16 frame's shape.
+        for (antennas, fft, data, cp) in [(20, 256, 200, 32), (64, 2048, 1200, 144), (5, 1024, 600, 72), (16, 512, 320, 36)] {
+            let cfg = config(antennas, fft, data, cp);
+            let x = samples(&cfg, fft as u64);
+            let syms = [0usize, 2, 3];
+            let d = cfg.data_num;
+            let slices = d.div_ceil(SLICE);
+            let mut reference = FrontEnd::new(&cfg);
+            reference.batched = None;
+            let (mut want_re, mut want_im) = (vec![[0.0; SLICE]; 3 * slices * antennas], vec![[0.0; SLICE]; 3 * slices * antennas]);
+            let want_e = reference.frame_planar(&x, antennas, &syms, &mut want_re, &mut want_im);
+            let mut want_rows = vec![Cf32::default(); 3 * antennas * d];
+            let want_e2 = reference.frame_rows(&x, antennas, &syms, &mut want_rows);
+            assert_eq!(want_e, want_e2);
+            for isa in builds() {
+                let mut front = FrontEnd::new(&cfg);
+                front.batched.as_mut().unwrap().isa = isa;
+                let mut re = vec![[f32::NAN; SLICE]; want_re.len()];
+                let mut im = vec![[f32::NAN; SLICE]; want_re.len()];
+                let (e, c) = front.frame_planar(&x, antennas, &syms, &mut re, &mut im);
+                let what = format!("{antennas}x{fft} {}", isa.name());
+                assert_eq!(c, want_e.1, "{what}");
+                assert!((e - want_e.0).abs() <= 1e-4 * want_e.0, "{what}: energy {e} vs {}", want_e.0);
+                let flat = |v: &[[f32; SLICE]]| v.iter().flatten().copied().collect::<Vec<f32>>();
+                let err = rel_err(
+                    flat(&re).into_iter().chain(flat(&im)),
+                    flat(&want_re).into_iter().chain(flat(&want_im)),
+                );
+                assert!(err <= 1e-4, "{what}: planar error {err}");
+                let mut rows = vec![Cf32::new(f32::NAN, 0.0); want_rows.len()];
+                let (e2, _) = front.frame_rows(&x, antennas, &syms, &mut rows);
+                assert_eq!(e2, e, "{what}");
+                let err = rel_err(
+                    rows.iter().flat_map(|v| [v.re, v.im]),
+                    want_rows.iter().flat_map(|v| [v.re, v.im]),
+                );
+                assert!(err <= 1e-4, "{what}: row error {err}");
+            }
+        }
+    }
+
+    #[test]
+    fn batched_synthesis_matches_per_antenna_path() {
+        for (antennas, fft, data, cp) in [(20, 256, 200, 32), (64, 2048, 1200, 144)] {
+            let cfg = config(antennas, fft, data, cp);
+            let mut rng = ChaCha8Rng::seed_from_u64(7);
+            let d = cfg.data_num;
+            let data: Vec<Cf32> = (0..antennas * d)
+                .map(|_| Cf32::new(rng.gen_range(-1.0..1.0), rng.gen_range(-1.0..1.0)))
+                .collect();
+            let len = cfg.symbol_len();
+            // Two symbols per antenna's frame; write the second.
+            let (stride, offset) = (2 * len, len);
+            let gain = 0.3 * (fft as f32 / d as f32).sqrt();
+            let mut reference = Synthesizer::new(&cfg);
+            reference.batched = None;
+            let mut want = vec![Ci16::default(); antennas * stride];
+            reference.antennas_ci16(&data, antennas, gain, &mut want, stride, offset);
+            // The per-antenna path is exactly `symbol` then `from_cf32`.
+            let mut time = vec![Cf32::default(); len];
+            reference.symbol(&data[d..2 * d], gain, &mut time);
+            let one: Vec<Ci16> = time.iter().map(|&v| Ci16::from_cf32(v)).collect();
+            assert_eq!(&want[stride + offset..][..len], &one[..]);
+            for isa in builds() {
+                let mut synth = Synthesizer::new(&cfg);
+                synth.batched.as_mut().unwrap().isa = isa;
+                let mut got = vec![Ci16::new(1, 1); antennas * stride];
+                synth.antennas_ci16(&data, antennas, gain, &mut got, stride, offset);
+                let what = format!("{antennas}x{fft} {}", isa.name());
+                let mut differ = 0;
+                for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                    if i % stride < offset {
+                        assert_eq!(*g, Ci16::new(1, 1), "{what}: wrote outside the symbol at {i}");
+                        continue;
+                    }
+                    // Different rounding inside the transform moves a sample by at
+                    // most one step of the quantiser.
+                    let step = (g.re as i32 - w.re as i32).abs().max((g.im as i32 - w.im as i32).abs());
+                    assert!(step <= 1, "{what}: sample {i}: {g:?} vs {w:?}");
+                    differ += (step != 0) as usize;
+                }
+                assert!(differ * 100 < got.len(), "{what}: {differ} samples differ");
+            }
+        }
+    }
+
+    #[test]
+    fn other_sizes_take_the_per_antenna_path() {
+        let cfg = config(4, 300, 200, 20);
+        assert!(FrontEnd::new(&cfg).batched.is_none());
+        let x = samples(&cfg, 1);
+        let d = cfg.data_num;
+        let mut front = FrontEnd::new(&cfg);
+        let mut rows = vec![Cf32::default(); 4 * d];
+        let got = front.frame_rows(&x, 4, &[1], &mut rows);
+        let mut want = vec![Cf32::default(); 4 * d];
+        let mut e = (0.0, 0);
+        for m in 0..4 {
+            let f = &x[m * cfg.frame_len()..(m + 1) * cfg.frame_len()];
+            let (e1, c1) = front.antenna(f, &[1], &mut want, m * d, 4 * d);
+            e = (e.0 + e1, e.1 + c1);
+        }
+        assert_eq!(got, e);
+        assert_eq!(rows, want);
     }
 }

@@ -19,37 +19,94 @@ pub const LANES: usize = 16;
 /// Output rows computed together (8 accumulators: enough independent FMA chains).
 const ROWS: usize = 4;
 
-/// A `rows x cols` coefficient matrix, column-major (`a(r, c) = a[c * rows + r]`, so
-/// the rows computed together read adjacent coefficients), times `gain`.
+/// A `rows x cols` complex coefficient matrix times `gain`, read in place from an
+/// interleaved [`Cf32`] matrix in either order: `a(r, c)` is
+/// `(re[r * row_step + c * col_step], im[..same..])` of its flat `f32` view.
 #[derive(Clone, Copy, Debug)]
 pub struct Coefficients<'a> {
-    pub a: &'a [Cf32],
+    re: &'a [f32],
+    im: &'a [f32],
+    row_step: usize,
+    col_step: usize,
     pub rows: usize,
     pub cols: usize,
     pub gain: f32,
 }
 
 impl<'a> Coefficients<'a> {
-    /// Equalisation: `W` (`K x M`) given as its transpose `W^T` (`M x K` row-major,
-    /// which is `W` column-major).
-    pub fn detector(w_transposed: &'a [Cf32], users: usize, antennas: usize) -> Self {
+    /// Checked constructor: every `a(r, c)` lies inside both slices.
+    fn new(
+        re: &'a [f32],
+        im: &'a [f32],
+        (rows, cols): (usize, usize),
+        (row_step, col_step): (usize, usize),
+        gain: f32,
+    ) -> Self {
+        if rows > 0 && cols > 0 {
+            let last = (rows - 1) * row_step + (cols - 1) * col_step;
+            assert!(
+                last < re.len() && last < im.len(),
+                "group product: coefficient matrix size"
+            );
+        }
         Self {
-            a: w_transposed,
-            rows: users,
-            cols: antennas,
-            gain: 1.0,
+            re,
+            im,
+            row_step,
+            col_step,
+            rows,
+            cols,
+            gain,
         }
     }
 
-    /// Reciprocity precoding: `gain * W^T` (`M x K`) from `W` (`K x M` row-major,
-    /// which is `W^T` column-major).
+    /// Equalisation: `W` (`K x M`) given as its transpose `W^T` (`M x K` row-major).
+    ///
+    /// # Panics
+    /// If `w_transposed` is not `users * antennas` long (a caller bug).
+    pub fn detector(w_transposed: &'a [Cf32], users: usize, antennas: usize) -> Self {
+        assert_eq!(w_transposed.len(), users * antennas, "group product: detector size");
+        let flat: &[f32] = bytemuck::cast_slice(w_transposed);
+        let im = flat.get(1..).unwrap_or_default();
+        Self::new(flat, im, (users, antennas), (2, 2 * users), 1.0)
+    }
+
+    /// Reciprocity precoding: `gain * W^T` (`M x K`) from `W` (`K x M` row-major).
+    ///
+    /// # Panics
+    /// If `w` is not `users * antennas` long (a caller bug).
     pub fn precoder(w: &'a [Cf32], users: usize, antennas: usize, gain: f32) -> Self {
-        Self {
-            a: w,
-            rows: antennas,
-            cols: users,
-            gain,
-        }
+        assert_eq!(w.len(), users * antennas, "group product: detector size");
+        let flat: &[f32] = bytemuck::cast_slice(w);
+        let im = flat.get(1..).unwrap_or_default();
+        Self::new(flat, im, (antennas, users), (2, 2 * antennas), gain)
+    }
+
+    /// Reciprocity precoding `gain * W^T` (`M x K`) from `W^T` (`M x K` row-major),
+    /// the layout equalisation reads too.
+    ///
+    /// # Panics
+    /// If `w_transposed` is not `users * antennas` long (a caller bug).
+    pub fn precoder_transposed(
+        w_transposed: &'a [Cf32],
+        users: usize,
+        antennas: usize,
+        gain: f32,
+    ) -> Self {
+        assert_eq!(w_transposed.len(), users * antennas, "group product: detector size");
+        let flat: &[f32] = bytemuck::cast_slice(w_transposed);
+        let im = flat.get(1..).unwrap_or_default();
+        Self::new(flat, im, (antennas, users), (2 * users, 2), gain)
+    }
+
+    /// `a(r, c)` without the gain.
+    #[inline(always)]
+    fn at(&self, r: usize, c: usize) -> (f32, f32) {
+        let i = r * self.row_step + c * self.col_step;
+        debug_assert!(i < self.re.len() && i < self.im.len());
+        // SAFETY: `Coefficients::new` checked that the largest index, at
+        // (rows - 1, cols - 1), is inside both slices; callers pass r < rows, c < cols.
+        unsafe { (*self.re.get_unchecked(i), *self.im.get_unchecked(i)) }
     }
 }
 
@@ -98,11 +155,6 @@ impl GroupProduct {
         out_stride: usize,
     ) {
         assert!(a.cols <= self.re.len(), "group product: scratch too small");
-        assert_eq!(
-            a.a.len(),
-            a.rows * a.cols,
-            "group product: coefficient matrix size"
-        );
         if n == 0 || a.rows == 0 {
             return;
         }
@@ -154,11 +206,6 @@ impl GroupProduct {
         out_stride: usize,
         s0: usize,
     ) {
-        assert_eq!(
-            a.a.len(),
-            a.rows * a.cols,
-            "group product: coefficient matrix size"
-        );
         assert!(
             re.len() >= a.cols && im.len() >= a.cols,
             "group product: input too short"
@@ -302,9 +349,9 @@ unsafe fn products_avx512<const R: usize>(
                 _mm512_loadu_ps(im[c].as_ptr()),
             )
         };
-        let coef = &a.a[c * a.rows + r0..][..R];
         for j in 0..R {
-            let (wr, wi) = (_mm512_set1_ps(coef[j].re), _mm512_set1_ps(coef[j].im));
+            let (cr, ci) = a.at(r0 + j, c);
+            let (wr, wi) = (_mm512_set1_ps(cr), _mm512_set1_ps(ci));
             ar[j] = _mm512_fmadd_ps(wr, xr, ar[j]);
             ar[j] = _mm512_fnmadd_ps(wi, xi, ar[j]);
             ai[j] = _mm512_fmadd_ps(wr, xi, ai[j]);
@@ -335,15 +382,14 @@ fn products<const R: usize, const FMA: bool>(
     let (re, im) = (&re[..a.cols], &im[..a.cols]);
     for c in 0..a.cols {
         let (xr, xi) = (&re[c], &im[c]);
-        let coef = &a.a[c * a.rows + r0..][..R];
         for j in 0..R {
-            let w = coef[j];
+            let (wr, wi) = a.at(r0 + j, c);
             let (ar, ai) = (&mut acc_re[j], &mut acc_im[j]);
             for l in 0..LANES {
-                ar[l] = fmadd::<FMA>(w.re, xr[l], ar[l]);
-                ar[l] = fmadd::<FMA>(-w.im, xi[l], ar[l]);
-                ai[l] = fmadd::<FMA>(w.re, xi[l], ai[l]);
-                ai[l] = fmadd::<FMA>(w.im, xr[l], ai[l]);
+                ar[l] = fmadd::<FMA>(wr, xr[l], ar[l]);
+                ar[l] = fmadd::<FMA>(-wi, xi[l], ar[l]);
+                ai[l] = fmadd::<FMA>(wr, xi[l], ai[l]);
+                ai[l] = fmadd::<FMA>(wi, xr[l], ai[l]);
             }
         }
     }

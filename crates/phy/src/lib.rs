@@ -1,7 +1,8 @@
 //! Massive-MIMO baseband kernels and reference pipelines.
 //!
 //! Kernels (each usable on its own, allocation-free once constructed):
-//! [`ofdm`] (batched FFT/IFFT, cyclic prefix), [`csi`] (pilots, channel estimation),
+//! [`ofdm`] (batched FFT/IFFT, cyclic prefix), [`fft`] (power-of-two FFTs of 16
+//! antennas at once, the front end's), [`csi`] (pilots, channel estimation),
 //! [`zf`] (zero-forcing detector, per-subcarrier equalisation and precoding),
 //! [`group_product`] (equalisation and precoding of a whole ZF group as one matrix
 //! product), [`qam`] (modulation and max-log soft demodulation), [`scramble`] (NR
@@ -21,6 +22,7 @@ pub mod crc;
 pub mod csi;
 pub mod downlink;
 pub mod evaluate;
+pub mod fft;
 pub mod frontend;
 pub mod generator;
 pub mod group_product;

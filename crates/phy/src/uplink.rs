@@ -15,9 +15,9 @@ use crate::coding::{user_c_init, BlockResult, RxChain};
 use crate::config::{FrameConfig, SymbolKind};
 use crate::csi::CsiEstimator;
 use crate::frontend::{planar_index, FrontEnd, SLICE};
-use crate::group_product::{transpose, Coefficients, GroupProduct};
+use crate::group_product::{Coefficients, GroupProduct};
 use crate::simd::Isa;
-use crate::zf::{zf_detector, ZfScratch};
+use crate::zf::{BatchIo, Lanes, ZfBatch, BATCH};
 use crate::PhyError;
 
 /// Everything the uplink recovered from one frame.
@@ -82,15 +82,19 @@ pub struct Detector {
     csi_est: CsiEstimator,
     pilot_syms: Vec<usize>,
     pilot_data: Vec<Cf32>,
-    /// `[group][user][antenna]`: the channel at each group's centre subcarrier.
-    pub h: Vec<Cf32>,
-    /// `[group][user][antenna]` (row-major `K x M` per group).
-    pub w: Vec<Cf32>,
-    /// `[group][antenna][user]`: each `W` transposed, what equalisation reads.
-    pub w_transposed: Vec<Cf32>,
+    /// `[batch][user][antenna]` lanes (group `g` in lane `g % 16` of batch `g / 16`):
+    /// the channel at each group's centre subcarrier.
+    h_re: Vec<Lanes>,
+    h_im: Vec<Lanes>,
+    /// One batch's detectors `W^T` (`[antenna][user]` lanes) and noise gains.
+    batch_wt_re: Vec<Lanes>,
+    batch_wt_im: Vec<Lanes>,
+    batch_gain: Vec<Lanes>,
+    /// `[group][antenna][user]`: each group's `W^T`, contiguous for the products.
+    w_transposed: Vec<Cf32>,
     /// `[group][user]`: `[(H^H H)^-1]_kk`.
-    pub noise_gain: Vec<f32>,
-    zf_scratch: ZfScratch,
+    noise_gain: Vec<f32>,
+    zf: ZfBatch,
     antennas: usize,
     users: usize,
     data_num: usize,
@@ -104,17 +108,20 @@ impl Detector {
     pub fn new(cfg: &FrameConfig) -> Self {
         let (m, k, d) = (cfg.antennas, cfg.users, cfg.data_num);
         let pilot_syms = cfg.symbols_of(SymbolKind::Pilot);
-        let groups = cfg.zf_groups();
+        let lanes = cfg.zf_groups().div_ceil(BATCH) * k * m;
         Self {
             front: FrontEnd::new(cfg),
             csi_est: CsiEstimator::new(cfg.pilot_layout, m, k, d),
             pilot_data: vec![Cf32::default(); pilot_syms.len() * m * d],
             pilot_syms,
-            h: vec![Cf32::default(); groups * k * m],
-            w: vec![Cf32::default(); groups * k * m],
-            w_transposed: vec![Cf32::default(); groups * k * m],
-            noise_gain: vec![0.0; groups * k],
-            zf_scratch: ZfScratch::with_antennas(m, k),
+            h_re: vec![[0.0; BATCH]; lanes],
+            h_im: vec![[0.0; BATCH]; lanes],
+            batch_wt_re: vec![[0.0; BATCH]; k * m],
+            batch_wt_im: vec![[0.0; BATCH]; k * m],
+            batch_gain: vec![[0.0; BATCH]; k],
+            w_transposed: vec![Cf32::default(); cfg.zf_groups() * k * m],
+            noise_gain: vec![0.0; cfg.zf_groups() * k],
+            zf: ZfBatch::new(m, k),
             antennas: m,
             users: k,
             data_num: d,
@@ -140,16 +147,27 @@ impl Detector {
         self.data_num.div_ceil(self.group)
     }
 
-    /// The detector of group `g` (`K x M`, row-major).
-    pub fn detector(&self, g: usize) -> &[Cf32] {
-        let mk = self.antennas * self.users;
-        &self.w[g * mk..(g + 1) * mk]
-    }
-
-    /// The detector of group `g` transposed (`M x K`, row-major).
+    /// Group `g`'s ZF detector transposed, `W^T` (`M x K` row-major).
     pub fn detector_transposed(&self, g: usize) -> &[Cf32] {
         let mk = self.antennas * self.users;
         &self.w_transposed[g * mk..(g + 1) * mk]
+    }
+
+    /// Group `g`'s ZF detector `W` (`K x M`) as equalisation coefficients.
+    pub fn equalizer(&self, g: usize) -> Coefficients<'_> {
+        Coefficients::detector(self.detector_transposed(g), self.users, self.antennas)
+    }
+
+    /// Group `g`'s reciprocity precoder `gain * W^T` (`M x K`) as coefficients.
+    pub fn precoder(&self, g: usize, gain: f32) -> Coefficients<'_> {
+        let wt = self.detector_transposed(g);
+        Coefficients::precoder_transposed(wt, self.users, self.antennas, gain)
+    }
+
+    /// `[(H^H H)^-1]_kk` of user `k` in group `g` (post-equaliser noise per unit of
+    /// receiver noise variance).
+    pub fn noise_gain(&self, g: usize, k: usize) -> f32 {
+        self.noise_gain[g * self.users + k]
     }
 
     /// FFT the pilot symbols of every antenna, estimate the channel at every group's
@@ -159,7 +177,7 @@ impl Detector {
     /// # Errors
     /// A wrong sample count, or a group whose channel matrix is rank deficient.
     pub fn process(&mut self, samples: &[Ci16]) -> Result<(f64, usize), PhyError> {
-        let (m_n, k_n, d) = (self.antennas, self.users, self.data_num);
+        let (m_n, k_n) = (self.antennas, self.users);
         if samples.len() != m_n * self.frame_len {
             return Err(PhyError::SampleCount {
                 expected: m_n * self.frame_len,
@@ -167,47 +185,47 @@ impl Detector {
             });
         }
         let t0 = Instant::now();
-        let (mut e, mut c) = (0.0, 0);
-        for m in 0..m_n {
-            let frame = &samples[m * self.frame_len..(m + 1) * self.frame_len];
-            let (e1, c1) = self.front.antenna(
-                frame,
-                &self.pilot_syms,
-                &mut self.pilot_data,
-                m * d,
-                m_n * d,
-            );
-            e += e1;
-            c += c1;
-        }
+        let (e, c) = self
+            .front
+            .frame_rows(samples, m_n, &self.pilot_syms, &mut self.pilot_data);
         let t1 = Instant::now();
         self.csi_est.estimate_groups(
             &self.pilot_data,
             self.pilot_syms.len(),
             self.group,
-            &mut self.h,
+            &mut self.h_re,
+            &mut self.h_im,
         );
         let t2 = Instant::now();
         let mk = m_n * k_n;
-        for g in 0..self.groups() {
-            zf_detector(
-                &self.h[g * mk..(g + 1) * mk],
-                m_n,
-                k_n,
-                &mut self.zf_scratch,
-                &mut self.w[g * mk..(g + 1) * mk],
-                &mut self.noise_gain[g * k_n..(g + 1) * k_n],
-            )
-            .map_err(|source| PhyError::Zf {
-                subcarrier: self.csi_est.group_centre(self.group, g),
-                source,
+        let groups = self.groups();
+        for b in 0..groups.div_ceil(BATCH) {
+            let io = BatchIo {
+                hr: &self.h_re[b * mk..(b + 1) * mk],
+                hi: &self.h_im[b * mk..(b + 1) * mk],
+                wtr: &mut self.batch_wt_re,
+                wti: &mut self.batch_wt_im,
+                noise_gain: &mut self.batch_gain,
+            };
+            let valid = BATCH.min(groups - b * BATCH);
+            self.zf.solve(io, valid).map_err(|e| PhyError::Zf {
+                subcarrier: self.csi_est.group_centre(self.group, b * BATCH + e.lane),
+                source: e.source,
             })?;
-            transpose(
-                &self.w[g * mk..(g + 1) * mk],
-                k_n,
-                m_n,
-                &mut self.w_transposed[g * mk..(g + 1) * mk],
-            );
+            // Each lane's detector to its group's contiguous matrix.
+            let first = b * BATCH;
+            let wt = &mut self.w_transposed[first * mk..(first + valid) * mk];
+            let ng = &mut self.noise_gain[first * k_n..(first + valid) * k_n];
+            for (e, (r, i)) in self.batch_wt_re.iter().zip(&self.batch_wt_im).enumerate() {
+                for l in 0..valid {
+                    wt[l * mk + e] = Cf32::new(r[l], i[l]);
+                }
+            }
+            for (k, gain) in self.batch_gain.iter().enumerate() {
+                for l in 0..valid {
+                    ng[l * k_n + k] = gain[l];
+                }
+            }
         }
         let t3 = Instant::now();
         self.stages = UplinkStages {
@@ -276,20 +294,15 @@ impl UplinkPipeline {
         let (mut energy, mut count) = self.detector.process(samples)?;
         let mut st = self.detector.stages;
         let t0 = Instant::now();
-        let frame_len = self.cfg.frame_len();
-        for m in 0..m_n {
-            let frame = &samples[m * frame_len..(m + 1) * frame_len];
-            let (e, c) = self.front.antenna_planar(
-                frame,
-                &self.ul_syms,
-                &mut self.ul_re,
-                &mut self.ul_im,
-                m,
-                m_n,
-            );
-            energy += e;
-            count += c;
-        }
+        let (e, c) = self.front.frame_planar(
+            samples,
+            m_n,
+            &self.ul_syms,
+            &mut self.ul_re,
+            &mut self.ul_im,
+        );
+        energy += e;
+        count += c;
         let noise = energy / count.max(1) as f64;
         out.noise_var = noise;
         let mut t = Instant::now();
@@ -298,7 +311,7 @@ impl UplinkPipeline {
         for g in 0..det.groups() {
             let (i0, n) = det.group_range(g);
             for k in 0..k_n {
-                let v = (noise * det.noise_gain[g * k_n + k] as f64) as f32;
+                let v = (noise * det.noise_gain(g, k) as f64) as f32;
                 self.nv[k * d + i0..k * d + i0 + n].fill(v);
             }
         }
@@ -315,7 +328,7 @@ impl UplinkPipeline {
         for u in 0..self.ul_syms.len() {
             for g in 0..det.groups() {
                 let (i0, n) = det.group_range(g);
-                let w = Coefficients::detector(det.detector_transposed(g), k_n, m_n);
+                let w = det.equalizer(g);
                 // The 16-subcarrier slices this group covers, and its lanes in each.
                 for s in i0 / SLICE..(i0 + n).div_ceil(SLICE) {
                     let s0 = s * SLICE;

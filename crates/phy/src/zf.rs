@@ -15,7 +15,7 @@
 
 use radiohost_iq::Cf32;
 
-use crate::simd::{dispatch, Isa};
+use crate::simd::{dispatch, fmadd, Isa};
 
 /// The Gram matrix was not positive definite: the users' channels are (numerically)
 /// linearly dependent on this subcarrier.
@@ -260,6 +260,268 @@ fn zf_body<const FMA: bool>(
     Ok(())
 }
 
+/// Groups [`ZfBatch`] solves together: one per f32 lane of an AVX-512 register.
+pub const BATCH: usize = 16;
+
+/// One value of every group of a batch.
+pub type Lanes = [f32; BATCH];
+
+/// A group of a batch whose Gram matrix was not positive definite.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("{source} (batch lane {lane})")]
+pub struct ZfLaneError {
+    /// The lane (group within the batch) that failed.
+    pub lane: usize,
+    pub source: ZfError,
+}
+
+/// Zero-forcing of up to [`BATCH`] subcarrier groups at once, one group per lane.
+///
+/// The per-subcarrier [`zf_detector`] spends its time in horizontal reductions
+/// (each Gram entry is a dot product of `M` values) and in scalar Cholesky steps; with
+/// one group per lane every step of the same algorithm is a plain 16-wide vector
+/// operation. Layouts (planar, lanes innermost): channel `h[k*M + m]` (user `k`'s
+/// antenna vector, as [`crate::csi::CsiEstimator::estimate_groups`] writes it),
+/// detector transposed `wt[m*K + k]` (what equalisation and precoding read), noise
+/// gains `[(H^H H)^-1]_kk` as `noise_gain[k]`.
+#[derive(Debug, Clone)]
+pub struct ZfBatch {
+    antennas: usize,
+    users: usize,
+    /// Cholesky factor, packed lower triangle (`L[i][j]` at `i*(i+1)/2 + j`).
+    lr: Vec<Lanes>,
+    li: Vec<Lanes>,
+    diag_inv: Vec<Lanes>,
+    /// One column of the Gram matrix (`G[i][j]` for `i >= j`, at `i - j`).
+    g_re: Vec<Lanes>,
+    g_im: Vec<Lanes>,
+}
+
+/// A batch's planar inputs and outputs (see [`ZfBatch`] for the layouts).
+pub struct BatchIo<'a> {
+    pub hr: &'a [Lanes],
+    pub hi: &'a [Lanes],
+    pub wtr: &'a mut [Lanes],
+    pub wti: &'a mut [Lanes],
+    pub noise_gain: &'a mut [Lanes],
+}
+
+impl ZfBatch {
+    /// Scratch for `antennas x users` channels.
+    pub fn new(antennas: usize, users: usize) -> Self {
+        let tri = users * (users + 1) / 2;
+        Self {
+            antennas,
+            users,
+            lr: vec![[0.0; BATCH]; tri],
+            li: vec![[0.0; BATCH]; tri],
+            diag_inv: vec![[0.0; BATCH]; users],
+            g_re: vec![[0.0; BATCH]; users],
+            g_im: vec![[0.0; BATCH]; users],
+        }
+    }
+
+    /// Solve every lane of `io.hr`/`io.hi` into `io.wtr`/`io.wti` and
+    /// `io.noise_gain`. Only lanes `< valid` are checked for rank (the others may
+    /// hold anything; their results are meaningless).
+    ///
+    /// # Errors
+    /// The first valid lane whose channel is (numerically) rank deficient.
+    ///
+    /// # Panics
+    /// If a buffer's size disagrees with the scratch's shape (caller bugs).
+    pub fn solve(&mut self, io: BatchIo<'_>, valid: usize) -> Result<(), ZfLaneError> {
+        self.solve_at(Isa::detect(), io, valid)
+    }
+
+    /// [`Self::solve`] built for `isa` (clamped to what the CPU has).
+    ///
+    /// # Errors
+    /// As [`Self::solve`].
+    pub fn solve_at(
+        &mut self,
+        isa: Isa,
+        io: BatchIo<'_>,
+        valid: usize,
+    ) -> Result<(), ZfLaneError> {
+        let mk = self.antennas * self.users;
+        assert_eq!(io.hr.len(), mk, "zf batch: channel size");
+        assert_eq!(io.hi.len(), mk, "zf batch: channel size");
+        assert_eq!(io.wtr.len(), mk, "zf batch: detector size");
+        assert_eq!(io.wti.len(), mk, "zf batch: detector size");
+        assert_eq!(io.noise_gain.len(), self.users, "zf batch: noise gain size");
+        let b = self;
+        let valid = valid.min(BATCH);
+        dispatch!(isa, fn run(b: &mut ZfBatch, io: BatchIo<'_>, valid: usize) -> Result<(), ZfLaneError> => batch_body)
+    }
+}
+
+#[inline(always)]
+fn batch_body<const FMA: bool>(
+    b: &mut ZfBatch,
+    io: BatchIo<'_>,
+    valid: usize,
+) -> Result<(), ZfLaneError> {
+    batch_cholesky::<FMA>(b, io.hr, io.hi, valid)?;
+    batch_substitute::<FMA>(b, io);
+    Ok(())
+}
+
+/// `acc += x * y`, lane by lane.
+#[inline(always)]
+fn lanes_fma<const FMA: bool>(acc: &mut Lanes, x: &Lanes, y: &Lanes) {
+    for l in 0..BATCH {
+        acc[l] = fmadd::<FMA>(x[l], y[l], acc[l]);
+    }
+}
+
+/// `acc -= x * y`, lane by lane.
+#[inline(always)]
+fn lanes_fms<const FMA: bool>(acc: &mut Lanes, x: &Lanes, y: &Lanes) {
+    for l in 0..BATCH {
+        acc[l] = fmadd::<FMA>(-x[l], y[l], acc[l]);
+    }
+}
+
+/// Users whose Gram entries are accumulated together (8 accumulators).
+const GRAM_ROWS: usize = 4;
+
+/// Gram matrix and its Cholesky factor, column by column (as [`zf_detector`]).
+#[inline(always)]
+fn batch_cholesky<const FMA: bool>(
+    b: &mut ZfBatch,
+    hr: &[Lanes],
+    hi: &[Lanes],
+    valid: usize,
+) -> Result<(), ZfLaneError> {
+    let (m, k) = (b.antennas, b.users);
+    let tri = |i: usize, j: usize| i * (i + 1) / 2 + j;
+    let ZfBatch {
+        lr,
+        li,
+        diag_inv,
+        g_re,
+        g_im,
+        ..
+    } = b;
+    for j in 0..k {
+        let (hjr, hji) = (&hr[j * m..(j + 1) * m], &hi[j * m..(j + 1) * m]);
+        // G[i][j] = h_i^H h_j for i >= j, GRAM_ROWS users at a time.
+        let mut i0 = j;
+        while i0 < k {
+            let rows = GRAM_ROWS.min(k - i0);
+            let mut ar = [[0f32; BATCH]; GRAM_ROWS];
+            let mut ai = [[0f32; BATCH]; GRAM_ROWS];
+            for a in 0..m {
+                let (yr, yi) = (&hjr[a], &hji[a]);
+                for r in 0..GRAM_ROWS {
+                    if r < rows {
+                        let (xr, xi) = (&hr[(i0 + r) * m + a], &hi[(i0 + r) * m + a]);
+                        // conj(x) * y
+                        lanes_fma::<FMA>(&mut ar[r], xr, yr);
+                        lanes_fma::<FMA>(&mut ar[r], xi, yi);
+                        lanes_fma::<FMA>(&mut ai[r], xr, yi);
+                        lanes_fms::<FMA>(&mut ai[r], xi, yr);
+                    }
+                }
+            }
+            g_re[i0 - j..i0 - j + rows].copy_from_slice(&ar[..rows]);
+            g_im[i0 - j..i0 - j + rows].copy_from_slice(&ai[..rows]);
+            i0 += rows;
+        }
+        // Diagonal: d = G[j][j] - sum_p |L[j][p]|^2.
+        let energy = g_re[0];
+        let mut d = energy;
+        for p in 0..j {
+            let (r, i) = (&lr[tri(j, p)], &li[tri(j, p)]);
+            lanes_fms::<FMA>(&mut d, r, r);
+            lanes_fms::<FMA>(&mut d, i, i);
+        }
+        for (lane, (&dl, &el)) in d.iter().zip(&energy).enumerate().take(valid) {
+            if dl.is_nan() || dl <= f32::EPSILON * 16.0 * el.max(f32::MIN_POSITIVE) {
+                return Err(ZfLaneError {
+                    lane,
+                    source: ZfError { user: j, pivot: dl },
+                });
+            }
+        }
+        let mut inv = [0f32; BATCH];
+        for l in 0..BATCH {
+            let ljj = d[l].sqrt();
+            lr[tri(j, j)][l] = ljj;
+            li[tri(j, j)][l] = 0.0;
+            inv[l] = 1.0 / ljj;
+        }
+        diag_inv[j] = inv;
+        // L[i][j] = (G[i][j] - sum_p L[i][p] conj(L[j][p])) / L[j][j].
+        for i in j + 1..k {
+            let (mut gr, mut gi) = (g_re[i - j], g_im[i - j]);
+            for p in 0..j {
+                let (ar, ai) = (&lr[tri(i, p)], &li[tri(i, p)]);
+                let (br, bi) = (&lr[tri(j, p)], &li[tri(j, p)]);
+                lanes_fms::<FMA>(&mut gr, ar, br);
+                lanes_fms::<FMA>(&mut gr, ai, bi);
+                lanes_fms::<FMA>(&mut gi, ai, br);
+                lanes_fma::<FMA>(&mut gi, ar, bi);
+            }
+            for l in 0..BATCH {
+                lr[tri(i, j)][l] = gr[l] * inv[l];
+                li[tri(i, j)][l] = gi[l] * inv[l];
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Forward (`L Z = H^H`) and back (`L^H W = Z`) substitution, one antenna column at
+/// a time: a column of `K` lane vectors stays in L1 and `W^T` is written row by row.
+#[inline(always)]
+fn batch_substitute<const FMA: bool>(b: &ZfBatch, io: BatchIo<'_>) {
+    let (m, k) = (b.antennas, b.users);
+    let tri = |i: usize, j: usize| i * (i + 1) / 2 + j;
+    io.noise_gain.iter_mut().for_each(|v| *v = [0.0; BATCH]);
+    for a in 0..m {
+        let (cr, ci) = (&mut io.wtr[a * k..(a + 1) * k], &mut io.wti[a * k..(a + 1) * k]);
+        for i in 0..k {
+            // z_i = (conj(h_i[a]) - sum_{p<i} L[i][p] z_p) / L[i][i]
+            let mut zr = io.hr[i * m + a];
+            let mut zi = io.hi[i * m + a];
+            zi.iter_mut().for_each(|v| *v = -*v);
+            for p in 0..i {
+                let (lr, li) = (&b.lr[tri(i, p)], &b.li[tri(i, p)]);
+                lanes_fms::<FMA>(&mut zr, lr, &cr[p]);
+                lanes_fma::<FMA>(&mut zr, li, &ci[p]);
+                lanes_fms::<FMA>(&mut zi, lr, &ci[p]);
+                lanes_fms::<FMA>(&mut zi, li, &cr[p]);
+            }
+            let inv = &b.diag_inv[i];
+            for l in 0..BATCH {
+                cr[i][l] = zr[l] * inv[l];
+                ci[i][l] = zi[l] * inv[l];
+            }
+        }
+        for i in (0..k).rev() {
+            // w_i = (z_i - sum_{p>i} conj(L[p][i]) w_p) / L[i][i]
+            let (mut xr, mut xi) = (cr[i], ci[i]);
+            for p in i + 1..k {
+                let (lr, li) = (&b.lr[tri(p, i)], &b.li[tri(p, i)]);
+                lanes_fms::<FMA>(&mut xr, lr, &cr[p]);
+                lanes_fms::<FMA>(&mut xr, li, &ci[p]);
+                lanes_fms::<FMA>(&mut xi, lr, &ci[p]);
+                lanes_fma::<FMA>(&mut xi, li, &cr[p]);
+            }
+            let inv = &b.diag_inv[i];
+            let ng = &mut io.noise_gain[i];
+            for l in 0..BATCH {
+                let (r, im) = (xr[l] * inv[l], xi[l] * inv[l]);
+                cr[i][l] = r;
+                ci[i][l] = im;
+                ng[l] = fmadd::<FMA>(r, r, fmadd::<FMA>(im, im, ng[l]));
+            }
+        }
+    }
+}
+
 /// Equalise one subcarrier: `x[k] = sum_m w[k][m] y[m]`.
 ///
 /// # Panics
@@ -425,6 +687,100 @@ pub(crate) mod tests {
         let err = zf_detector(&h, 8, 2, &mut ZfScratch::new(2), &mut w, &mut [0.0; 2]).unwrap_err();
         assert_eq!(err.user, 1);
         assert!(err.to_string().contains("linearly dependent"));
+    }
+
+    struct TestIo {
+        hr: Vec<Lanes>,
+        hi: Vec<Lanes>,
+        wtr: Vec<Lanes>,
+        wti: Vec<Lanes>,
+        ng: Vec<Lanes>,
+    }
+
+    impl TestIo {
+        fn new(m: usize, k: usize) -> Self {
+            let z = vec![[0.0; BATCH]; m * k];
+            Self {
+                hr: z.clone(),
+                hi: z.clone(),
+                wtr: z.clone(),
+                wti: z,
+                ng: vec![[0.0; BATCH]; k],
+            }
+        }
+
+        fn io(&mut self) -> BatchIo<'_> {
+            BatchIo {
+                hr: &self.hr,
+                hi: &self.hi,
+                wtr: &mut self.wtr,
+                wti: &mut self.wti,
+                noise_gain: &mut self.ng,
+            }
+        }
+    }
+
+    /// Every lane of the batched solver (every ISA build) equals the per-subcarrier
+    /// solver on that lane's channel; a dependent lane is reported, unused lanes are
+    /// not checked.
+    #[test]
+    fn batch_matches_per_group_solver() {
+        for (m, k, valid) in [(64usize, 16usize, 16usize), (8, 2, 5), (5, 5, 16), (4, 1, 1)] {
+            let chans: Vec<Vec<Cf32>> = (0..valid)
+                .map(|l| random_channel(m, k, (l * 7 + m + k) as u64))
+                .collect();
+            let mut scratch = ZfScratch::new(k);
+            for isa in Isa::available() {
+                let mut b = ZfBatch::new(m, k);
+                let mut io = TestIo::new(m, k);
+                for (l, h) in chans.iter().enumerate() {
+                    for (e, v) in h.iter().enumerate() {
+                        io.hr[e][l] = v.re;
+                        io.hi[e][l] = v.im;
+                    }
+                }
+                b.solve_at(isa, io.io(), valid).unwrap();
+                for (l, h) in chans.iter().enumerate() {
+                    let mut w = vec![Cf32::default(); m * k];
+                    let mut ng = vec![0.0; k];
+                    zf_detector_at(Isa::Portable, h, m, k, &mut scratch, &mut w, &mut ng)
+                        .unwrap();
+                    let scale = w.iter().map(|v| v.norm()).fold(0.0, f32::max);
+                    for u in 0..k {
+                        for a in 0..m {
+                            let got = Cf32::new(io.wtr[a * k + u][l], io.wti[a * k + u][l]);
+                            let want = w[u * m + a];
+                            assert!(
+                                (got - want).norm() <= 1e-4 * scale,
+                                "{isa:?} {m}x{k} lane {l}: {got} vs {want}"
+                            );
+                        }
+                        let (g, want) = (io.ng[u][l], ng[u]);
+                        assert!((g - want).abs() <= 1e-4 * want.abs(), "{isa:?} noise gain");
+                    }
+                }
+            }
+        }
+        // Lane 3 of 4 dependent: reported as lane 3, user 1.
+        let mut b = ZfBatch::new(8, 2);
+        let mut io = TestIo::new(8, 2);
+        for l in 0..4 {
+            let mut h = random_channel(8, 2, 40 + l as u64);
+            if l == 3 {
+                let (x, y) = h.split_at_mut(8);
+                y.copy_from_slice(x);
+            }
+            for (e, v) in h.iter().enumerate() {
+                io.hr[e][l] = v.re;
+                io.hi[e][l] = v.im;
+            }
+        }
+        for isa in Isa::available() {
+            let err = b.solve_at(isa, io.io(), 4).unwrap_err();
+            assert_eq!((err.lane, err.source.user), (3, 1), "{isa:?}");
+            assert!(err.to_string().contains("linearly dependent"));
+            b.solve_at(isa, io.io(), 3).unwrap();
+        }
     }
 
     /// The AVX2 and AVX-512 builds agree with the portable one.

@@ -42,6 +42,19 @@ create_exception!(
     "A channel-emulation (dsp) operation failed."
 );
 
+create_exception!(
+    radiohost,
+    PmtError,
+    RadiohostError,
+    "A PMT transfer could not run or did not deliver the object intact."
+);
+create_exception!(
+    radiohost,
+    StationError,
+    RadiohostError,
+    "A station run or simulation could not be set up or failed."
+);
+
 /// The error's message followed by each `source` not already part of it.
 pub fn message(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
@@ -77,6 +90,14 @@ pub fn dsp(e: impl std::error::Error) -> PyErr {
     DspError::new_err(message(&e))
 }
 
+pub fn pmt(e: impl std::error::Error) -> PyErr {
+    PmtError::new_err(message(&e))
+}
+
+pub fn station(e: impl std::error::Error) -> PyErr {
+    StationError::new_err(message(&e))
+}
+
 /// A `ValueError` for arguments that do not fit (shapes, names, ranges).
 pub fn value(text: impl Into<String>) -> PyErr {
     pyo3::exceptions::PyValueError::new_err(text.into())
@@ -90,5 +111,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PhyError", py.get_type::<PhyError>())?;
     m.add("RadioError", py.get_type::<RadioError>())?;
     m.add("DspError", py.get_type::<DspError>())?;
+    m.add("PmtError", py.get_type::<PmtError>())?;
+    m.add("StationError", py.get_type::<StationError>())?;
     Ok(())
 }

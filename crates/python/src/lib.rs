@@ -6,7 +6,9 @@
 //! * [`phy`]: QAM, OFDM, zero forcing, uplink frames with their truth;
 //! * [`radio`]: every radio backend (emulated, SigMF, WARP, CHDR, ZeroMQ) in
 //!   UHD's Python vocabulary;
-//! * [`dsp`]: the UPOLS MIMO convolver and channel models.
+//! * [`dsp`]: the UPOLS MIMO convolver and channel models;
+//! * [`pmt`]: PMT transfers (send to several receivers, receive one object);
+//! * [`station`]: station runs and simulations from a dict of options.
 //!
 //! Long calls release the GIL; errors are Python exceptions carrying the
 //! library's message (`radiohost.RadiohostError` and subclasses).
@@ -16,10 +18,13 @@ use pyo3::prelude::*;
 mod convert;
 mod dsp;
 mod errors;
+mod interrupt;
 mod ldpc;
 mod phy;
+mod pmt;
 mod radio;
 mod sigmf;
+mod station;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -39,6 +44,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(phy::generate_uplink_frame, m)?)?;
     m.add_class::<phy::UplinkDecoder>()?;
     m.add_function(wrap_pyfunction!(phy::evaluate, m)?)?;
+    m.add_function(wrap_pyfunction!(phy::phy_bench, m)?)?;
     m.add_class::<radio::Radio>()?;
     m.add_class::<radio::RxStreamer>()?;
     m.add_class::<radio::TxStreamer>()?;
@@ -49,5 +55,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dsp::Convolver>()?;
     m.add_class::<dsp::FadingModel>()?;
     m.add_function(wrap_pyfunction!(dsp::rayleigh_taps, m)?)?;
+    m.add_function(wrap_pyfunction!(pmt::pmt_send, m)?)?;
+    m.add_class::<pmt::PmtReceiver>()?;
+    m.add_function(wrap_pyfunction!(station::station_run, m)?)?;
+    m.add_function(wrap_pyfunction!(station::station_simulate, m)?)?;
     Ok(())
 }

@@ -23,6 +23,7 @@ use radiohost_phy::FrameConfig as Config;
 
 use crate::convert::to_py;
 use crate::errors::{self, value};
+use crate::interrupt::Interrupt;
 
 fn modulation(name: &str) -> PyResult<Modulation> {
     Modulation::from_name(name).ok_or_else(|| {
@@ -489,5 +490,29 @@ pub fn evaluate<'py>(
     let report = py
         .detach(|| run_evaluate(cfg, "python", dir, frames, |_| {}))
         .map_err(errors::phy)?;
+    to_py(py, &report)
+}
+
+/// phy_bench(seconds=0.5) -> dict
+///
+/// `radiohost phy bench --json` on this thread: every baseband kernel and a whole
+/// 64x16 uplink and downlink frame timed for about ``seconds`` each, beside its
+/// physical floor (``peak``, ``copy_bandwidth``, ``rows``: ``name``, ``value``,
+/// ``unit``, ``floor``...). Row ``ldpc_decode_bg1_z384_r1/3_5it`` is the Rust LDPC
+/// decode benchmark ``examples/python/ldpc_throughput.py`` compares against.
+#[pyfunction]
+#[pyo3(signature = (seconds=0.5))]
+pub fn phy_bench(py: Python<'_>, seconds: f64) -> PyResult<Bound<'_, PyAny>> {
+    if !(seconds.is_finite() && seconds > 0.0) {
+        return Err(value(format!(
+            "seconds {seconds}: give a positive number of seconds per kernel"
+        )));
+    }
+    // Between kernels, a pending KeyboardInterrupt stops the benchmark and is raised.
+    let interrupt = Interrupt::default();
+    let report = py
+        .detach(|| radiohost_phy::bench::run(seconds, interrupt.flag(), |_| interrupt.check()))
+        .map_err(errors::phy)?;
+    interrupt.raise()?;
     to_py(py, &report)
 }

@@ -3,7 +3,10 @@
 //! `thread:cycle:latency_ns` line per wake-up), so both land in the same
 //! histogram type and are compared like for like.
 
-use std::process::Command;
+use std::io::Read;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use thiserror::Error;
@@ -27,6 +30,9 @@ pub enum CyclictestError {
         /// Its stderr (last lines).
         stderr: String,
     },
+    /// Waiting for it failed.
+    #[error("waiting for cyclictest: {0}")]
+    Wait(std::io::Error),
     /// Its output held no sample lines.
     #[error("no `thread:cycle:latency` sample lines in cyclictest output (starts: {0:?})")]
     NoSamples(String),
@@ -145,22 +151,59 @@ impl CyclictestRun {
         format!("cyclictest {}", self.args().join(" "))
     }
 
-    /// Runs cyclictest to completion and parses its samples.
-    pub fn run(&self) -> Result<Parsed, CyclictestError> {
-        let out = Command::new("cyclictest")
+    /// Runs cyclictest to completion and parses its samples. Once `stop` is
+    /// set, cyclictest is asked to finish (SIGINT) and the samples it took are
+    /// parsed. It runs in its own process group, so a Ctrl-C at the terminal
+    /// reaches only us, and we stop it ourselves after it has written them.
+    pub fn run(&self, stop: &AtomicBool) -> Result<Parsed, CyclictestError> {
+        self.run_program("cyclictest", stop)
+    }
+
+    fn run_program(&self, program: &str, stop: &AtomicBool) -> Result<Parsed, CyclictestError> {
+        let mut child = Command::new(program)
             .args(self.args())
-            .output()
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
             .map_err(CyclictestError::NotInstalled)?;
-        if !out.status.success() {
-            let err = String::from_utf8_lossy(&out.stderr);
+        // Drain both pipes on their own threads so a full pipe never blocks it.
+        let drain = |pipe: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut text = Vec::new();
+                if let Some(mut p) = pipe {
+                    let _ = p.read_to_end(&mut text);
+                }
+                text
+            })
+        };
+        let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+        let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
+        let mut asked = false;
+        let status = loop {
+            if let Some(status) = child.try_wait().map_err(CyclictestError::Wait)? {
+                break status;
+            }
+            if !asked && stop.load(Ordering::Relaxed) {
+                asked = true;
+                // SAFETY: kill(2) on our own child's pid, which it still is:
+                // it has not been reaped (try_wait returned None).
+                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let out = stdout.join().unwrap_or_default();
+        let err = stderr.join().unwrap_or_default();
+        if !status.success() && !asked {
+            let err = String::from_utf8_lossy(&err);
             let tail: Vec<&str> = err.lines().rev().take(5).collect();
             return Err(CyclictestError::Failed {
                 cmdline: self.cmdline(),
-                status: out.status.to_string(),
+                status: status.to_string(),
                 stderr: tail.into_iter().rev().collect::<Vec<_>>().join(" | "),
             });
         }
-        parse_output(&String::from_utf8_lossy(&out.stdout))
+        parse_output(&String::from_utf8_lossy(&out))
     }
 }
 
@@ -182,6 +225,41 @@ mod tests {
     const OUTPUT: &str = "# /dev/cpu_dma_latency set to 0us\nThread 0 Interval: 1000\n\
         \x20      0:       0:   10716\n       0:       1:    9851\n\
         \x20      0:       4:   18459\n       1:       0:  999999\n";
+
+    #[test]
+    fn a_stop_keeps_the_samples_taken() {
+        // A stand-in for cyclictest: one sample line when asked to stop (as
+        // cyclictest prints its samples when it finishes on SIGINT).
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("fake-cyclictest");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\ntrap 'echo \"       0:       0:   10716\"; exit 0' INT\n\
+             while :; do sleep 0.02; done\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let run = CyclictestRun {
+            policy: Policy::Other,
+            priority: 0,
+            cpu: None,
+            interval: Duration::from_millis(1),
+            samples: 1_000_000,
+            lock_memory: false,
+            pm_qos_us: None,
+        };
+        let stop = AtomicBool::new(false);
+        let parsed = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(300));
+                stop.store(true, Ordering::Relaxed);
+            });
+            run.run_program(fake.to_str().unwrap(), &stop)
+        })
+        .unwrap();
+        assert_eq!(parsed.histogram.len(), 1);
+    }
 
     #[test]
     fn parses_sample_lines_only() {

@@ -3,6 +3,8 @@
 //! machine's own drift spreads over both), each tool's rounds are merged, and
 //! the report gives both distributions and the ratio of their medians and P99.9.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use serde::Serialize;
 
 use crate::config::ApplyReport;
@@ -57,21 +59,31 @@ pub struct Pair {
     pub gaps: u64,
 }
 
-/// Runs our probe (through `run_ours`, so the caller can show progress) and
-/// cyclictest `rounds` times each, alternating, and merges each tool's histograms.
+/// Runs our probe (through `run_ours`, so the caller can show progress and
+/// stop it) and cyclictest `rounds` times each, alternating, and merges each
+/// tool's histograms. Once `stop` is set the tool running finishes early with
+/// the samples it has and no further run starts.
 pub fn alternate(
     probe: &TimerProbe,
     ct: &CyclictestRun,
     rounds: u32,
+    stop: &AtomicBool,
     mut run_ours: impl FnMut(&TimerProbe, u32) -> Result<ProbeRun, ProbeError>,
 ) -> Result<Pair, VersusError> {
     let (mut ours, mut theirs, mut gaps) = (LatencyHistogram::new(), LatencyHistogram::new(), 0);
     let mut report = None;
+    let stopped = || stop.load(Ordering::Relaxed);
     for r in 0..rounds {
+        if r > 0 && stopped() {
+            break;
+        }
         let run = run_ours(probe, r)?;
         ours.merge(&run.histogram);
         report.get_or_insert(run.report);
-        let parsed = ct.run()?;
+        if stopped() {
+            break;
+        }
+        let parsed = ct.run(stop)?;
         theirs.merge(&parsed.histogram);
         gaps += parsed.gaps;
     }

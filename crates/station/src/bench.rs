@@ -9,6 +9,7 @@
 //! charge the devices these calibrated costs, and the calibration is what
 //! `--calibration-out` saves for the simulator.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use radiohost_phy::FrameConfig;
@@ -112,11 +113,14 @@ pub struct BenchReport {
     pub workers: usize,
 }
 
-/// Run the sweep; `progress` hears a description before each run.
+/// Run the sweep; `progress` hears a description before each run. Once `stop`
+/// is set (Ctrl-C) no further run starts and what was measured returns.
 pub fn run_bench(
     b: &BenchConfig,
+    stop: &AtomicBool,
     mut progress: impl FnMut(&str),
 ) -> Result<BenchReport, SetupError> {
+    let stopped = || stop.load(Ordering::Relaxed);
     if b.loads.iter().any(|l| !(*l > 0.0 && *l < 100.0)) || b.loads.is_empty() {
         return Err(SetupError::Loads);
     }
@@ -133,6 +137,9 @@ pub fn run_bench(
         workers,
     };
     for (cfg, name) in &b.configs {
+        if stopped() {
+            break;
+        }
         let mut s = StationSetup::new(cfg, name, b.parts, 8, b.devices.clone()).map_err(|e| {
             SetupError::Engine {
                 context: format!("setting up {name}"),
@@ -182,6 +189,9 @@ pub fn run_bench(
             s.frame_period_ns = (1e9 / offered) as u64;
             let mut at_load = Vec::new();
             for p in &b.policies {
+                if stopped() {
+                    break;
+                }
                 progress(&format!("{name} {p} {offered:.0} frames/s"));
                 let policy = make_policy(p, &s.ctx.shape, &PolicyParams::default())?;
                 let r = run_station(&s, policy).map_err(|e| SetupError::Engine {
@@ -232,6 +242,9 @@ pub fn run_bench(
                 }
             }
             rep.rows.extend(at_load);
+            if stopped() {
+                break;
+            }
         }
         for p in &b.policies {
             let max_fps = rep
@@ -270,7 +283,7 @@ mod tests {
             transport: TransportKind::Ring,
         };
         let mut runs = 0;
-        let rep = run_bench(&b, |_| runs += 1).unwrap();
+        let rep = run_bench(&b, &AtomicBool::new(false), |_| runs += 1).unwrap();
         assert_eq!(
             (runs, rep.rows.len(), rep.ratios.len(), rep.saturation.len()),
             (3, 2, 1, 2),
@@ -288,10 +301,15 @@ mod tests {
         assert!(run_bench(
             &BenchConfig {
                 loads: vec![-1.0],
-                ..b
+                ..b.clone()
             },
+            &AtomicBool::new(false),
             |_| ()
         )
         .is_err());
+        // A stop during the calibration: the calibration is kept, no run starts.
+        let stop = AtomicBool::new(false);
+        let rep = run_bench(&b, &stop, |_| stop.store(true, Ordering::Relaxed)).unwrap();
+        assert_eq!((rep.calibration.len(), rep.rows.len()), (1, 0));
     }
 }

@@ -229,6 +229,12 @@ impl<T> Lease<T> {
     pub fn slot_id(&self) -> u32 {
         self.inner.id
     }
+
+    /// Live handles on this slot, this one included: 1 means no one else holds it
+    /// (the frame it carried has ended everywhere else).
+    pub fn holders(&self) -> usize {
+        Arc::strong_count(&self.inner)
+    }
 }
 
 impl<T> Deref for Lease<T> {
@@ -258,6 +264,7 @@ mod tests {
         let pool = BufferPool::new("t", 2, Exhaustion::Grow { max: 2 }, || vec![0u8; 4]);
         let a = pool.acquire().unwrap();
         let a2 = a.clone();
+        assert_eq!(a.holders(), 2);
         let b = pool.acquire().unwrap();
         assert_ne!(a.slot_id(), b.slot_id());
         assert!(matches!(
@@ -267,6 +274,7 @@ mod tests {
         drop(a);
         // a2 still holds the slot.
         assert!(pool.acquire().is_err());
+        assert_eq!(a2.holders(), 1);
         let id = a2.slot_id();
         drop(a2);
         let c = pool.acquire().unwrap();

@@ -104,6 +104,41 @@ impl RunReport {
     pub fn miss_fraction(&self) -> f64 {
         (self.frames - self.completed.min(self.frames)) as f64 / self.frames.max(1) as f64
     }
+
+    /// `Err` when more than `max_miss` (a fraction of the frames) did not
+    /// complete in their deadline: the run did not keep up.
+    pub fn check_misses(&self, max_miss: f64) -> Result<(), TooManyMisses> {
+        let fraction = self.miss_fraction();
+        if fraction <= max_miss {
+            return Ok(());
+        }
+        Err(TooManyMisses {
+            policy: self.policy.clone(),
+            config: self.config.clone(),
+            undone: self.frames - self.completed.min(self.frames),
+            frames: self.frames,
+            fraction,
+            allowed: max_miss,
+        })
+    }
+}
+
+/// A run that left more of its frames undone in their deadline than allowed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error(
+    "{policy} on {config}: {undone} of {frames} frames ({:.1}%) not decoded within the deadline, above the {:.1}% allowed",
+    100.0 * .fraction,
+    100.0 * .allowed
+)]
+pub struct TooManyMisses {
+    pub policy: String,
+    pub config: String,
+    pub undone: u64,
+    pub frames: u64,
+    /// Share of the frames undone, 0..=1.
+    pub fraction: f64,
+    /// Share allowed, 0..=1.
+    pub allowed: f64,
 }
 
 /// One device of a run and whether the scheduler charged it calibrated or modelled
@@ -311,5 +346,10 @@ mod tests {
         assert!((r.stages[0].mean_us - 3.0).abs() < 0.01);
         assert!(r.cdf.last().unwrap().1 > 0.999);
         assert!(serde_json::to_string(&r).unwrap().contains("\"p9999_ms\""));
+        // 1 of 200 frames missed: 0.5%.
+        assert!(r.check_misses(0.005).is_ok());
+        let e = r.check_misses(0.001).unwrap_err();
+        assert_eq!((e.undone, e.frames), (1, 200));
+        assert!(e.to_string().contains("1 of 200 frames (0.5%)"), "{e}");
     }
 }

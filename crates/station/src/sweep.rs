@@ -3,6 +3,7 @@
 
 use crate::policy::POLICY_NAMES;
 use crate::sim::{simulate, SimConfig, SimError, SimResult};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// One sweep: every policy at every (devices, RUs) pair, the rest from `base`.
 #[derive(Clone, Debug)]
@@ -21,8 +22,13 @@ impl SweepConfig {
 }
 
 /// Run the sweep, rows in (devices, RUs, policy) order; `progress` hears each run
-/// before it starts.
-pub fn sweep(c: &SweepConfig, mut progress: impl FnMut(&str)) -> Result<Vec<SimResult>, SimError> {
+/// before it starts. Once `stop` is set (Ctrl-C) no further run starts and the
+/// rows so far return.
+pub fn sweep(
+    c: &SweepConfig,
+    stop: &AtomicBool,
+    mut progress: impl FnMut(&str),
+) -> Result<Vec<SimResult>, SimError> {
     if let Some(p) = c
         .policies
         .iter()
@@ -42,6 +48,9 @@ pub fn sweep(c: &SweepConfig, mut progress: impl FnMut(&str)) -> Result<Vec<SimR
     for &d in &c.devices {
         for &r in &c.rus {
             for p in &c.policies {
+                if stop.load(Ordering::Relaxed) {
+                    return Ok(rows);
+                }
                 progress(&format!("{p} {d} devices {r} RUs"));
                 let cfg = SimConfig {
                     devices: d,
@@ -87,17 +96,21 @@ mod tests {
             base,
         };
         let mut heard = 0;
-        let rows = sweep(&c, |_| heard += 1).unwrap();
+        let rows = sweep(&c, &AtomicBool::new(false), |_| heard += 1).unwrap();
         assert_eq!((rows.len(), heard), (4, 4));
+        // A stop during the first run: it finishes, no other starts.
+        let stop = AtomicBool::new(false);
+        let partial = sweep(&c, &stop, |_| stop.store(true, Ordering::Relaxed)).unwrap();
+        assert_eq!(partial.len(), 1);
         assert!(rows.iter().all(|r| r.completed > 0));
         assert_eq!(p9999_over_lroc(&rows, &rows[0]), Some(1.0));
         let bad = SweepConfig {
             policies: vec!["fifo".into()],
             ..c.clone()
         };
-        assert!(sweep(&bad, |_| ()).is_err());
+        assert!(sweep(&bad, &AtomicBool::new(false), |_| ()).is_err());
         let mut zero = c;
         zero.base.frames_per_ru = 0;
-        assert!(sweep(&zero, |_| ()).is_err());
+        assert!(sweep(&zero, &AtomicBool::new(false), |_| ()).is_err());
     }
 }

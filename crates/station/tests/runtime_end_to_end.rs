@@ -9,11 +9,17 @@ use radiohost_station::ru::TransportKind;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use radiohost_station::costs::DeviceProfile;
-use radiohost_station::isa::{DeviceId, Instr};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::time::Duration;
+
+use radiohost_station::costs::{CostSource, DeviceProfile, OpcodeCost};
+use radiohost_station::engine::InstrError;
+use radiohost_station::isa::{DeviceId, DeviceKind, Instr, Nanos, Opcode};
+use radiohost_station::kernels::{execute, Scratch};
+use radiohost_station::dag::FrameDag;
 use radiohost_station::runtime::{
-    run_station, CompletionSink, DeviceAction, DeviceChange, DeviceSpec, Executor, ExecutorEnv,
-    ExecutorFactory, Job, Refused, StationError, StationSetup, SubmitError,
+    now_ns, run_station, CompletionSink, DeviceAction, DeviceChange, DeviceSpec, Executor,
+    ExecutorEnv, ExecutorFactory, Job, Refused, StationError, StationSetup, SubmitError,
 };
 
 fn config(name: &str) -> FrameConfig {
@@ -235,4 +241,195 @@ fn a_removed_device_rejoins_and_takes_work_again() {
         .notes
         .iter()
         .any(|n| n.contains("device 1 rejoined as device 2")));
+}
+
+/// A device that behaves like a GPU executor without one: the scheduler places
+/// frames on it whole (`DeviceKind::Gpu`), it runs its jobs one at a time in order
+/// from a bounded queue on its own thread (through the CPU kernels on the host frame
+/// slot, so frames still decode to the truth), it is charged its own cost table, and
+/// it can report itself lost after taking `fail_after` jobs.
+#[derive(Debug)]
+struct WholeFrame {
+    latency_ns: Nanos,
+    fail_after: Option<usize>,
+}
+
+struct WholeFrameExecutor {
+    profile: DeviceProfile,
+    tx: Option<SyncSender<Job>>,
+    removed: Arc<AtomicBool>,
+    worker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ExecutorFactory for WholeFrame {
+    fn name(&self) -> String {
+        "whole:0".into()
+    }
+
+    fn start(&self, id: DeviceId, env: ExecutorEnv) -> Result<Box<dyn Executor>, StationError> {
+        let cost = OpcodeCost {
+            need: 1,
+            latency_ns: self.latency_ns,
+        };
+        let profile = DeviceProfile {
+            kind: DeviceKind::Gpu,
+            units: 8,
+            memory_bytes: 1 << 30,
+            costs: [cost; Opcode::ALL.len()],
+            source: CostSource::Calibrated,
+        };
+        let (tx, rx) = sync_channel::<Job>(env.queue_capacity.max(1));
+        let removed = Arc::new(AtomicBool::new(false));
+        let mut scratch = Scratch::new(&env.ctx).map_err(|source| StationError::Scratch {
+            device: id,
+            worker: 0,
+            source,
+        })?;
+        let (ctx, sink, gone, fail_after) =
+            (env.ctx.clone(), env.sink.clone(), removed.clone(), self.fail_after);
+        let worker = std::thread::spawn(move || {
+            for (taken, job) in rx.into_iter().enumerate() {
+                if gone.load(Ordering::Acquire) {
+                    continue; // dropped: the scheduler re-planned it
+                }
+                if fail_after.is_some_and(|n| taken >= n) {
+                    gone.store(true, Ordering::Release);
+                    sink.failed(Arc::new(std::io::Error::other("injected whole-frame device loss")));
+                    return;
+                }
+                let started = now_ns();
+                let result = execute(&ctx, &job.slot, job.instr, &mut scratch)
+                    .map_err(|e| InstrError::Kernel(Arc::new(e)));
+                let instr = job.instr;
+                drop(job);
+                if !sink.completed(instr, started, now_ns(), result) {
+                    return;
+                }
+            }
+        });
+        Ok(Box::new(WholeFrameExecutor {
+            profile,
+            tx: Some(tx),
+            removed,
+            worker: Some(worker),
+        }))
+    }
+}
+
+impl Executor for WholeFrameExecutor {
+    fn profile(&self) -> &DeviceProfile {
+        &self.profile
+    }
+
+    fn submit(&self, job: Job, _low: bool, _after: Option<Instr>) -> Result<(), Refused> {
+        let refused = |reason, job| Err(Refused { reason, job });
+        let Some(tx) = self.tx.as_ref().filter(|_| !self.removed.load(Ordering::Acquire)) else {
+            return refused(SubmitError::Removed, job);
+        };
+        tx.try_send(job).or_else(|e| match e {
+            TrySendError::Full(job) => refused(SubmitError::Full, job),
+            TrySendError::Disconnected(job) => refused(SubmitError::Removed, job),
+        })
+    }
+
+    fn remove(&self) -> usize {
+        self.removed.store(true, Ordering::Release);
+        0
+    }
+
+    fn shutdown(mut self: Box<Self>) {
+        self.removed.store(true, Ordering::Release);
+        self.tx = None;
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+/// A mixed pool (one CPU worker and a whole-frame device) with a loose deadline.
+fn mixed_setup(frames: u64, whole: WholeFrame) -> StationSetup {
+    let cfg = config("8x2");
+    let devices = vec![
+        DeviceSpec::cpu(1, vec![]),
+        DeviceSpec::External(Arc::new(whole)),
+    ];
+    let mut s = StationSetup::new(&cfg, "8x2", 2, 2, devices).unwrap();
+    s.frames = frames;
+    s.frame_period_ns = 1_000_000;
+    s.deadline_ns = 2_000_000_000;
+    s
+}
+
+/// Run on a thread and fail the test (instead of hanging it) past `limit`.
+fn bounded<T: Send + 'static>(limit: Duration, run: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(run()));
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("the run did not finish within {limit:?}: it hangs"))
+}
+
+/// Costs the CPU device is modelled at, so the whole-frame device is a close rival.
+fn cpu_like_latency(s: &StationSetup) -> Nanos {
+    let m = radiohost_station::sim::CostModel::default();
+    let p = DeviceProfile::modelled(DeviceKind::Cpu, 1, &m, &s.ctx.shape, s.ctx.cfg.fft_size);
+    p.costs.iter().map(|c| c.latency_ns).sum::<Nanos>() / Opcode::ALL.len() as Nanos
+}
+
+#[test]
+fn a_mixed_pool_places_frames_whole_on_both_kinds_of_device() {
+    let probe = mixed_setup(1, WholeFrame { latency_ns: 1, fail_after: None });
+    let latency_ns = cpu_like_latency(&probe);
+    for name in ["lroc", "frame"] {
+        let mut s = mixed_setup(24, WholeFrame { latency_ns, fail_after: None });
+        s.verify_downlink = true;
+        let per_frame = FrameDag::build(&s.ctx.shape).len() as u64;
+        let policy = make_policy(name, &s.ctx.shape, &PolicyParams::default()).unwrap();
+        let r = bounded(Duration::from_secs(120), move || run_station(&s, policy).unwrap());
+        assert_eq!(r.frames, 24, "{name}: {r:?}");
+        assert_eq!((r.completed, r.decoded_ok), (24, 24), "{name}: {r:?}");
+        assert_eq!(r.device_costs.len(), 2);
+        assert_eq!(r.device_costs[1].costs, CostSource::Calibrated, "its own table");
+        assert!(
+            r.device_instrs[0] > 0 && r.device_instrs[1] > 0,
+            "{name}: frames on both devices: {:?}",
+            r.device_instrs
+        );
+        // Whole frames: each device ran a whole number of frames' instructions.
+        assert_eq!(r.device_instrs[1] % per_frame, 0, "{name}: {:?}", r.device_instrs);
+    }
+}
+
+#[test]
+fn a_whole_frame_device_lost_mid_run_then_rejoining_accounts_for_every_frame() {
+    let probe = mixed_setup(1, WholeFrame { latency_ns: 1, fail_after: None });
+    // Cheaper than the CPU: it takes frames first, then fails part-way through one.
+    let latency_ns = cpu_like_latency(&probe) / 4;
+    let mut s = mixed_setup(
+        30,
+        WholeFrame {
+            latency_ns,
+            fail_after: Some(150),
+        },
+    );
+    s.changes = vec![DeviceChange {
+        at_frame: 15,
+        action: DeviceAction::Rejoin(1),
+    }];
+    let policy = make_policy("lroc", &s.ctx.shape, &PolicyParams::default()).unwrap();
+    let r = bounded(Duration::from_secs(120), move || run_station(&s, policy).unwrap());
+    assert_eq!(r.frames, 30, "{r:?}");
+    assert_eq!(
+        r.completed + r.missed + r.rejected + r.failed,
+        30,
+        "every frame ends one way: {r:?}"
+    );
+    // Lost once (its own fault); the rejoined incarnation fails again after 150 jobs,
+    // and nothing re-adds it then.
+    assert!(r.device_removals >= 1, "{r:?}");
+    assert!(r.notes.iter().any(|n| n.contains("injected whole-frame device loss")), "{r:?}");
+    assert!(r.notes.iter().any(|n| n.contains("device 1 rejoined as device 2")), "{r:?}");
+    assert_eq!(r.device_instrs.len(), 3, "{r:?}");
+    assert!(r.device_instrs[2] > 0, "the rejoined device took frames: {r:?}");
+    // The deadline is loose: the frames the lost device held were re-planned.
+    assert_eq!((r.completed, r.decoded_ok), (30, 30), "{r:?}");
 }

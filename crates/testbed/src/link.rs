@@ -9,7 +9,7 @@
 //! Time is a [`Duration`] since an epoch chosen by the caller, so the same model
 //! paces real sockets (epoch = an `Instant`) and simulated networks (virtual time).
 
-use crate::units::{parse_duration, parse_rate, parse_size, UnitError};
+use crate::units::{parse_duration, parse_probability, parse_rate, parse_size, UnitError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::Duration;
@@ -100,26 +100,6 @@ fn item_error(item: &str, why: &'static str) -> LinkConfigError {
     }
 }
 
-fn parse_probability(item: &str, text: &str) -> Result<f64, LinkConfigError> {
-    let text = text.trim();
-    let (number, scale) = match text.strip_suffix('%') {
-        Some(n) => (n, 0.01),
-        None => (text, 1.0),
-    };
-    let p: f64 = number
-        .trim()
-        .parse()
-        .map_err(|_| item_error(item, "expected a probability like 0.2 or 20%"))?;
-    let p = p * scale;
-    if !(0.0..=1.0).contains(&p) {
-        return Err(item_error(
-            item,
-            "probability must be within 0..1 (0%..100%)",
-        ));
-    }
-    Ok(p)
-}
-
 impl LinkConfig {
     /// Parse a compact link spec: comma-separated items, e.g.
     /// `"1Mbit,1%,delay=10ms"` or `"250kbit,20%,ge=0.01/0.3/0.8,queue=64KiB"`.
@@ -137,10 +117,10 @@ impl LinkConfig {
             };
             match key.as_str() {
                 "rate" => cfg.rate_bps = parse_rate(value)?,
-                "loss" | "per" => cfg.loss = parse_probability(item, value)?,
+                "loss" | "per" => cfg.loss = parse_probability(value)?,
                 "delay" => cfg.delay = parse_duration(value)?,
                 "queue" => cfg.queue_limit_bytes = parse_size(value)?,
-                "dup" | "duplicate" => cfg.duplicate = parse_probability(item, value)?,
+                "dup" | "duplicate" => cfg.duplicate = parse_probability(value)?,
                 "seed" => {
                     cfg.seed = value
                         .parse()
@@ -150,7 +130,7 @@ impl LinkConfig {
                     let (p, d) = value
                         .split_once('/')
                         .ok_or_else(|| item_error(item, "expected reorder=P/DELAY"))?;
-                    cfg.reorder = parse_probability(item, p)?;
+                    cfg.reorder = parse_probability(p)?;
                     cfg.reorder_delay = parse_duration(d)?;
                 }
                 "ge" => {
@@ -161,7 +141,7 @@ impl LinkConfig {
                             "expected ge=p_good_to_bad/p_bad_to_good/loss_bad[/loss_good]",
                         ));
                     }
-                    let p = |s: &str| parse_probability(item, s);
+                    let p = parse_probability;
                     cfg.burst = Some(GilbertElliott {
                         p_good_to_bad: p(parts[0])?,
                         p_bad_to_good: p(parts[1])?,

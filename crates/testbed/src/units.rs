@@ -38,6 +38,8 @@ pub const SAMPLE_RATE_UNITS: &str = "S/s, kS/s, MS/s, GS/s (also sps, ksps, Msps
 pub const SIZE_UNITS: &str = "B, KB, MB, GB, KiB, MiB, GiB";
 /// Units accepted by [`parse_frequency`].
 pub const FREQUENCY_UNITS: &str = "Hz, kHz, MHz, GHz";
+/// Spellings accepted by [`parse_probability`].
+pub const PROBABILITY_UNITS: &str = "% (0% to 100%), or a plain probability from 0 to 1";
 
 /// Which kind of value was being read; names the quantity and its units in errors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +49,7 @@ pub enum Quantity {
     SampleRate,
     Size,
     Frequency,
+    Probability,
 }
 
 impl Quantity {
@@ -58,6 +61,7 @@ impl Quantity {
             Quantity::SampleRate => SAMPLE_RATE_UNITS,
             Quantity::Size => SIZE_UNITS,
             Quantity::Frequency => FREQUENCY_UNITS,
+            Quantity::Probability => PROBABILITY_UNITS,
         }
     }
 
@@ -69,6 +73,7 @@ impl Quantity {
             Quantity::SampleRate => "30.72MS/s, 1Msps, 250kS/s",
             Quantity::Size => "1500B, 64KiB, 1MB",
             Quantity::Frequency => "2.4GHz, 100kHz, 10MHz",
+            Quantity::Probability => "1%, 0.5%, 0.2",
         }
     }
 
@@ -80,6 +85,8 @@ impl Quantity {
             Quantity::SampleRate => ["S/s", "kS/s", "MS/s"],
             Quantity::Size => ["B", "KB", "KiB"],
             Quantity::Frequency => ["Hz", "kHz", "MHz"],
+            // A bare probability is accepted: never missing its unit.
+            Quantity::Probability => ["%", "%", "%"],
         };
         format!("{number}{a}, {number}{b} or {number}{c}")
     }
@@ -93,6 +100,7 @@ impl fmt::Display for Quantity {
             Quantity::SampleRate => "sample rate",
             Quantity::Size => "size",
             Quantity::Frequency => "frequency",
+            Quantity::Probability => "probability",
         })
     }
 }
@@ -119,6 +127,8 @@ pub enum UnitProblem {
     NotWholeBytes,
     /// A bit rate below 1 bit/s (a link that slow never delivers a packet).
     BelowOneBit,
+    /// A probability above 1 (100%).
+    AboveOne,
 }
 
 /// A value that could not be read; the message names the quantity, the accepted
@@ -166,6 +176,9 @@ impl UnitError {
             }
             UnitProblem::BelowResolution => {
                 format!("{q} {input:?} is below the 1ns resolution: give 0 or at least 1ns")
+            }
+            UnitProblem::AboveOne => {
+                format!("{q} {input:?} is above 100%: give 0% to 100%, or 0 to 1")
             }
             UnitProblem::BelowOneBit => {
                 format!("{q} {input:?} is below 1 bit/s: give at least 1bit/s")
@@ -387,6 +400,29 @@ fn positive_f64(q: Quantity, input: &str, number: &Decimal, scale: f64) -> Resul
     } else {
         Ok(value)
     }
+}
+
+/// Parse a probability: a percentage with its unit (`1%`, `0.5%`) or a plain
+/// probability from 0 to 1 (`0.2`), as a fraction in 0..=1. The one parser
+/// for shares: link loss and duplication, deadline-miss thresholds.
+pub fn parse_probability(input: &str) -> Result<f64, UnitError> {
+    let q = Quantity::Probability;
+    let err = |p| UnitError::new(q, input, p);
+    let (number, unit) = split_number(q, input)?;
+    let scale = match unit.as_str() {
+        "" => 1.0,
+        "%" => 0.01,
+        _ => return Err(err(UnitProblem::UnknownUnit(unit))),
+    };
+    let p = number
+        .text
+        .parse::<f64>()
+        .map_err(|_| err(UnitProblem::NotANumber))?
+        * scale;
+    if !p.is_finite() || p > 1.0 {
+        return Err(err(UnitProblem::AboveOne));
+    }
+    Ok(p)
 }
 
 /// The decimal SI prefix of `unit` (after lowercasing) and the rest.

@@ -2,6 +2,7 @@
 //! nodes behind paced links, in one run so the ratios are fair: what `radiohost warp
 //! bench` runs.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use radiohost_iq::WarpWord;
@@ -94,8 +95,13 @@ fn mode_name(m: Mode) -> &'static str {
     }
 }
 
-/// Run the benchmark; `progress` hears each step before it runs.
-pub fn run(b: &BenchConfig, mut progress: impl FnMut(&str)) -> Result<BenchReport, BenchError> {
+/// Run the benchmark; `progress` hears each step before it runs. Once `stop`
+/// is set (Ctrl-C) no further step starts and the rows measured so far return.
+pub fn run(
+    b: &BenchConfig,
+    stop: &AtomicBool,
+    mut progress: impl FnMut(&str),
+) -> Result<BenchReport, BenchError> {
     if b.nodes.is_empty() || b.nodes.contains(&0) {
         return Err(BenchError::Invalid("node counts must be positive"));
     }
@@ -147,10 +153,13 @@ pub fn run(b: &BenchConfig, mut progress: impl FnMut(&str)) -> Result<BenchRepor
             .map(|&id| test_waveform(id, b.samples as usize))
             .collect();
         prepare(&mut host, &emu, &data)?;
-        for &mode in &modes {
+        'steps: for &mode in &modes {
             host.set_mode(mode);
             for &n in &b.nodes {
                 for op in ["read", "write"] {
+                    if stop.load(Ordering::Relaxed) {
+                        break 'steps;
+                    }
                     progress(&format!(
                         "{} {op} {n} nodes, {links} host link(s)",
                         mode_name(mode)
@@ -183,6 +192,9 @@ pub fn run(b: &BenchConfig, mut progress: impl FnMut(&str)) -> Result<BenchRepor
         });
         if stats.rerequests + stats.write_retries + stats.stale_replies > 0 {
             rep.troubled.push((links, stats));
+        }
+        if stop.load(Ordering::Relaxed) {
+            break;
         }
     }
     Ok(rep)
@@ -341,7 +353,7 @@ mod tests {
             host_link_set: Vec::new(),
         };
         let mut steps = 0;
-        let rep = run(&b, |_| steps += 1).unwrap();
+        let rep = run(&b, &AtomicBool::new(false), |_| steps += 1).unwrap();
         assert_eq!((rep.rows.len(), steps), (8, 8));
         assert!(rep
             .rows
@@ -353,6 +365,12 @@ mod tests {
         assert!(sc.iter().all(|s| (s.min_nodes, s.max_nodes) == (1, 2)));
         assert!(sc.iter().all(|s| s.serial_over_parallel.is_some()));
         assert_eq!(csv(&rep.rows).lines().count(), 9);
-        assert!(run(&BenchConfig { calls: 0, ..b }, |_| ()).is_err());
+        // A stop during the first step: it is measured, no other starts.
+        let stop = AtomicBool::new(false);
+        let partial = run(&b, &stop, |_| stop.store(true, Ordering::Relaxed)).unwrap();
+        assert_eq!(partial.rows.len(), 1);
+        assert_eq!(partial.offload.len(), 1, "the link set's counters are kept");
+        let never = AtomicBool::new(false);
+        assert!(run(&BenchConfig { calls: 0, ..b }, &never, |_| ()).is_err());
     }
 }

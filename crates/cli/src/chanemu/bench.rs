@@ -5,9 +5,10 @@
 use anyhow::Result;
 use clap::builder::TypedValueParser as _;
 use clap::Args;
-use radiohost_dsp::bench::{run_bench as bench, BenchConfig, BenchReport};
+use radiohost_dsp::bench::{run_bench as bench, BenchConfig, BenchReport, STEPS};
 
 use crate::table::Table;
+use crate::ui;
 
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -44,7 +45,8 @@ pub struct BenchArgs {
 }
 
 pub fn run_bench(a: BenchArgs) -> Result<()> {
-    let report = bench(&BenchConfig {
+    let bar = ui::Progress::new("chanemu bench", STEPS, !a.json);
+    let config = BenchConfig {
         blocks: a.blocks,
         block: a.block,
         taps: a.taps,
@@ -54,13 +56,15 @@ pub fn run_bench(a: BenchArgs) -> Result<()> {
         dir: a.dir.unwrap_or_else(|| {
             std::env::temp_dir().join(format!("radiohost-chanemu-bench-{}", std::process::id()))
         }),
-    })?;
+    };
+    let report = bench(&config, &ui::stop_flag(), |m| bar.begin(m))?;
+    drop(bar);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_bench(&report);
     }
-    Ok(())
+    ui::partial_if_interrupted(|| format!("{} rows measured", report.rows.len()))
 }
 
 fn print_bench(r: &BenchReport) {

@@ -110,11 +110,11 @@ fn generate(a: GenerateArgs) -> Result<()> {
 
 fn pipeline(a: RunArgs, dir: Direction) -> Result<()> {
     let cfg = load(&a.config)?;
-    let bar = progress(a.frames, a.json);
+    let bar = crate::ui::Progress::new(format!("{} frames", dir.name()), a.frames, !a.json);
     let name = a.config.display().to_string();
     let r = evaluate(&cfg, &name, dir, a.frames, |_| bar.inc(1))
         .with_context(|| format!("{} on {name}", dir.name()))?;
-    bar.finish_and_clear();
+    drop(bar);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());
@@ -154,18 +154,6 @@ fn pipeline(a: RunArgs, dir: Direction) -> Result<()> {
     Ok(())
 }
 
-fn progress(n: u64, hidden: bool) -> indicatif::ProgressBar {
-    if hidden || n < 4 {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(n);
-    if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} frames {eta}")
-    {
-        bar.set_style(style);
-    }
-    bar
-}
-
 fn bench(a: BenchArgs) -> Result<()> {
     use radiohost_phy::simd::Isa;
     let secs = a.per_kernel.as_secs_f64();
@@ -183,10 +171,15 @@ fn bench(a: BenchArgs) -> Result<()> {
         );
         Isa::limit(isa);
     }
-    let rep = radiohost_phy::bench::run(secs)?;
+    let bar = crate::ui::Progress::new("phy bench", radiohost_phy::bench::STEPS, !a.json);
+    let rep = radiohost_phy::bench::run(secs, &crate::ui::stop_flag(), |m| bar.begin(m))?;
+    drop(bar);
+    let partial = || {
+        format!("{} kernel rows measured", rep.rows.len())
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep.rows)?);
-        return Ok(());
+        return crate::ui::partial_if_interrupted(partial);
     }
     println!(
         "phy bench, one core; peak assumed {}; kernels at {}; copy bandwidth {:.1} GB/s",
@@ -238,5 +231,5 @@ fn bench(a: BenchArgs) -> Result<()> {
             );
         }
     }
-    Ok(())
+    crate::ui::partial_if_interrupted(partial)
 }

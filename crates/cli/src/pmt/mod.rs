@@ -10,12 +10,13 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 use clap::{Args, Subcommand};
-use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use radiohost_pmt::app::{parse_destination, read_psk, recv_to_file, send_to};
 use radiohost_pmt::sender::SenderEvent;
 use radiohost_pmt::udp::{Destination, Progress};
 use radiohost_pmt::{ReceiverConfig, SenderConfig};
 use radiohost_testbed::units::{parse_duration, parse_positive_duration};
+
+use crate::ui;
 
 #[derive(Subcommand)]
 pub enum PmtCmd {
@@ -108,12 +109,6 @@ fn psk(path: &Option<PathBuf>) -> Result<Option<Vec<u8>>> {
     Ok(path.as_deref().map(read_psk).transpose()?)
 }
 
-fn bar_style() -> ProgressStyle {
-    ProgressStyle::with_template("{prefix:>22} [{bar:40}] {bytes}/{total_bytes} {msg}")
-        .expect("valid template")
-        .progress_chars("=> ")
-}
-
 fn send(a: SendArgs) -> Result<()> {
     let data = std::fs::read(&a.file).with_context(|| format!("reading {}", a.file.display()))?;
     let dests = a.to;
@@ -127,21 +122,12 @@ fn send(a: SendArgs) -> Result<()> {
         ..Default::default()
     };
     let total = data.len() as u64;
-    let multi = if a.json {
-        MultiProgress::with_draw_target(indicatif::ProgressDrawTarget::hidden())
-    } else {
-        MultiProgress::new()
-    };
-    let bars: Vec<ProgressBar> = dests
+    let group = ui::ProgressGroup::new(!a.json);
+    let bars: Vec<ui::Progress> = dests
         .iter()
-        .map(|d| {
-            let b = multi.add(ProgressBar::new(total));
-            b.set_style(bar_style());
-            b.set_prefix(d.to.to_string());
-            b
-        })
+        .map(|d| group.add_bytes(d.to.to_string(), total))
         .collect();
-    let stop = crate::ui::stop_flag();
+    let stop = ui::stop_flag();
     let report = send_to(cfg, data.into(), &dests, &stop, |p| match p {
         Progress::Acked {
             receiver,
@@ -150,24 +136,25 @@ fn send(a: SendArgs) -> Result<()> {
             srtt,
             ..
         } => {
-            bars[receiver].set_position(acked);
-            bars[receiver].set_message(format!(
-                "group {group} rtt {:.0} ms",
+            bars[receiver].set(acked);
+            bars[receiver].label(format!(
+                "{}: group {group} rtt {:.0} ms",
+                dests[receiver].to,
                 srtt.as_secs_f64() * 1e3
             ));
         }
         Progress::Sender(SenderEvent::ReceiverDone {
             receiver, intact, ..
         }) => {
-            bars[receiver].set_position(total);
-            bars[receiver].finish_with_message(if intact {
+            bars[receiver].set(total);
+            bars[receiver].finish_with(if intact {
                 "done, SHA-256 verified"
             } else {
                 "done, SHA-256 MISMATCH"
             });
         }
         Progress::Sender(SenderEvent::ReceiverFailed { receiver, .. }) => {
-            bars[receiver].abandon_with_message("FAILED: receiver went silent");
+            bars[receiver].finish_with("FAILED: receiver went silent");
         }
         _ => {}
     })?;
@@ -196,7 +183,7 @@ fn send(a: SendArgs) -> Result<()> {
 }
 
 fn recv(a: RecvArgs) -> Result<()> {
-    crate::ui::check_output_file("--out", &a.out)?;
+    ui::check_output_file("--out", &a.out)?;
     let cfg = ReceiverConfig {
         sender: a.from,
         session: a.session,
@@ -204,15 +191,8 @@ fn recv(a: RecvArgs) -> Result<()> {
         psk: psk(&a.psk_file)?,
         ..Default::default()
     };
-    let bar = if a.json {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(0)
-    };
-    bar.set_style(bar_style());
-    bar.set_prefix(a.listen.to_string());
-    bar.set_message("waiting for a sender");
-    let stop = crate::ui::stop_flag();
+    let bar = ui::Progress::bytes(format!("{}: waiting for a sender", a.listen), 0, !a.json);
+    let stop = ui::stop_flag();
     let report = recv_to_file(
         cfg,
         a.listen,
@@ -222,12 +202,12 @@ fn recv(a: RecvArgs) -> Result<()> {
         &stop,
         |p| match p {
             Progress::Received { got, total } => {
-                bar.set_length(total);
-                bar.set_position(got);
-                bar.set_message("receiving");
+                bar.set_total(total);
+                bar.set(got);
+                bar.label(format!("{}: receiving", a.listen));
             }
             Progress::Complete { intact } => {
-                bar.finish_with_message(if intact {
+                bar.finish_with(if intact {
                     "SHA-256 verified"
                 } else {
                     "SHA-256 MISMATCH"

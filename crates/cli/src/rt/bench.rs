@@ -15,7 +15,7 @@ use radiohost_rt::versus::{alternate, VersusReport};
 use radiohost_testbed::units;
 
 use super::{print_rows, under_load, ThreadArgs};
-use crate::ui::with_progress;
+use crate::ui::{self, with_progress};
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -74,15 +74,26 @@ pub fn run(a: BenchArgs) -> Result<()> {
         &[false, true]
     };
     let mut out = VersusReport::new(&ct, clock_read_cost_ns(ClockId::Monotonic, 10_000));
+    let stop = ui::stop_flag();
+    let mut done = Vec::new();
     for &loaded in loads {
+        if ui::interrupted() {
+            break;
+        }
         let load = if loaded { "loaded" } else { "idle" };
         // One load instance for the whole alternating sequence, so both tools
         // see the same background.
         let (pair, _) = under_load(loaded, a.duration * 2 + Duration::from_secs(2), || {
-            alternate(&probe, &ct, a.rounds, |probe, r| {
+            alternate(&probe, &ct, a.rounds, &stop, |probe, r| {
                 let control = ProbeControl::default();
                 let label = format!("radiohost {load} {}/{}", r + 1, a.rounds);
-                let progress = || control.samples();
+                // Ctrl-C stops the probe early; it returns the samples it has.
+                let progress = || {
+                    if ui::interrupted() {
+                        control.stop();
+                    }
+                    control.samples()
+                };
                 with_progress(&label, probe.samples, !a.json, progress, || {
                     probe.run(&control)
                 })
@@ -101,10 +112,17 @@ pub fn run(a: BenchArgs) -> Result<()> {
             }
         }
         out.add(load, &ct, &pair);
+        done.push(load);
     }
+    let partial = || {
+        format!(
+            "loads measured: {} (the last one cut short)",
+            if done.is_empty() { "none".to_string() } else { done.join(", ") }
+        )
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
+        return ui::partial_if_interrupted(partial);
     }
     println!(
         "cpu {cpu}, interval {:?}, {:?} per tool and load, in {} alternating rounds",
@@ -127,5 +145,5 @@ pub fn run(a: BenchArgs) -> Result<()> {
          measured finer than that",
         out.clock_read_ns
     );
-    Ok(())
+    ui::partial_if_interrupted(partial)
 }

@@ -7,12 +7,11 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use radiohost_station::bench::{run_bench, BenchConfig};
 use radiohost_station::ru::TransportKind;
 use radiohost_station::setup::{load_config, parse_policies};
 
-use super::common::{device_pool, parse_percent};
+use super::common::device_pool;
 use radiohost_testbed::units::parse_positive_duration;
 
 use crate::table::Table;
@@ -54,8 +53,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub calibration_out: Option<PathBuf>,
     /// Fail when a run at an offered load of at most the floor (load <= 1.0) leaves
-    /// more than this share of frames undecoded in deadline (e.g. 1%); unset: report only.
-    #[arg(long, value_parser = parse_percent)]
+    /// more than this share of frames undecoded in deadline (e.g. 1% or 0.01); unset: report only.
+    #[arg(long, value_parser = radiohost_testbed::units::parse_probability)]
     pub max_miss: Option<f64>,
     /// With --max-miss: report the misses but exit 0.
     #[arg(long)]
@@ -78,20 +77,12 @@ pub fn run(a: BenchArgs) -> Result<()> {
         transport: a.transport,
     };
     let runs = (b.configs.len() * b.loads.len() * b.policies.len()) as u64;
-    let bar = if a.json {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(runs)
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let rep = run_bench(&b, |m| {
-        bar.inc(1);
-        bar.set_message(m.to_string());
-    })?;
-    bar.finish_and_clear();
+    // One step per configuration's calibration, then one per run.
+    let steps = b.configs.len() as u64 + runs;
+    let bar = crate::ui::Progress::new("station bench", steps, !a.json);
+    let rep = run_bench(&b, &crate::ui::stop_flag(), |m| bar.begin(m))?;
+    drop(bar);
+    let partial = || format!("{} of {runs} runs measured", rep.rows.len());
     if let (Some(path), Some(c)) = (&a.calibration_out, rep.calibration.first()) {
         c.calibration.save(path)?;
     }
@@ -122,6 +113,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep)?);
+        crate::ui::partial_if_interrupted(partial)?;
         return misses.map_or(Ok(()), Err);
     }
     let (rows, ratios, saturation, workers) =
@@ -187,5 +179,6 @@ pub fn run(a: BenchArgs) -> Result<()> {
             100.0 * s.of_floor
         );
     }
+    crate::ui::partial_if_interrupted(partial)?;
     misses.map_or(Ok(()), Err)
 }

@@ -13,12 +13,23 @@ use radiohost_station::runtime::DeviceSpec;
 use radiohost_station::setup::{cpu_specs, parse_devices, DeviceArg};
 
 /// The device pool of `--devices cpu:N,gpu:K,...`, in the order given (device ids
-/// follow it). A `gpu:K` without a usable CUDA driver or GPU K is an error.
+/// follow it). A GPU runs frames whole; the scheduler places each frame on a GPU or
+/// on the CPU devices together (`radiohost_station::runtime::placement`). A `gpu:K`
+/// without a usable CUDA driver or GPU K, or named twice, is an error.
 pub fn device_pool(list: &str, pin: bool) -> Result<Vec<DeviceSpec>> {
     let args = parse_devices(list)?;
-    if args.len() > 1 && args.iter().any(|a| matches!(a, DeviceArg::Gpu(_))) {
+    let mut gpus: Vec<usize> = args
+        .iter()
+        .filter_map(|a| match a {
+            DeviceArg::Gpu(k) => Some(*k),
+            DeviceArg::Cpu(_) => None,
+        })
+        .collect();
+    gpus.sort_unstable();
+    if let Some(w) = gpus.windows(2).find(|w| w[0] == w[1]) {
         bail!(
-            "--devices {list}: a GPU executor keeps a frame's data on the GPU, so it runs whole frames and must be the only device (mixing devices needs per-frame data placement, not built yet)"
+            "--devices {list}: gpu:{} is named twice; a GPU is one executor (name each GPU once)",
+            w[0]
         );
     }
     let mut cpus = cpu_specs(&args, pin).into_iter();
@@ -34,42 +45,6 @@ pub fn device_pool(list: &str, pin: bool) -> Result<Vec<DeviceSpec>> {
         }
     }
     Ok(pool)
-}
-
-/// A share written as a percentage with its unit (`1%`, `0.5%`), as a fraction.
-pub fn parse_percent(s: &str) -> Result<f64, String> {
-    let v = s
-        .trim()
-        .strip_suffix('%')
-        .ok_or_else(|| format!("`{s}`: give a percentage with its unit, e.g. 1%"))?;
-    let v: f64 = v
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}`: not a number"))?;
-    if !(0.0..=100.0).contains(&v) {
-        return Err(format!("`{s}`: must be between 0% and 100%"));
-    }
-    Ok(v / 100.0)
-}
-
-/// Fail in one line when a run kept fewer deadlines than `max_miss` allows (unless
-/// `accept` says the misses are expected).
-pub fn check_misses(reports: &[RunReport], max_miss: f64, accept: bool) -> Result<()> {
-    for r in reports {
-        let miss = r.miss_fraction();
-        if miss > max_miss && !accept {
-            bail!(
-                "{} on {}: {} of {} frames ({:.1}%) not decoded within the deadline, above --max-miss {:.1}% (pass --accept-misses to exit 0 anyway)",
-                r.policy,
-                r.config,
-                r.frames - r.completed.min(r.frames),
-                r.frames,
-                100.0 * miss,
-                100.0 * max_miss
-            );
-        }
-    }
-    Ok(())
 }
 
 /// One line per device: where the scheduler's costs for it came from.

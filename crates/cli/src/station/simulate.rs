@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
-use indicatif::{ProgressBar, ProgressStyle};
 use radiohost_station::setup::{parse_churn, parse_device_kind, parse_policies};
 use radiohost_station::setup::{read_cost_model, read_policy_params};
 use radiohost_station::sim::{SimConfig, SimResult};
@@ -136,32 +135,22 @@ pub fn run(a: SimulateArgs) -> Result<()> {
         rus: a.rus.clone(),
         base: base_config(&a)?,
     };
-    let bar = if a.json || c.runs() < 2 {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(c.runs() as u64)
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let rows = sweep(&c, |m| {
-        bar.inc(1);
-        bar.set_message(m.to_string());
-    })?;
-    bar.finish_and_clear();
+    let bar = crate::ui::Progress::new("station simulate", c.runs() as u64, !a.json);
+    let rows = sweep(&c, &crate::ui::stop_flag(), |m| bar.begin(m))?;
+    drop(bar);
+    let partial = || format!("{} of {} runs done", rows.len(), c.runs());
     if let Some(path) = &a.svg {
         plot_p9999_vs_rus(path, &rows, &a)?;
     }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
-        return Ok(());
+        return crate::ui::partial_if_interrupted(partial);
     }
     print_table(&rows, &a);
     if let Some(path) = &a.svg {
         println!("plot: {}", path.display());
     }
-    Ok(())
+    crate::ui::partial_if_interrupted(partial)
 }
 
 fn print_table(rows: &[SimResult], a: &SimulateArgs) {

@@ -5,7 +5,7 @@ use super::{LinkArgs, NetArgs};
 use crate::plot::{self, Axis, LineChart, Series};
 use anyhow::{Context, Result};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
+use crate::ui::{self, Progress};
 use radiohost_warp::bench::{csv, run as run_bench, scaling, BenchConfig, BenchRow};
 use std::path::PathBuf;
 
@@ -49,19 +49,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         calls: a.calls,
         host_link_set: a.host_link_set.clone(),
     };
-    let bar = if a.json {
-        ProgressBar::hidden()
-    } else {
-        ProgressBar::new(b.steps() as u64)
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"),
-    );
-    let rep = run_bench(&b, |m| {
-        bar.inc(1);
-        bar.set_message(m.to_string());
-    })?;
-    bar.finish_and_clear();
+    crate::ui::check_output_dir("--out", &a.out)?;
+    let bar = Progress::new("warp bench", b.steps() as u64, !a.json);
+    let rep = run_bench(&b, &ui::stop_flag(), |m| bar.begin(m))?;
+    drop(bar);
     if !a.json {
         for s in &rep.socket_buffers {
             eprintln!(
@@ -106,7 +97,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
             a.out.join("warp_bench.svg").display()
         );
     }
-    Ok(())
+    ui::partial_if_interrupted(|| format!("{} of {} steps measured", rows.len(), b.steps()))
 }
 
 fn print_table(rows: &[BenchRow]) {

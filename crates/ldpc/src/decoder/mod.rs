@@ -213,13 +213,15 @@ pub struct Decoder {
     /// `row_start[r] * Zc / 64` (see `x86_rows::windows`).
     #[cfg(target_arch = "x86_64")]
     windows: Vec<u32>,
+    /// `correction` as the AVX-512 row kernel uses it (kept equal to `correction`).
+    #[cfg(target_arch = "x86_64")]
+    corrector: x86_rows::Corrector,
     zpad: usize,
     stride: usize,
     app: Aligned,
     c2v: Aligned,
     work: Vec<i8>,
     syndrome: Vec<i8>,
-    quantized: Vec<i8>,
 }
 
 fn correction(ms: MinSum, llr_scale: f32) -> Result<Correction, LdpcError> {
@@ -272,14 +274,17 @@ impl Decoder {
         } else {
             Vec::new()
         };
+        let correction =
+            correction(cfg.min_sum, DEFAULT_LLR_SCALE).unwrap_or(Correction::Eighths(6));
         let d = Decoder {
             #[cfg(target_arch = "x86_64")]
             windows,
+            #[cfg(target_arch = "x86_64")]
+            corrector: x86_rows::Corrector::new(correction),
             p,
             cfg,
             level: cfg.simd.resolve(),
-            correction: correction(cfg.min_sum, DEFAULT_LLR_SCALE)
-                .unwrap_or(Correction::Eighths(6)),
+            correction,
             config_error,
             llr_scale: DEFAULT_LLR_SCALE,
             rows,
@@ -291,7 +296,6 @@ impl Decoder {
             app: Aligned::zeroed(p.bg.cols() * stride),
             work: vec![0; max_deg * LANE_PAD],
             syndrome: vec![0; zpad],
-            quantized: vec![0; p.tx_bits],
         };
         // The SIMD kernels use raw pointers: verify their bounds once for every row.
         #[cfg(target_arch = "x86_64")]
@@ -327,6 +331,10 @@ impl Decoder {
         self.llr_scale = scale;
         if let Ok(c) = correction(self.cfg.min_sum, scale) {
             self.correction = c;
+            #[cfg(target_arch = "x86_64")]
+            {
+                self.corrector = x86_rows::Corrector::new(c);
+            }
         }
         Ok(())
     }
@@ -352,25 +360,26 @@ impl Decoder {
         llr: &[f32],
         payload_out: &mut [u8],
     ) -> Result<DecodeOutcome, LdpcError> {
-        check_len("LLR input", self.p.tx_bits, llr.len())?;
-        let (scale, q) = (self.llr_scale, &mut self.quantized);
-        let nan = match self.level {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the level comes from runtime detection.
-            SimdLevel::Avx512 => unsafe { quantize_avx512(llr, scale, q) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the level comes from runtime detection.
-            SimdLevel::Avx2 => unsafe { quantize_avx2(llr, scale, q) },
-            _ => quantize(llr, scale, q),
-        };
+        self.check_call(llr.len(), payload_out.len())?;
+        let (scale, level) = (self.llr_scale, self.level);
+        // Quantised straight into the APP buffer, column piece by column piece.
+        let nan = self.load_channel(|start, dst| {
+            let src = &llr[start..start + dst.len()];
+            match level {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the level comes from runtime detection.
+                SimdLevel::Avx512 => unsafe { quantize_avx512(src, scale, dst) },
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: the level comes from runtime detection.
+                SimdLevel::Avx2 => unsafe { quantize_avx2(src, scale, dst) },
+                _ => quantize(src, scale, dst),
+            }
+        });
         if nan {
             let index = llr.iter().position(|x| x.is_nan()).unwrap_or(0);
             return Err(LdpcError::NanLlr { index });
         }
-        let q = std::mem::take(&mut self.quantized);
-        let r = self.decode_quantized(&q, payload_out);
-        self.quantized = q;
-        r
+        Ok(self.run(payload_out))
     }
 
     /// Decodes already-quantised LLRs (positive means bit 0), used as they are.
@@ -379,13 +388,25 @@ impl Decoder {
         llr: &[i8],
         payload_out: &mut [u8],
     ) -> Result<DecodeOutcome, LdpcError> {
+        self.check_call(llr.len(), payload_out.len())?;
+        self.load_channel(|start, dst| {
+            dst.copy_from_slice(&llr[start..start + dst.len()]);
+            false
+        });
+        Ok(self.run(payload_out))
+    }
+
+    /// The configuration and the buffer lengths of a decode call.
+    fn check_call(&self, llr_len: usize, payload_len: usize) -> Result<(), LdpcError> {
         if let Some(e) = &self.config_error {
             return Err(e.clone());
         }
-        check_len("LLR input", self.p.tx_bits, llr.len())?;
-        check_len("payload output", self.p.payload_bits, payload_out.len())?;
-        self.load_channel(llr);
+        check_len("LLR input", self.p.tx_bits, llr_len)?;
+        check_len("payload output", self.p.payload_bits, payload_len)
+    }
 
+    /// Iterates on the loaded channel LLRs and writes the hard decisions of the payload.
+    fn run(&mut self, payload_out: &mut [u8]) -> DecodeOutcome {
         let mut iterations = 0;
         let mut parity_ok = false;
         while iterations < self.cfg.max_iterations {
@@ -409,10 +430,10 @@ impl Decoder {
                 *bit = (v < 0) as u8;
             }
         }
-        Ok(DecodeOutcome {
+        DecodeOutcome {
             iterations,
             parity_ok,
-        })
+        }
     }
 
     /// The quantised a-posteriori LLRs of the whole unpunctured codeword after the last
@@ -428,10 +449,15 @@ impl Decoder {
             .collect()
     }
 
-    fn load_channel(&mut self, llr: &[i8]) {
-        let (zc, stride) = (self.p.zc, self.stride);
-        // Writes `len` values starting at codeword position `pos`, column by column.
-        let write = |mut pos: usize, len: usize, src: Option<&[i8]>, fill: i8, app: &mut [i8]| {
+    /// Writes the channel LLRs (`tx_bits` input values) into the APP buffer:
+    /// `put(start, dst)` fills `dst` with the values from input index `start` on and
+    /// says whether one was NaN; returns whether any was.
+    fn load_channel(&mut self, mut put: impl FnMut(usize, &mut [i8]) -> bool) -> bool {
+        let (zc, stride, total) = (self.p.zc, self.stride, self.p.tx_bits);
+        let mut nan = false;
+        // Writes `len` values starting at codeword position `pos`, column by column, from
+        // the input starting at `src` (or `fill`).
+        let mut write = |mut pos: usize, len: usize, src: Option<usize>, fill: i8, app: &mut [i8]| {
             let mut done = 0;
             while done < len {
                 let (col, lane) = (pos / zc, pos % zc);
@@ -439,7 +465,7 @@ impl Decoder {
                 let at = col * stride + FRONT_PAD + lane;
                 let dst = &mut app[at..at + n];
                 match src {
-                    Some(s) => dst.copy_from_slice(&s[done..done + n]),
+                    Some(s) => nan |= put(s + done, dst),
                     None => dst.fill(fill),
                 }
                 done += n;
@@ -460,15 +486,17 @@ impl Decoder {
         );
         let mut used = 0;
         for seg in tx_segments(&self.p) {
-            let n = seg.len().min(llr.len() - used);
-            write(seg.start, n, Some(&llr[used..used + n]), 0, &mut self.app);
+            let n = seg.len().min(total - used);
+            write(seg.start, n, Some(used), 0, &mut self.app);
             write(seg.start + n, seg.len() - n, None, 0, &mut self.app);
             used += n;
         }
-        // Mirror half: app[c][j + Zc] = app[c][j].
+        // Mirror: app[c][j + Zc] = app[c][j] for the lanes the layout mirrors.
+        let mirrored = if wraps(zc) { LANE_PAD } else { zc };
         for col in self.app.chunks_mut(stride) {
-            col.copy_within(FRONT_PAD..FRONT_PAD + zc, FRONT_PAD + zc);
+            col.copy_within(FRONT_PAD..FRONT_PAD + mirrored, FRONT_PAD + zc);
         }
+        nan
     }
 
     fn iterate(&mut self, first: bool) {
@@ -496,7 +524,7 @@ impl Decoder {
                                 &self.windows[a * nvec..b * nvec],
                                 c2v,
                                 &dims,
-                                self.correction,
+                                &self.corrector,
                             )
                         };
                     if dims.wrap && !done {
@@ -544,6 +572,23 @@ impl Decoder {
             wrap: wraps(self.p.zc),
             first: false,
         };
+        #[cfg(target_arch = "x86_64")]
+        if dims.wrap {
+            let nvec = dims.zc / LANE_PAD;
+            let windows = &self.windows[..self.row_start[self.rows] * nvec];
+            match self.level {
+                // SAFETY: the level comes from runtime detection; `windows` is this
+                // decoder's table over `app`, bounds checked in `new`.
+                SimdLevel::Avx512 => unsafe {
+                    return x86_rows::syndrome_ok_avx512(app, windows, rows, dims.zc);
+                },
+                // SAFETY: as above.
+                SimdLevel::Avx2 => unsafe {
+                    return x86_rows::syndrome_ok_avx2(app, windows, rows, dims.zc);
+                },
+                _ => {}
+            }
+        }
         match self.level {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: Avx2 and Avx512 levels come from runtime detection (AVX-512 CPUs
@@ -574,7 +619,9 @@ fn quantize(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
     nan
 }
 
-/// `quantize` 16 values at a time (same operations, so the same results).
+/// `quantize` 64 values at a time (same float operations, so the same results): four
+/// vectors of 16 are converted, packed to bytes with saturating packs (the values are
+/// already within +-64, so nothing saturates) and put back in order with one permute.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw")]
 unsafe fn quantize_avx512(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
@@ -588,17 +635,23 @@ unsafe fn quantize_avx512(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
         _mm512_set1_epi32(i32::MIN),
     );
     let mut nan: __mmask16 = 0;
-    let mut i = 0;
-    while i + 16 <= n {
-        let x = _mm512_loadu_ps(llr.as_ptr().add(i));
+    let mut one = |x: __m512| {
         nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
         let v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x, scale), min), max);
-        // copysign(0.5, v) with integer ops (AVX-512F has no float AND/OR).
-        let half_v = _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(v), sign), half);
-        let r = _mm512_add_ps(v, _mm512_castsi512_ps(half_v));
-        let q = _mm512_cvtsepi32_epi8(_mm512_cvttps_epi32(r));
-        _mm_storeu_si128(out.as_mut_ptr().add(i) as *mut __m128i, q);
-        i += 16;
+        // copysign(0.5, v) = (v & sign) | 0.5, one three-input logic instruction.
+        let half_v = _mm512_ternarylogic_epi32::<0xEA>(_mm512_castps_si512(v), sign, half);
+        _mm512_cvttps_epi32(_mm512_add_ps(v, _mm512_castsi512_ps(half_v)))
+    };
+    // The packs work within 128-bit lanes: lane L holds 4 values of each input in turn.
+    let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    let mut i = 0;
+    while i + 64 <= n {
+        let p = llr.as_ptr().add(i);
+        let [a, b, c, d] = [0, 16, 32, 48].map(|o| one(_mm512_loadu_ps(p.add(o))));
+        let q = _mm512_packs_epi16(_mm512_packs_epi32(a, b), _mm512_packs_epi32(c, d));
+        let q = _mm512_permutexvar_epi32(order, q);
+        _mm512_storeu_si512(out.as_mut_ptr().add(i) as *mut __m512i, q);
+        i += 64;
     }
     quantize(&llr[i..n], s, &mut out[i..n]) | (nan != 0)
 }
@@ -708,6 +761,74 @@ pub(crate) fn fixup_wrap(col: &mut [i8], zc: usize, shift: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The AVX-512 row kernel gives the scalar kernel's posteriors with the correction
+    /// looked up by byte permute (VBMI) and with it computed by shifts (the path of
+    /// AVX-512 CPUs without VBMI), for several corrections, with saturated inputs.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx512_row_kernel_with_and_without_vbmi_matches_scalar() {
+        use crate::{BaseGraph, Encoder};
+        if SimdLevel::Avx512.resolve() != SimdLevel::Avx512 {
+            println!("SKIPPED: AVX-512 row kernel (CPU lacks AVX-512BW)");
+            return;
+        }
+        let vbmi = std::is_x86_feature_detected!("avx512vbmi");
+        if !vbmi {
+            println!("SKIPPED: VBMI correction lookup (CPU lacks AVX-512 VBMI)");
+        }
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for (bg, zc, rate, ms) in [
+            (BaseGraph::Bg1, 384, 1.0 / 3.0, MinSum::Normalized(0.75)),
+            (BaseGraph::Bg1, 128, 0.5, MinSum::Offset(0.5)),
+            (BaseGraph::Bg2, 256, 0.2, MinSum::Normalized(0.625)),
+            (BaseGraph::Bg2, 64, 0.4, MinSum::Normalized(1.0)),
+        ] {
+            let p = CodeParams::for_rate(bg, zc, rate).unwrap();
+            let payload: Vec<u8> = (0..p.payload_bits).map(|_| next() as u8 & 1).collect();
+            let mut tx = vec![0u8; p.tx_bits];
+            Encoder::new(p).encode(&payload, &mut tx).unwrap();
+            let llr: Vec<i8> = tx
+                .iter()
+                .map(|&b| {
+                    let noise = (next() % 281) as i32 - 140;
+                    (if b == 0 { 20 } else { -20 } + noise).clamp(-128, 127) as i8
+                })
+                .collect();
+            let mut results = Vec::new();
+            for (level, use_vbmi) in [
+                (SimdLevel::Scalar, false),
+                (SimdLevel::Avx512, false),
+                (SimdLevel::Avx512, true),
+            ] {
+                if use_vbmi && !vbmi {
+                    continue;
+                }
+                let cfg = DecoderConfig {
+                    max_iterations: 6,
+                    min_sum: ms,
+                    early_termination: false,
+                    simd: level,
+                };
+                let mut dec = Decoder::new(p, cfg);
+                dec.corrector.vbmi = use_vbmi;
+                let mut out = vec![0u8; p.payload_bits];
+                let o = dec.decode_quantized(&llr, &mut out).unwrap();
+                results.push((o, out, dec.posterior()));
+            }
+            for r in &results[1..] {
+                assert_eq!(r.0, results[0].0, "{bg} Zc={zc}: outcome");
+                assert!(r.1 == results[0].1, "{bg} Zc={zc}: payload");
+                assert!(r.2 == results[0].2, "{bg} Zc={zc}: posteriors");
+            }
+        }
+    }
 
     /// Every quantiser this CPU has gives the portable one's bytes, on values around
     /// every rounding boundary, the clip limits, zeros of both signs and infinities.

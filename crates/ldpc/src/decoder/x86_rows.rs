@@ -5,9 +5,16 @@
 //! reloaded). Each new APP vector costs one store, plus a mirror store for the (at most
 //! two per edge) vectors that touch the first 64 lanes or wrap (the same stores as
 //! `x86::mirror_store` makes, decided in advance by [`windows`]).
+//!
+//! On this kernel's hot CPUs (Zen 4 executes a 512-bit operation as two 256-bit halves)
+//! the time is the count of vector instructions, and saturating adds, absolute values
+//! and compares into mask registers issue at half the rate of min/max/logic/blend, so
+//! per vector the check-node correction is one byte permute into a 128-entry table
+//! (AVX-512 VBMI; shifts and adds otherwise), and the sign product is applied to the two
+//! candidate magnitudes once instead of to every edge's message.
 
 use super::x86::correct512;
-use super::{Correction, Dims, Edge, LANE_PAD};
+use super::{scalar, Correction, Dims, Edge, LANE_PAD};
 use std::arch::x86_64::*;
 
 /// Straight-line code for `e` in `0..d`, `d` a constant up to 19: every index into the
@@ -27,28 +34,57 @@ macro_rules! unroll {
     };
 }
 
+/// The check-node correction of a decoder: its parameters, and as a table of its value
+/// for every magnitude 0..=127 (`table[m] == scalar::correct(m)`), used through a byte
+/// permute when `vbmi` (the CPU has AVX-512 VBMI; tests clear it to cover the other
+/// path).
+#[derive(Clone, Debug)]
+#[repr(C, align(64))]
+pub(crate) struct Corrector {
+    table: [i8; 128],
+    pub correction: Correction,
+    pub vbmi: bool,
+}
+
+impl Corrector {
+    pub(crate) fn new(correction: Correction) -> Corrector {
+        let mut table = [0i8; 128];
+        for (m, v) in table.iter_mut().enumerate() {
+            // correct(m) <= m <= 127 for every correction.
+            *v = scalar::correct(m as u8, correction) as i8;
+        }
+        Corrector {
+            table,
+            correction,
+            vbmi: std::is_x86_feature_detected!("avx512vbmi"),
+        }
+    }
+}
+
 /// Updates one row block; false (nothing done) when its degree has no register kernel
 /// (NR rows have 3 to 19 blocks, so this never happens for TS 38.212 graphs).
 ///
 /// # Safety
-/// The CPU must support AVX-512F and AVX-512BW, `dims.wrap` must hold, and the buffers
-/// must pass `x86::check_bounds`.
+/// The CPU must support AVX-512F and AVX-512BW (and AVX-512 VBMI if `corr.vbmi`),
+/// `dims.wrap` must hold, and the buffers must pass `x86::check_bounds`.
 pub(crate) unsafe fn layer(
     app: &mut [i8],
     edges: &[Edge],
     windows: &[u32],
     c2v: &mut [i8],
     dims: &Dims,
-    corr: Correction,
+    corr: &Corrector,
 ) -> bool {
     debug_assert!(dims.wrap && dims.zpad == dims.zc);
     debug_assert_eq!(windows.len(), edges.len() * dims.zc / 64);
     macro_rules! by_degree {
         ($($d:literal)*) => {
-            match (edges.len(), dims.first) {
+            match (edges.len(), dims.first, corr.vbmi) {
                 $(
-                    ($d, true) => row::<true, $d>(app, windows, c2v, dims.zc, corr),
-                    ($d, false) => row::<false, $d>(app, windows, c2v, dims.zc, corr),
+                    ($d, true, true) => row_vbmi::<true, $d>(app, windows, c2v, dims.zc, corr),
+                    ($d, false, true) => row_vbmi::<false, $d>(app, windows, c2v, dims.zc, corr),
+                    ($d, true, false) => row_bw::<true, $d>(app, windows, c2v, dims.zc, corr),
+                    ($d, false, false) => row_bw::<false, $d>(app, windows, c2v, dims.zc, corr),
                 )*
                 _ => return false,
             }
@@ -85,76 +121,169 @@ pub(crate) const MIRROR_UP: u32 = 1 << 31;
 pub(crate) const MIRROR_DOWN: u32 = 1 << 30;
 const OFFSET: u32 = !(MIRROR_UP | MIRROR_DOWN);
 
-/// One row block of degree `D`; `FIRST`: every old message is zero (see `Dims::first`).
-/// Messages are laid out vector by vector (`c2v[(k * D + e) * 64..]`), so each is an
-/// aligned access at a constant offset.
+/// One row block of degree `D` (`row_vbmi` / `row_bw`, the same code compiled with and
+/// without VBMI); `FIRST`: every old message is zero (see `Dims::first`). Messages are
+/// laid out vector by vector (`c2v[(k * D + e) * 64..]`), so each is an aligned access
+/// at a constant offset.
+macro_rules! row_kernel {
+    ($name:ident, $features:literal, $vbmi:literal) => {
+        #[target_feature(enable = $features)]
+        unsafe fn $name<const FIRST: bool, const D: usize>(
+            app: &mut [i8],
+            windows: &[u32],
+            c2v: &mut [i8],
+            zc: usize,
+            corr: &Corrector,
+        ) {
+            const W: usize = 64;
+            let appp = app.as_mut_ptr();
+            let zero = _mm512_setzero_si512();
+            let max127 = _mm512_set1_epi8(127);
+            let all = _mm512_set1_epi8(-1);
+            let min128 = _mm512_set1_epi8(i8::MIN);
+            let table = corr.table.as_ptr();
+            let (lo, hi) = (
+                _mm512_loadu_si512(table as *const __m512i),
+                _mm512_loadu_si512(table.add(64) as *const __m512i),
+            );
+            for k in 0..zc / W {
+                let win: &[u32; D] = windows[k * D..(k + 1) * D]
+                    .try_into()
+                    .expect("D windows per vector");
+                let c2vk = c2v.as_mut_ptr().add(k * D * W);
+                let mut t = [zero; D];
+                let (mut min1, mut min2) = (all, all);
+                unroll!(D, |e| {
+                    let a =
+                        _mm512_loadu_si512(appp.add((win[e] & OFFSET) as usize) as *const __m512i);
+                    t[e] = if FIRST {
+                        a
+                    } else {
+                        let c = _mm512_load_si512(c2vk.add(e * W) as *const __m512i);
+                        // Saturated APP: subtract nothing (`scalar::saturated`).
+                        let unsat = _mm512_mask_cmpneq_epi8_mask(
+                            _mm512_cmpneq_epi8_mask(a, max127),
+                            a,
+                            min128,
+                        );
+                        _mm512_mask_subs_epi8(a, unsat, a, c)
+                    };
+                    let m = _mm512_abs_epi8(t[e]);
+                    min2 = _mm512_min_epu8(min2, _mm512_max_epu8(min1, m));
+                    min1 = _mm512_min_epu8(min1, m);
+                });
+                // Sign product: XOR of all t, three inputs per instruction.
+                let mut sgn = zero;
+                unroll!(D, |e| {
+                    if e % 2 == 1 {
+                        sgn = _mm512_ternarylogic_epi64(sgn, t[e - 1], t[e], 0x96);
+                    } else if e + 1 == D {
+                        sgn = _mm512_xor_si512(sgn, t[e]);
+                    }
+                });
+                let (m1, m2) = (_mm512_min_epu8(min1, max127), _mm512_min_epu8(min2, max127));
+                let (m1, m2) = if $vbmi {
+                    (
+                        _mm512_permutex2var_epi8(lo, m1, hi),
+                        _mm512_permutex2var_epi8(lo, m2, hi),
+                    )
+                } else {
+                    (correct512(m1, corr.correction), correct512(m2, corr.correction))
+                };
+                // The magnitudes with the sign product applied; an edge's message is one
+                // of them with its own sign applied on top (the sign of t ^ product).
+                let neg = _mm512_movepi8_mask(sgn);
+                let m1 = _mm512_mask_sub_epi8(m1, neg, zero, m1);
+                let m2 = _mm512_mask_sub_epi8(m2, neg, zero, m2);
+                unroll!(D, |e| {
+                    let t = t[e];
+                    let abs_t = _mm512_abs_epi8(t);
+                    let eq = _mm512_cmpeq_epi8_mask(abs_t, min1);
+                    let mag = _mm512_mask_blend_epi8(eq, m1, m2);
+                    // |mag| <= 127: negating never overflows.
+                    let c = _mm512_mask_sub_epi8(mag, _mm512_movepi8_mask(t), zero, mag);
+                    _mm512_store_si512(c2vk.add(e * W) as *mut __m512i, c);
+                    // Saturated t is final: add nothing (`scalar::saturated`).
+                    let unsat =
+                        _mm512_mask_cmpneq_epi8_mask(_mm512_cmpneq_epi8_mask(t, max127), t, min128);
+                    let v = _mm512_mask_adds_epi8(t, unsat, t, c);
+                    let w = win[e];
+                    let p = appp.add((w & OFFSET) as usize);
+                    _mm512_storeu_si512(p as *mut __m512i, v);
+                    if w & MIRROR_UP != 0 {
+                        _mm512_storeu_si512(p.add(zc) as *mut __m512i, v);
+                    }
+                    if w & MIRROR_DOWN != 0 {
+                        _mm512_storeu_si512(p.sub(zc) as *mut __m512i, v);
+                    }
+                });
+            }
+        }
+    };
+}
+
+row_kernel!(row_vbmi, "avx512f,avx512bw,avx512vbmi", true);
+row_kernel!(row_bw, "avx512f,avx512bw", false);
+
+/// Hard decisions satisfy every row listed by `row_start` (see `decoder::syndrome_ok`),
+/// reading the windows from the kernel's table: per row and 64-lane vector, the XOR of
+/// the edges' windows must have no sign bit set. The table saves the per-edge window
+/// arithmetic and the accumulator's round trips through memory of the portable loop.
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512BW, and `windows` must be the table of these
+/// rows (as built by [`windows`]) over `app`.
 #[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn row<const FIRST: bool, const D: usize>(
-    app: &mut [i8],
+pub(crate) unsafe fn syndrome_ok_avx512(
+    app: &[i8],
     windows: &[u32],
-    c2v: &mut [i8],
+    row_start: &[usize],
     zc: usize,
-    corr: Correction,
-) {
-    const W: usize = 64;
-    let appp = app.as_mut_ptr();
-    let zero = _mm512_setzero_si512();
-    let max127 = _mm512_set1_epi8(127);
-    let all = _mm512_set1_epi8(-1);
-    let min128 = _mm512_set1_epi8(i8::MIN);
-    for k in 0..zc / W {
-        let win: &[u32; D] = windows[k * D..(k + 1) * D]
-            .try_into()
-            .expect("D windows per vector");
-        let c2vk = c2v.as_mut_ptr().add(k * D * W);
-        let mut t = [zero; D];
-        let (mut min1, mut min2) = (all, all);
-        unroll!(D, |e| {
-            let a = _mm512_loadu_si512(appp.add((win[e] & OFFSET) as usize) as *const __m512i);
-            t[e] = if FIRST {
-                a
-            } else {
-                let c = _mm512_load_si512(c2vk.add(e * W) as *const __m512i);
-                // Saturated APP: subtract nothing (`scalar::saturated`).
-                let unsat =
-                    _mm512_mask_cmpneq_epi8_mask(_mm512_cmpneq_epi8_mask(a, max127), a, min128);
-                _mm512_mask_subs_epi8(a, unsat, a, c)
-            };
-            let m = _mm512_abs_epi8(t[e]);
-            min2 = _mm512_min_epu8(min2, _mm512_max_epu8(min1, m));
-            min1 = _mm512_min_epu8(min1, m);
-        });
-        // Sign product: XOR of all t, three inputs per instruction.
-        let mut sgn = zero;
-        unroll!(D, |e| {
-            if e % 2 == 1 {
-                sgn = _mm512_ternarylogic_epi64(sgn, t[e - 1], t[e], 0x96);
-            } else if e + 1 == D {
-                sgn = _mm512_xor_si512(sgn, t[e]);
+) -> bool {
+    let nvec = zc / LANE_PAD;
+    let p = app.as_ptr();
+    for r in row_start.windows(2) {
+        let d = r[1] - r[0];
+        for win in windows[r[0] * nvec..r[1] * nvec].chunks_exact(d) {
+            let mut x = _mm512_setzero_si512();
+            for &w in win {
+                let a = _mm512_loadu_si512(p.add((w & OFFSET) as usize) as *const __m512i);
+                x = _mm512_xor_si512(x, a);
             }
-        });
-        let m1 = correct512(_mm512_min_epu8(min1, max127), corr);
-        let m2 = correct512(_mm512_min_epu8(min2, max127), corr);
-        unroll!(D, |e| {
-            let t = t[e];
-            let abs_t = _mm512_abs_epi8(t);
-            let eq = _mm512_cmpeq_epi8_mask(abs_t, min1);
-            let mag = _mm512_mask_blend_epi8(eq, m1, m2);
-            let neg = _mm512_movepi8_mask(_mm512_xor_si512(t, sgn));
-            let c = _mm512_mask_sub_epi8(mag, neg, zero, mag);
-            _mm512_store_si512(c2vk.add(e * W) as *mut __m512i, c);
-            // Saturated t is final: add nothing (`scalar::saturated`).
-            let unsat = _mm512_mask_cmpneq_epi8_mask(_mm512_cmpneq_epi8_mask(t, max127), t, min128);
-            let v = _mm512_mask_adds_epi8(t, unsat, t, c);
-            let w = win[e];
-            let p = appp.add((w & OFFSET) as usize);
-            _mm512_storeu_si512(p as *mut __m512i, v);
-            if w & MIRROR_UP != 0 {
-                _mm512_storeu_si512(p.add(zc) as *mut __m512i, v);
+            if _mm512_movepi8_mask(x) != 0 {
+                return false;
             }
-            if w & MIRROR_DOWN != 0 {
-                _mm512_storeu_si512(p.sub(zc) as *mut __m512i, v);
-            }
-        });
+        }
     }
+    true
+}
+
+/// [`syndrome_ok_avx512`] with two 32-lane halves per window.
+///
+/// # Safety
+/// The CPU must support AVX2; `windows` as for [`syndrome_ok_avx512`].
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn syndrome_ok_avx2(
+    app: &[i8],
+    windows: &[u32],
+    row_start: &[usize],
+    zc: usize,
+) -> bool {
+    let nvec = zc / LANE_PAD;
+    let p = app.as_ptr();
+    for r in row_start.windows(2) {
+        let d = r[1] - r[0];
+        for win in windows[r[0] * nvec..r[1] * nvec].chunks_exact(d) {
+            let (mut lo, mut hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+            for &w in win {
+                let a = p.add((w & OFFSET) as usize);
+                lo = _mm256_xor_si256(lo, _mm256_loadu_si256(a as *const __m256i));
+                hi = _mm256_xor_si256(hi, _mm256_loadu_si256(a.add(32) as *const __m256i));
+            }
+            if _mm256_movemask_epi8(_mm256_or_si256(lo, hi)) != 0 {
+                return false;
+            }
+        }
+    }
+    true
 }

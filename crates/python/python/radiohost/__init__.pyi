@@ -2,7 +2,7 @@
 
 import enum
 import os
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple, TypedDict, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -15,6 +15,8 @@ class LdpcError(RadiohostError): ...
 class PhyError(RadiohostError): ...
 class RadioError(RadiohostError): ...
 class DspError(RadiohostError): ...
+class PmtError(RadiohostError): ...
+class StationError(RadiohostError): ...
 
 _Path = Union[str, os.PathLike[str]]
 _C64 = npt.NDArray[np.complex64]
@@ -112,6 +114,7 @@ class UplinkDecoder:
     def decode(self, samples: Union[_C64, npt.NDArray[np.int16]]) -> dict[str, Any]: ...
 
 def evaluate(config: FrameConfig, direction: str = "uplink", frames: int = 1) -> dict[str, Any]: ...
+def phy_bench(seconds: float = 0.5) -> dict[str, Any]: ...
 
 # radios
 class StreamMode(enum.Enum):
@@ -241,3 +244,72 @@ class FadingModel:
     ) -> None: ...
     def response(self) -> _C64: ...
     def advance(self) -> None: ...
+
+# PMT (point-to-multipoint delivery over UDP)
+def pmt_send(
+    data: bytes,
+    to: Sequence[str],
+    *,
+    session: int = 1,
+    window: int = 8,
+    groups: int = 2,
+    segment: int = 1400,
+    fail_timeout: str = "15s",
+    psk: Optional[bytes] = None,
+) -> dict[str, Any]: ...
+
+class PmtReceiver:
+    def __init__(self, listen: str = "0.0.0.0:0") -> None: ...
+    @property
+    def address(self) -> Tuple[str, int]: ...
+    def receive(
+        self,
+        *,
+        sender: Optional[str] = None,
+        session: Optional[int] = None,
+        buffer: int = 1024,
+        linger: str = "2s",
+        idle: str = "30s",
+        psk: Optional[bytes] = None,
+    ) -> Tuple[bytes, dict[str, Any]]: ...
+
+# station (durations carry their unit: "1ms", "4ms")
+class _StationRunOptions(TypedDict, total=False):
+    config: Union[str, dict[str, Any]]
+    policy: str
+    devices: str
+    pin: bool
+    rus: int
+    frames: int
+    transport: str
+    frame_period: str
+    deadline: str
+    parts: int
+    device_events: Optional[str]
+    calibration: Optional[str]
+    bank_frames: int
+    verify_downlink: bool
+
+class _StationSimulateOptions(TypedDict, total=False):
+    policies: str
+    devices: Union[int, list[int]]
+    device_kind: str
+    units: int
+    rus: Union[int, list[int]]
+    antennas: int
+    users: int
+    data_num: int
+    fft_size: int
+    parts: int
+    schedule: str
+    frames: int
+    frame_period: str
+    deadline: str
+    churn: Optional[str]
+    calibration: Optional[str]
+    policy_params: Optional[dict[str, Any]]
+    jitter: float
+    seed: int
+
+def station_run(options: _StationRunOptions) -> list[dict[str, Any]]: ...
+def station_simulate(options: _StationSimulateOptions) -> list[dict[str, Any]]: ...

@@ -1,9 +1,10 @@
 //! Downlink kernels: Encode, Modul, Precode, Ifft, Store.
 
-use radiohost_iq::Ci16;
 use radiohost_phy::crc::{self, CrcKind};
+use radiohost_phy::group_product::Coefficients;
 use radiohost_phy::scramble::GoldSequence;
-use radiohost_phy::zf::precode as zf_precode;
+use radiohost_phy::simd::Isa;
+use radiohost_phy::zf::BATCH;
 
 use super::slot::{read, write};
 use super::{FrameSlot, KernelContext, KernelError, Scratch};
@@ -58,7 +59,8 @@ pub(super) fn modul(
 }
 
 /// ZF-precode part `k` of downlink symbol `pos` (reference when `data` is `None`:
-/// every user's pilot sequence), normalised per part.
+/// every user's pilot sequence), each ZF group as one matrix product, normalised per
+/// part.
 pub(super) fn precode(
     ctx: &KernelContext,
     slot: &FrameSlot,
@@ -73,11 +75,20 @@ pub(super) fn precode(
     let range = ctx.shape.part_range(k);
     let len = range.len();
     let zf = read(&slot.zf[k]);
-    // beta: total transmit power K per subcarrier on average over the part.
-    let total: f64 = zf.noise_gain.iter().map(|&g| g as f64).sum();
+    // beta: total transmit power K per subcarrier on average over the part (each
+    // group's noise gains count once per subcarrier of the group in the part).
+    let total: f64 = ctx
+        .part_groups(k)
+        .map(|g| {
+            let (j, lane) = (g / BATCH - zf.first_batch, g % BATCH);
+            let gains = &zf.noise_gain[j * k_n..(j + 1) * k_n];
+            ctx.group_in_part(g, k).len() as f64
+                * gains.iter().map(|x| x[lane] as f64).sum::<f64>()
+        })
+        .sum();
     let beta = (k_n as f64 * len as f64 / total.max(f64::MIN_POSITIVE)).sqrt() as f32;
-    // Users' symbols of the part into scratch (`eq` is K x max part), so no lock
-    // guards are held per user and nothing is allocated.
+    // Users' symbols of the part into scratch (`[user][subcarrier of the part]`), so
+    // no lock guards are held per user and nothing is allocated.
     for u in 0..k_n {
         let dst = &mut s.eq[u * len..(u + 1) * len];
         match data {
@@ -85,36 +96,42 @@ pub(super) fn precode(
             None => dst.copy_from_slice(&ctx.pilots[range.clone()]),
         }
     }
+    let isa = Isa::detect();
     let mut out = write(&slot.precoded[pos * ctx.shape.parts + k]);
-    for j in 0..len {
-        for (u, sv) in s.s.iter_mut().enumerate() {
-            *sv = s.eq[u * len + j];
-        }
-        zf_precode(&zf.w[j * mk..(j + 1) * mk], &s.s, beta, &mut s.xm);
-        for (m, x) in s.xm.iter().enumerate() {
-            out[m * len + j] = *x;
-        }
+    for g in ctx.part_groups(k) {
+        let (j, lane) = (g / BATCH - zf.first_batch, g % BATCH);
+        let sub = ctx.group_in_part(g, k);
+        let a = sub.start - range.start;
+        let p = Coefficients::precoder_lanes(
+            &zf.wt_re[j * mk..(j + 1) * mk],
+            &zf.wt_im[j * mk..(j + 1) * mk],
+            k_n,
+            m_n,
+            lane,
+            beta,
+        );
+        s.product
+            .apply(isa, p, &s.eq[a..], len, sub.len(), &mut out[a..], len);
     }
 }
 
-/// Per antenna: gather the precoded parts, IFFT + CP, quantise to ci16.
+/// Gather the precoded parts into `[antenna][subcarrier]` rows, then IFFT + CP and
+/// ci16 quantisation of every antenna (phy's batched synthesis).
 pub(super) fn ifft(ctx: &KernelContext, slot: &FrameSlot, pos: usize, s: &mut Scratch) {
     let cfg = &ctx.cfg;
+    let (m_n, d) = (cfg.antennas, cfg.data_num);
     let parts = ctx.shape.parts;
-    let sl = cfg.symbol_len();
-    let mut out = write(&slot.tx_time[pos]);
-    for m in 0..cfg.antennas {
-        for k in 0..parts {
-            let r = ctx.shape.part_range(k);
-            let len = r.len();
-            let p = read(&slot.precoded[pos * parts + k]);
-            s.ant[r].copy_from_slice(&p[m * len..(m + 1) * len]);
-        }
-        s.synth.symbol(&s.ant, ctx.tx_gain, &mut s.time);
-        for (o, t) in out[m * sl..(m + 1) * sl].iter_mut().zip(&s.time) {
-            *o = Ci16::from_cf32(*t);
+    for k in 0..parts {
+        let r = ctx.shape.part_range(k);
+        let len = r.len();
+        let p = read(&slot.precoded[pos * parts + k]);
+        for m in 0..m_n {
+            s.ant[m * d + r.start..m * d + r.end].copy_from_slice(&p[m * len..(m + 1) * len]);
         }
     }
+    let mut out = write(&slot.tx_time[pos]);
+    s.synth
+        .antennas_ci16(&s.ant, m_n, ctx.tx_gain, &mut out, cfg.symbol_len(), 0);
 }
 
 /// Hand downlink symbol `pos` to the fronthaul output.

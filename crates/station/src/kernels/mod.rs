@@ -1,9 +1,12 @@
 //! CPU kernels: one function per opcode, operating on a frame's buffers
 //! ([`FrameSlot`]) with a worker's own [`Scratch`].
 //!
-//! Every kernel is built from phy's kernels (batched FFT, CSI, ZF, QAM) and the LDPC
-//! codec; this module only cuts the reference pipelines into the instruction
-//! granularity of [`crate::isa`] and moves data between the slot's regions.
+//! Every kernel is phy's reference kernel (batched front end and synthesis over all
+//! antennas, CSI at each ZF group's centre, ZF of 16 groups of `zf_block`
+//! subcarriers at once, group matrix products for equalisation and precoding, SIMD
+//! demodulation, scrambling) and the LDPC codec; this module only cuts the reference
+//! pipelines into the instruction granularity of [`crate::isa`] and moves data
+//! between the slot's regions.
 //!
 //! Concurrency: instructions of one frame run at once on different workers. Each
 //! region an instruction writes is its own `RwLock` (see [`slot`]), and the per-frame
@@ -22,16 +25,18 @@ mod downlink;
 pub mod slot;
 mod uplink;
 
+use std::ops::Range;
+
 use radiohost_iq::Cf32;
 use radiohost_ldpc::{Decoder, Encoder};
 use radiohost_phy::coding::{decoder_config, user_c_init};
 use radiohost_phy::config::SymbolKind;
 use radiohost_phy::csi::{pilot_sequence, CsiEstimator};
-use radiohost_phy::frontend::Synthesizer;
+use radiohost_phy::frontend::{FrontEnd, Synthesizer};
 use radiohost_phy::generator::TARGET_RMS;
-use radiohost_phy::ofdm::OfdmFft;
+use radiohost_phy::group_product::GroupProduct;
 use radiohost_phy::qam::{Demodulator, Modulator};
-use radiohost_phy::zf::ZfScratch;
+use radiohost_phy::zf::{Lanes, ZfBatch, BATCH};
 use radiohost_phy::FrameConfig;
 
 use crate::isa::{Instr, Opcode};
@@ -153,6 +158,27 @@ impl KernelContext {
         self.roles.get(s).copied()
     }
 
+    /// The ZF groups (`cfg.zf_block` adjacent subcarriers each) that part `k`'s
+    /// subcarriers touch.
+    pub fn part_groups(&self, k: usize) -> Range<usize> {
+        let r = self.shape.part_range(k);
+        let zb = self.cfg.zf_block;
+        r.start / zb..(r.end - 1) / zb + 1
+    }
+
+    /// The ZF batches ([`BATCH`] groups each) that part `k`'s groups fall in.
+    pub fn part_batches(&self, k: usize) -> Range<usize> {
+        let g = self.part_groups(k);
+        g.start / BATCH..(g.end - 1) / BATCH + 1
+    }
+
+    /// The subcarriers of ZF group `g` that lie in part `k`.
+    pub fn group_in_part(&self, g: usize, k: usize) -> Range<usize> {
+        let r = self.shape.part_range(k);
+        let zb = self.cfg.zf_block;
+        (g * zb).max(r.start)..((g + 1) * zb).min(r.end)
+    }
+
     /// Largest subcarrier part (scratch sizing).
     pub fn max_part_len(&self) -> usize {
         self.shape.part_range(0).len()
@@ -224,14 +250,15 @@ impl KernelContext {
 /// A worker's private scratch: FFT plans, estimator, detector, codec and buffers,
 /// allocated once so kernels do not allocate per frame.
 pub struct Scratch {
-    fft: OfdmFft,
-    batch: Vec<Cf32>,
+    front: FrontEnd,
     csi_est: CsiEstimator,
     pilot_rx: Vec<Cf32>,
-    csi: Vec<Cf32>,
-    zf: ZfScratch,
-    y: Vec<Cf32>,
-    x: Vec<Cf32>,
+    /// `[batch][user][antenna]` lanes: the channel at every ZF group's centre.
+    h_re: Vec<Lanes>,
+    h_im: Vec<Lanes>,
+    zf: ZfBatch,
+    /// `[user][subcarrier]`: equalised symbols (uplink) or the part's user symbols
+    /// (downlink, `[user][subcarrier of the part]`).
     eq: Vec<Cf32>,
     nv: Vec<f32>,
     demod: Demodulator,
@@ -240,11 +267,10 @@ pub struct Scratch {
     block: Vec<u8>,
     encoder: Encoder,
     modulator: Modulator,
+    product: GroupProduct,
     synth: Synthesizer,
-    time: Vec<Cf32>,
+    /// `[antenna][subcarrier]`: one downlink symbol's precoded bins.
     ant: Vec<Cf32>,
-    s: Vec<Cf32>,
-    xm: Vec<Cf32>,
 }
 
 impl Scratch {
@@ -253,30 +279,25 @@ impl Scratch {
     pub fn new(ctx: &KernelContext) -> Result<Self, KernelError> {
         let cfg = &ctx.cfg;
         let (m, k, d) = (cfg.antennas, cfg.users, cfg.data_num);
-        let part = ctx.max_part_len();
         let p = ctx.shape.pilot_symbols.len();
         Ok(Self {
-            fft: OfdmFft::new(cfg.fft_size),
-            batch: vec![Cf32::default(); m * cfg.fft_size],
+            front: FrontEnd::new(cfg),
             csi_est: CsiEstimator::new(cfg.pilot_layout, m, k, d),
             pilot_rx: vec![Cf32::default(); p * m * d],
-            csi: vec![Cf32::default(); d * k * m],
-            zf: ZfScratch::with_antennas(m, k),
-            y: vec![Cf32::default(); m],
-            x: vec![Cf32::default(); k],
-            eq: vec![Cf32::default(); k * part],
-            nv: vec![0.0; k * part],
+            h_re: vec![[0.0; BATCH]; cfg.zf_groups().div_ceil(BATCH) * k * m],
+            h_im: vec![[0.0; BATCH]; cfg.zf_groups().div_ceil(BATCH) * k * m],
+            zf: ZfBatch::new(m, k),
+            eq: vec![Cf32::default(); k * d],
+            nv: vec![0.0; k * d],
             demod: Demodulator::new(cfg.modulation),
             decoder: Decoder::try_new(cfg.code, decoder_config(cfg.decoder_iter))?,
             llrs: vec![0.0; cfg.symbol_bits()],
             block: vec![0; cfg.code.payload_bits],
             encoder: Encoder::new(cfg.code),
             modulator: Modulator::new(cfg.modulation),
+            product: GroupProduct::new(k),
             synth: Synthesizer::new(cfg),
-            time: vec![Cf32::default(); cfg.symbol_len()],
-            ant: vec![Cf32::default(); d],
-            s: vec![Cf32::default(); k],
-            xm: vec![Cf32::default(); m],
+            ant: vec![Cf32::default(); m * d],
         })
     }
 }
@@ -305,14 +326,14 @@ pub fn execute(
         },
         Opcode::PilotFft => match role {
             Some(SymbolRole::Pilot { pos, rx }) if part == 0 => {
-                uplink::fft(ctx, slot, rx, &slot.pilot_freq[pos], scratch);
+                uplink::pilot_fft(ctx, slot, rx, &slot.pilot_freq[pos], scratch);
                 Ok(())
             }
             _ => Err(bad()),
         },
         Opcode::UpFft => match role {
             Some(SymbolRole::Uplink { pos, rx }) if part == 0 => {
-                uplink::fft(ctx, slot, rx, &slot.up_freq[pos], scratch);
+                uplink::up_fft(ctx, slot, rx, &slot.up_freq[pos], scratch);
                 Ok(())
             }
             _ => Err(bad()),

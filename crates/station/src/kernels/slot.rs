@@ -11,6 +11,8 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use radiohost_iq::{Cf32, Ci16};
 use radiohost_phy::coding::BlockResult;
+use radiohost_phy::frontend::SLICE;
+use radiohost_phy::zf::{Lanes, BATCH};
 
 use super::KernelContext;
 
@@ -25,7 +27,8 @@ pub fn write<T>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
     l.write().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Data subcarriers of one received symbol, all antennas (`[antenna][subcarrier]`),
+/// Data subcarriers of one received pilot symbol, all antennas
+/// (`[antenna][subcarrier]`, what the channel estimator reads),
 /// with the energy and count of its null bins (the noise measurement).
 #[derive(Debug, Default)]
 pub struct FreqSymbol {
@@ -34,13 +37,31 @@ pub struct FreqSymbol {
     pub null_bins: usize,
 }
 
-/// ZF output of one subcarrier part.
+/// Data subcarriers of one received uplink symbol in the planar layout of
+/// [`radiohost_phy::frontend::FrontEnd::antenna_planar`] (slices of 16 subcarriers,
+/// every antenna's slice contiguous: what the group equaliser reads), with the energy
+/// and count of its null bins.
+#[derive(Debug, Default)]
+pub struct PlanarSymbol {
+    pub re: Vec<[f32; SLICE]>,
+    pub im: Vec<[f32; SLICE]>,
+    pub null_energy: f64,
+    pub null_bins: usize,
+}
+
+/// ZF output of one subcarrier part: the detectors of every ZF batch (16 groups of
+/// `FrameConfig::zf_block` subcarriers, one per lane, as phy's
+/// [`radiohost_phy::zf::ZfBatch`] solves them) the part's subcarriers touch. A
+/// batch cut by a part boundary is solved by both parts, with the same result.
 #[derive(Debug, Default)]
 pub struct ZfPart {
-    /// `[subcarrier of the part][user][antenna]`.
-    pub w: Vec<Cf32>,
-    /// `[subcarrier of the part][user]`.
-    pub noise_gain: Vec<f32>,
+    /// Index of the first batch of the part.
+    pub first_batch: usize,
+    /// `[batch of the part][antenna][user]` lanes: each group's `W` transposed.
+    pub wt_re: Vec<Lanes>,
+    pub wt_im: Vec<Lanes>,
+    /// `[batch of the part][user]` lanes: `[(H^H H)^-1]_kk`.
+    pub noise_gain: Vec<Lanes>,
     /// Null-bin energy and bin count of all pilot symbols.
     pub pilot_null_energy: f64,
     pub pilot_null_bins: usize,
@@ -63,7 +84,7 @@ pub struct FrameSlot {
     /// `Load` output: the symbol in the frame's own buffer.
     pub time: Vec<RwLock<Vec<Ci16>>>,
     pub pilot_freq: Vec<RwLock<FreqSymbol>>,
-    pub up_freq: Vec<RwLock<FreqSymbol>>,
+    pub up_freq: Vec<RwLock<PlanarSymbol>>,
     pub zf: Vec<RwLock<ZfPart>>,
     /// Per (uplink symbol, part): `[user][bit of the part]` LLRs.
     pub llr: Vec<RwLock<Vec<f32>>>,
@@ -112,13 +133,18 @@ impl FrameSlot {
             staging: regions(rx, || vec![Ci16::default(); sym]),
             time: regions(rx, || vec![Ci16::default(); sym]),
             pilot_freq: regions(s.pilot_symbols.len(), freq),
-            up_freq: regions(nu, freq),
+            up_freq: regions(nu, || PlanarSymbol {
+                re: vec![[0.0; SLICE]; d.div_ceil(SLICE) * m],
+                im: vec![[0.0; SLICE]; d.div_ceil(SLICE) * m],
+                ..PlanarSymbol::default()
+            }),
             zf: (0..np)
                 .map(|p| {
-                    let len = s.part_range(p).len();
+                    let batches = ctx.part_batches(p).len();
                     RwLock::new(ZfPart {
-                        w: vec![Cf32::default(); len * k * m],
-                        noise_gain: vec![0.0; len * k],
+                        wt_re: vec![[0.0; BATCH]; batches * k * m],
+                        wt_im: vec![[0.0; BATCH]; batches * k * m],
+                        noise_gain: vec![[0.0; BATCH]; batches * k],
                         ..ZfPart::default()
                     })
                 })

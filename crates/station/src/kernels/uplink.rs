@@ -3,12 +3,13 @@
 use std::sync::RwLock;
 
 use radiohost_phy::crc::{self, CrcKind};
-use radiohost_phy::csi::null_bin_energy;
-use radiohost_phy::ofdm::{gather_data, remove_cp_ci16};
+use radiohost_phy::frontend::{planar_index, SLICE};
+use radiohost_phy::group_product::{Coefficients, GroupProduct};
 use radiohost_phy::scramble::GoldSequence;
-use radiohost_phy::zf::{equalize, zf_detector};
+use radiohost_phy::simd::Isa;
+use radiohost_phy::zf::{BatchIo, BATCH};
 
-use super::slot::{read, write, FreqSymbol};
+use super::slot::{read, write, FreqSymbol, PlanarSymbol};
 use super::{FrameSlot, KernelContext, KernelError, Scratch};
 
 /// Fronthaul staging -> the frame's time-domain buffer.
@@ -17,37 +18,44 @@ pub(super) fn load(slot: &FrameSlot, rx: usize) {
     write(&slot.time[rx]).copy_from_slice(&src);
 }
 
-/// CP removal and one batched FFT over all antennas of received symbol `rx`; data
-/// subcarriers and null-bin energy into `out`.
-pub(super) fn fft(
+/// CP removal and FFT of every antenna of received pilot symbol `rx` (one batched
+/// call of phy's front end): data subcarriers `[antenna][subcarrier]` and null-bin
+/// energy into `out`.
+pub(super) fn pilot_fft(
     ctx: &KernelContext,
     slot: &FrameSlot,
     rx: usize,
     out: &RwLock<FreqSymbol>,
     s: &mut Scratch,
 ) {
-    let cfg = &ctx.cfg;
-    let (n, sl, d) = (cfg.fft_size, cfg.symbol_len(), cfg.data_num);
-    {
-        let time = read(&slot.time[rx]);
-        for (m, dst) in s.batch.chunks_exact_mut(n).enumerate() {
-            remove_cp_ci16(&time[m * sl..(m + 1) * sl], cfg.cp_len, dst);
-        }
-    }
-    s.fft.forward_batch(&mut s.batch);
+    let time = read(&slot.time[rx]);
     let mut o = write(out);
-    let (mut e, mut c) = (0.0, 0);
-    for (m, freq) in s.batch.chunks_exact(n).enumerate() {
-        gather_data(freq, cfg.data_start, &mut o.data[m * d..(m + 1) * d]);
-        let (e1, c1) = null_bin_energy(freq, cfg.data_start, d);
-        e += e1;
-        c += c1;
-    }
-    o.null_energy = e;
-    o.null_bins = c;
+    let o = &mut *o;
+    (o.null_energy, o.null_bins) = s
+        .front
+        .frame_rows(&time, ctx.cfg.antennas, &[0], &mut o.data);
 }
 
-/// CSI from every pilot symbol, then the ZF detector of each subcarrier of part `k`.
+/// CP removal and FFT of every antenna of received uplink symbol `rx` (one batched
+/// call of phy's front end): data subcarriers in the planar layout the group
+/// equaliser reads, and null-bin energy, into `out`.
+pub(super) fn up_fft(
+    ctx: &KernelContext,
+    slot: &FrameSlot,
+    rx: usize,
+    out: &RwLock<PlanarSymbol>,
+    s: &mut Scratch,
+) {
+    let time = read(&slot.time[rx]);
+    let mut o = write(out);
+    let o = &mut *o;
+    (o.null_energy, o.null_bins) =
+        s.front
+            .frame_planar(&time, ctx.cfg.antennas, &[0], &mut o.re, &mut o.im);
+}
+
+/// Channel at the centre of every ZF group from the pilot symbols, then the ZF
+/// detectors of every batch of 16 groups that part `k` touches.
 pub(super) fn zf(
     ctx: &KernelContext,
     slot: &FrameSlot,
@@ -56,41 +64,53 @@ pub(super) fn zf(
 ) -> Result<(), KernelError> {
     let cfg = &ctx.cfg;
     let (m_n, k_n, d) = (cfg.antennas, cfg.users, cfg.data_num);
+    let (zb, pilots) = (cfg.zf_block, slot.pilot_freq.len());
     let (mut e, mut c) = (0.0, 0);
-    for (p, region) in slot.pilot_freq.iter().enumerate() {
-        let f = read(region);
-        s.pilot_rx[p * m_n * d..(p + 1) * m_n * d].copy_from_slice(&f.data);
-        e += f.null_energy;
-        c += f.null_bins;
+    // The estimator reads every pilot symbol as one `[symbol][antenna][subcarrier]`
+    // buffer; one pilot symbol is read in place, more are gathered first. It runs on
+    // all groups: O(M K groups), small beside the part's detectors.
+    if pilots == 1 {
+        let f = read(&slot.pilot_freq[0]);
+        (e, c) = (f.null_energy, f.null_bins);
+        s.csi_est
+            .estimate_groups(&f.data, 1, zb, &mut s.h_re, &mut s.h_im);
+    } else {
+        for (p, region) in slot.pilot_freq.iter().enumerate() {
+            let f = read(region);
+            s.pilot_rx[p * m_n * d..(p + 1) * m_n * d].copy_from_slice(&f.data);
+            e += f.null_energy;
+            c += f.null_bins;
+        }
+        s.csi_est
+            .estimate_groups(&s.pilot_rx, pilots, zb, &mut s.h_re, &mut s.h_im);
     }
-    // The estimator interpolates across the band, so it runs on all subcarriers; it
-    // costs O(M d) against the part's O(M K^2 d / parts) detector.
-    s.csi_est
-        .estimate(&s.pilot_rx, slot.pilot_freq.len(), &mut s.csi);
-    let range = ctx.shape.part_range(k);
+    let groups = cfg.zf_groups();
+    let batches = ctx.part_batches(k);
     let mk = m_n * k_n;
     let mut out = write(&slot.zf[k]);
     let out = &mut *out;
-    for (j, i) in range.enumerate() {
-        zf_detector(
-            &s.csi[i * mk..(i + 1) * mk],
-            m_n,
-            k_n,
-            &mut s.zf,
-            &mut out.w[j * mk..(j + 1) * mk],
-            &mut out.noise_gain[j * k_n..(j + 1) * k_n],
-        )
-        .map_err(|source| KernelError::Zf {
-            subcarrier: i,
-            source,
-        })?;
+    out.first_batch = batches.start;
+    for (j, b) in batches.enumerate() {
+        let io = BatchIo {
+            hr: &s.h_re[b * mk..(b + 1) * mk],
+            hi: &s.h_im[b * mk..(b + 1) * mk],
+            wtr: &mut out.wt_re[j * mk..(j + 1) * mk],
+            wti: &mut out.wt_im[j * mk..(j + 1) * mk],
+            noise_gain: &mut out.noise_gain[j * k_n..(j + 1) * k_n],
+        };
+        s.zf.solve(io, BATCH.min(groups - b * BATCH))
+            .map_err(|e| KernelError::Zf {
+                subcarrier: s.csi_est.group_centre(zb, b * BATCH + e.lane),
+                source: e.source,
+            })?;
     }
     out.pilot_null_energy = e;
     out.pilot_null_bins = c;
     Ok(())
 }
 
-/// Equalise part `k` of uplink symbol `u` and soft-demodulate every user's part.
+/// Equalise part `k` of uplink symbol `u` (each ZF group as one planar matrix
+/// product) and soft-demodulate every user's part.
 pub(super) fn eq_demod(ctx: &KernelContext, slot: &FrameSlot, u: usize, k: usize, s: &mut Scratch) {
     let cfg = &ctx.cfg;
     let (m_n, k_n, d) = (cfg.antennas, cfg.users, cfg.data_num);
@@ -98,27 +118,51 @@ pub(super) fn eq_demod(ctx: &KernelContext, slot: &FrameSlot, u: usize, k: usize
     let len = range.len();
     let mk = m_n * k_n;
     let qm = cfg.modulation.bits_per_symbol();
+    let slices = d.div_ceil(SLICE);
+    let isa = Isa::detect();
     {
         let zf = read(&slot.zf[k]);
         let freq = read(&slot.up_freq[u]);
         let noise = (zf.pilot_null_energy + freq.null_energy)
             / (zf.pilot_null_bins + freq.null_bins).max(1) as f64;
-        for (j, i) in range.enumerate() {
-            for (m, y) in s.y.iter_mut().enumerate() {
-                *y = freq.data[m * d + i];
+        for g in ctx.part_groups(k) {
+            let (j, lane) = (g / BATCH - zf.first_batch, g % BATCH);
+            let sub = ctx.group_in_part(g, k);
+            let w = Coefficients::detector_lanes(
+                &zf.wt_re[j * mk..(j + 1) * mk],
+                &zf.wt_im[j * mk..(j + 1) * mk],
+                k_n,
+                m_n,
+                lane,
+            );
+            // The 16-subcarrier slices this group covers, and its lanes in each.
+            for sl in sub.start / SLICE..sub.end.div_ceil(SLICE) {
+                let s0 = sl * SLICE;
+                let lanes = sub.start.max(s0) - s0..sub.end.min(s0 + SLICE) - s0;
+                let at = planar_index(0, sl, 0, slices, m_n);
+                GroupProduct::apply_planar(
+                    isa,
+                    w,
+                    &freq.re[at..at + m_n],
+                    &freq.im[at..at + m_n],
+                    lanes,
+                    &mut s.eq,
+                    d,
+                    s0,
+                );
             }
-            equalize(&zf.w[j * mk..(j + 1) * mk], &s.y, &mut s.x);
             for user in 0..k_n {
-                s.eq[user * len + j] = s.x[user];
-                s.nv[user * len + j] = (noise * zf.noise_gain[j * k_n + user] as f64) as f32;
+                let v = (noise * zf.noise_gain[j * k_n + user][lane] as f64) as f32;
+                s.nv[user * d + sub.start..user * d + sub.end].fill(v);
             }
         }
     }
     let mut llr = write(&slot.llr[u * ctx.shape.parts + k]);
     for user in 0..k_n {
+        let at = user * d + range.start;
         s.demod.demodulate(
-            &s.eq[user * len..(user + 1) * len],
-            &s.nv[user * len..(user + 1) * len],
+            &s.eq[at..at + len],
+            &s.nv[at..at + len],
             &mut llr[user * len * qm..(user + 1) * len * qm],
         );
     }

@@ -34,6 +34,8 @@ struct Queues {
     running: Vec<Instr>,
     /// Coalesced jobs keyed by the predecessor whose reservation they reuse.
     parked: HashMap<Instr, Vec<Job>>,
+    /// Jobs in `parked`, all keys together.
+    parked_jobs: usize,
     removed: bool,
 }
 
@@ -139,20 +141,22 @@ impl CpuDevice {
                 job,
             });
         }
+        // Parked jobs count against the bound too: every job the device holds does.
+        if q.normal.len() + q.low.len() + q.parked_jobs >= self.shared.capacity {
+            return Err(Refused {
+                reason: SubmitError::Full,
+                job,
+            });
+        }
         if let Some(pred) = after {
             let pending = q.running.contains(&pred)
                 || q.normal.iter().chain(q.low.iter()).any(|j| j.instr == pred);
             if pending {
                 q.parked.entry(pred).or_default().push(job);
+                q.parked_jobs += 1;
                 return Ok(());
             }
             // The predecessor already finished: nothing to coalesce behind.
-        }
-        if q.normal.len() + q.low.len() >= self.shared.capacity {
-            return Err(Refused {
-                reason: SubmitError::Full,
-                job,
-            });
         }
         if low_priority {
             q.low.push_back(job);
@@ -173,6 +177,7 @@ impl CpuDevice {
         q.normal.clear();
         q.low.clear();
         q.parked.clear();
+        q.parked_jobs = 0;
         drop(q);
         self.shared.work.notify_all();
         dropped
@@ -248,6 +253,7 @@ fn worker_loop(sh: &Shared, ctx: &KernelContext, mut scratch: Scratch, events: &
             // away on this worker, without a round trip through the scheduler.
             let mut requeued = false;
             if let Some(mut waiting) = q.parked.remove(&instr) {
+                q.parked_jobs -= waiting.len();
                 if !q.removed && !waiting.is_empty() {
                     let first = waiting.remove(0);
                     q.running.push(first.instr);
@@ -469,5 +475,35 @@ mod tests {
         drop((full, err, slot));
         let s = r.pool.stats();
         assert_eq!(s.free, s.slots);
+    }
+
+    #[test]
+    fn coalesced_jobs_count_against_the_queue_bound() {
+        let r = rig();
+        let u = r.ctx.shape.uplink_symbols[0];
+        let slot = r.pool.acquire().unwrap();
+        let job = |i: usize| Job {
+            instr: Instr::new(0, u, Opcode::Decode, i),
+            slot: slot.clone(),
+        };
+        let pred = Instr::new(0, u, Opcode::Decode, 0);
+        r.dev.queue(job(0), false, None).unwrap();
+        // 15 more fit (1 queued + 15 parked = the capacity of 16), the next does not.
+        for i in 1..16 {
+            r.dev.queue(job(i), false, Some(pred)).unwrap();
+        }
+        assert_eq!(r.dev.shared.lock().parked_jobs, 15);
+        let full = r.dev.queue(job(16), false, Some(pred));
+        assert!(matches!(
+            full,
+            Err(Refused {
+                reason: SubmitError::Full,
+                ..
+            })
+        ));
+        assert_eq!(r.dev.stop(), 16);
+        assert_eq!(r.dev.shared.lock().parked_jobs, 0);
+        drop(full);
+        r.dev.join();
     }
 }

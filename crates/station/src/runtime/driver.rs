@@ -176,12 +176,15 @@ fn spawn_checker(
 /// # Errors
 /// A device that could not start, or a panicked truth checker.
 pub fn run_driver(
-    mut policy: Box<dyn Policy>,
+    policy: Box<dyn Policy>,
     ctx: Arc<KernelContext>,
     cfg: DriverConfig,
     rx: Receiver<DriverMsg>,
     tx: DriverSender,
 ) -> Result<DriverOutput, StationError> {
+    // Frames are placed whole on the CPU pool or on one GPU executor.
+    let mut policy: Box<dyn Policy> =
+        Box::new(super::placement::FramePlacement::new(policy, &ctx.shape));
     let mut d = Driver {
         devices: Vec::new(),
         frames: HashMap::new(),

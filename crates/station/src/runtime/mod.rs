@@ -18,6 +18,7 @@ pub mod device;
 mod driver;
 pub mod error;
 pub mod executor;
+pub mod placement;
 pub mod station;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,6 +40,7 @@ pub use executor::{
     CompletionSink, DeviceFault, DeviceSpec, Executor, ExecutorEnv, ExecutorFactory, Job, Refused,
     SubmitError,
 };
+pub use placement::{FramePlacement, WHOLE_FRAME_WINDOW};
 pub use station::{run_station, StationSetup};
 
 /// Monotonic nanoseconds since the first call in this process (the driver's `now`).

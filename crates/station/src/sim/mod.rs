@@ -254,6 +254,19 @@ pub struct SimResult {
     pub coalesced: u64,
     pub cross_device_copies: u64,
     pub per_opcode: Vec<OpcodeBreakdown>,
+    /// Instructions each device incarnation completed (a device that leaves and
+    /// joins again is a new incarnation), in (device, incarnation) order.
+    pub device_runs: Vec<DeviceRuns>,
+}
+
+/// What one incarnation of a simulated device ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct DeviceRuns {
+    pub device: DeviceId,
+    /// 0 for the device as first added; +1 each time it leaves (and joins again).
+    pub incarnation: u32,
+    /// Instructions it completed (runs lost when it left are not counted).
+    pub completed: u64,
 }
 
 #[cfg(test)]

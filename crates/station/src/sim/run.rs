@@ -1,14 +1,14 @@
 //! The simulator's event loop.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 
 use radiohost_rt::stats::LatencyHistogram;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::model::input_bytes;
-use super::{OpcodeBreakdown, SimConfig, SimError, SimResult};
+use super::{DeviceRuns, OpcodeBreakdown, SimConfig, SimError, SimResult};
 use crate::costs::DeviceProfile;
 use crate::dag::FrameDag;
 use crate::engine::{Dispatch, EngineEvent, FrameOutcome, Policy};
@@ -77,6 +77,8 @@ struct Sim<'a> {
     busy_unit_ns: u128,
     capacity_ns: u128,
     last_arrival: Nanos,
+    /// Completions per (device, incarnation).
+    runs_by_device: BTreeMap<(DeviceId, u32), u64>,
 }
 
 fn contract(policy: &str, what: String) -> SimError {
@@ -150,11 +152,13 @@ pub fn simulate(policy: &str, cfg: &SimConfig) -> Result<SimResult, SimError> {
             coalesced: 0,
             cross_device_copies: 0,
             per_opcode: Vec::new(),
+            device_runs: Vec::new(),
         },
         shape,
         busy_unit_ns: 0,
         capacity_ns: 0,
         last_arrival: 0,
+        runs_by_device: BTreeMap::new(),
     };
     sim.run()?;
     Ok(sim.res)
@@ -302,7 +306,9 @@ impl Sim<'_> {
             Ev::Churn(i) => {
                 let c = self.cfg.churn[i];
                 if c.add {
-                    let inc = self.devices.get(&c.device).map_or(0, |d| d.incarnation + 1);
+                    // A removal already moved the incarnation on (its runs' finishes no
+                    // longer match), so the device joins again as that one.
+                    let inc = self.devices.get(&c.device).map_or(0, |d| d.incarnation);
                     if self.devices.get(&c.device).is_some_and(|d| d.alive) {
                         return Ok(()); // already there
                     }
@@ -338,6 +344,10 @@ impl Sim<'_> {
                     return Ok(()); // the device went away under it
                 }
                 dev.in_use -= run.units;
+                *self
+                    .runs_by_device
+                    .entry((run.device, run.incarnation))
+                    .or_default() += 1;
                 self.busy_unit_ns += u128::from(self.now - run.started) * u128::from(run.units);
                 if let (Some(f), Some(idx)) = (
                     self.frames.get_mut(&run.instr.frame),
@@ -499,6 +509,15 @@ impl Sim<'_> {
         } else {
             0.0
         };
+        self.res.device_runs = self
+            .runs_by_device
+            .iter()
+            .map(|(&(device, incarnation), &completed)| DeviceRuns {
+                device,
+                incarnation,
+                completed,
+            })
+            .collect();
         self.res.per_opcode = Opcode::ALL
             .into_iter()
             .filter(|op| self.ops[op.index()].count > 0)

@@ -159,3 +159,70 @@ fn settings_are_checked() {
     assert!("remove:x@1ms".parse::<ChurnEvent>().is_err());
     assert!("remove:1".parse::<ChurnEvent>().is_err());
 }
+
+/// Completions of `device`'s incarnation `inc` (0 when it never ran).
+fn runs(r: &SimResult, device: DeviceId, inc: u32) -> u64 {
+    r.device_runs
+        .iter()
+        .find(|d| (d.device, d.incarnation) == (device, inc))
+        .map_or(0, |d| d.completed)
+}
+
+#[test]
+fn an_executor_removed_mid_run_loses_no_frame_and_rejoining_is_used_again() {
+    for name in POLICY_NAMES {
+        let cfg = SimConfig {
+            churn: vec![
+                // Mid-frame, with work in flight on it (8 units: always busy).
+                "remove:1@20.3ms".parse().unwrap(),
+                "add:1@40ms".parse().unwrap(),
+            ],
+            units: 8,
+            // Loose enough that the remaining device can absorb the lost work.
+            deadline_ns: 50_000_000,
+            ..small()
+        };
+        let r = simulate(name, &cfg).unwrap();
+        assert_eq!(r.frames, 120, "{name}");
+        assert_eq!(
+            r.completed + r.missed + r.rejected + r.failed,
+            r.frames,
+            "{name}: every frame ends one way: {r:?}"
+        );
+        assert!(r.rescheduled > 0, "{name}: work moved off device 1: {r:?}");
+        assert_eq!(r.completed, r.frames, "{name}: re-planned, not lost: {r:?}");
+        assert!(runs(&r, 1, 0) > 0, "{name}: device 1 ran before leaving");
+        assert!(
+            runs(&r, 1, 1) > 0,
+            "{name}: device 1 is used again after joining: {:?}",
+            r.device_runs
+        );
+        assert!(runs(&r, 0, 0) > 0 && runs(&r, 0, 1) == 0, "{name}");
+    }
+}
+
+#[test]
+fn with_every_executor_gone_frames_end_as_misses_until_one_rejoins() {
+    for name in POLICY_NAMES {
+        let cfg = SimConfig {
+            churn: vec![
+                "remove:0@10.3ms".parse().unwrap(),
+                "remove:1@10.3ms".parse().unwrap(),
+                "add:0@30ms".parse().unwrap(),
+            ],
+            ..small()
+        };
+        let r = simulate(name, &cfg).unwrap();
+        assert_eq!(
+            r.completed + r.missed + r.rejected + r.failed,
+            r.frames,
+            "{name}: {r:?}"
+        );
+        // Frames due while no device existed missed their 3 ms deadline ...
+        assert!(r.missed + r.rejected >= 15, "{name}: {r:?}");
+        // ... and the rejoined device finishes what arrives after it.
+        assert!(r.completed >= 2 * 25, "{name}: {r:?}");
+        assert!(runs(&r, 0, 1) > 0, "{name}: {:?}", r.device_runs);
+        assert_eq!(runs(&r, 1, 1), 0, "{name}: device 1 never came back");
+    }
+}

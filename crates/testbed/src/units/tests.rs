@@ -133,6 +133,43 @@ fn frequencies_and_sample_rates() {
 }
 
 #[test]
+fn probabilities_as_percentages_or_plain() {
+    assert_eq!(parse_probability("1%").unwrap(), 0.01);
+    assert_eq!(parse_probability(" 20 % ").unwrap(), 0.2);
+    assert_eq!(parse_probability("0.2").unwrap(), 0.2);
+    assert_eq!(parse_probability("0%").unwrap(), 0.0);
+    assert_eq!(parse_probability("100%").unwrap(), 1.0);
+    assert_eq!(parse_probability("1").unwrap(), 1.0);
+    let above = parse_probability("101%").unwrap_err();
+    assert_eq!(above.problem, UnitProblem::AboveOne);
+    assert!(above.to_string().contains("0% to 100%"), "{above}");
+    assert_eq!(
+        parse_probability("1.5").unwrap_err().problem,
+        UnitProblem::AboveOne
+    );
+    assert_eq!(
+        parse_probability("-1%").unwrap_err().problem,
+        UnitProblem::Negative
+    );
+    assert_eq!(
+        parse_probability("nan").unwrap_err().problem,
+        UnitProblem::NotANumber
+    );
+    assert_eq!(
+        parse_probability("1e999%").unwrap_err().problem,
+        UnitProblem::AboveOne
+    );
+    assert!(matches!(
+        parse_probability("5ms").unwrap_err().problem,
+        UnitProblem::UnknownUnit(_)
+    ));
+    assert_eq!(
+        parse_probability("").unwrap_err().problem,
+        UnitProblem::Empty
+    );
+}
+
+#[test]
 fn formatters_write_what_the_parsers_read() {
     assert_eq!(format_duration(Duration::from_micros(2500)), "2.5ms");
     assert_eq!(format_duration(Duration::ZERO), "0s");

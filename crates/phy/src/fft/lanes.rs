@@ -1,0 +1,329 @@
+//! The 16-lane f32 vector the batched FFT is written in, one implementation per
+//! instruction set: AVX-512 intrinsics (one register), and a portable `[f32; 16]`
+//! whose loops the compiler vectorises (two registers in the AVX2+FMA build).
+//!
+//! Each lane is one antenna, so the transform itself never shuffles: only the
+//! 16 x 16 transposes on the way in and out do.
+
+use radiohost_iq::Ci16;
+
+/// Lanes per vector: antennas transformed together.
+pub const LANES: usize = 16;
+
+/// One row of the batched layout: the same sample of 16 antennas, aligned to a
+/// cache line.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C, align(64))]
+pub struct Row(pub [f32; LANES]);
+
+/// 16 f32 lanes. Pointers passed to `load`/`store` must be valid for 16 f32
+/// (64 bytes), alignment not required.
+pub(crate) trait Lanes: Copy {
+    /// # Safety
+    /// `p` is valid for reading 16 f32.
+    unsafe fn load(p: *const f32) -> Self;
+    /// # Safety
+    /// `p` is valid for writing 16 f32.
+    unsafe fn store(self, p: *mut f32);
+    fn splat(x: f32) -> Self;
+    fn add(self, o: Self) -> Self;
+    fn sub(self, o: Self) -> Self;
+    fn mul(self, o: Self) -> Self;
+    /// `self * b + c`.
+    fn mul_add(self, b: Self, c: Self) -> Self;
+    /// `self * b - c`.
+    fn mul_sub(self, b: Self, c: Self) -> Self;
+    /// Row `i` lane `j` becomes row `j` lane `i`.
+    fn transpose(rows: &mut [Self; LANES]);
+    /// 16 `Ci16` read as 32-bit words (their bits, not converted).
+    ///
+    /// # Safety
+    /// `p` is valid for reading 16 `Ci16`.
+    unsafe fn load_ci16(p: *const Ci16) -> Self;
+    /// Lanes of `Ci16` bits (after [`Self::load_ci16`] and transposes) to
+    /// `(re * scale, im * scale)`.
+    fn ci16_to_f32(self, scale: f32) -> (Self, Self);
+
+    #[inline(always)]
+    fn zero() -> Self {
+        Self::splat(0.0)
+    }
+
+    #[inline(always)]
+    fn to_array(self) -> [f32; LANES] {
+        let mut out = Row::default();
+        // SAFETY: `out` holds 16 f32.
+        unsafe { self.store(out.0.as_mut_ptr()) };
+        out.0
+    }
+}
+
+/// Portable lanes; `FMA` fuses `mul_add` (only in builds with the FMA feature, where
+/// it is an instruction rather than a library call).
+#[derive(Clone, Copy)]
+pub(crate) struct Portable<const FMA: bool>([f32; LANES]);
+
+impl<const FMA: bool> Portable<FMA> {
+    #[inline(always)]
+    fn map2(self, o: Self, f: impl Fn(f32, f32) -> f32) -> Self {
+        let mut r = [0.0; LANES];
+        for l in 0..LANES {
+            r[l] = f(self.0[l], o.0[l]);
+        }
+        Self(r)
+    }
+}
+
+impl<const FMA: bool> Lanes for Portable<FMA> {
+    #[inline(always)]
+    unsafe fn load(p: *const f32) -> Self {
+        // SAFETY: the caller guarantees 16 readable f32.
+        Self(unsafe { p.cast::<[f32; LANES]>().read_unaligned() })
+    }
+    #[inline(always)]
+    unsafe fn store(self, p: *mut f32) {
+        // SAFETY: the caller guarantees 16 writable f32.
+        unsafe { p.cast::<[f32; LANES]>().write_unaligned(self.0) }
+    }
+    #[inline(always)]
+    fn splat(x: f32) -> Self {
+        Self([x; LANES])
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        self.map2(o, |a, b| a + b)
+    }
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        self.map2(o, |a, b| a - b)
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        self.map2(o, |a, b| a * b)
+    }
+    #[inline(always)]
+    fn mul_add(self, b: Self, c: Self) -> Self {
+        let mut r = [0.0; LANES];
+        for l in 0..LANES {
+            r[l] = crate::simd::fmadd::<FMA>(self.0[l], b.0[l], c.0[l]);
+        }
+        Self(r)
+    }
+    #[inline(always)]
+    fn mul_sub(self, b: Self, c: Self) -> Self {
+        let mut r = [0.0; LANES];
+        for l in 0..LANES {
+            r[l] = crate::simd::fmadd::<FMA>(self.0[l], b.0[l], -c.0[l]);
+        }
+        Self(r)
+    }
+    #[inline(always)]
+    fn transpose(rows: &mut [Self; LANES]) {
+        for i in 0..LANES {
+            for j in i + 1..LANES {
+                let t = rows[i].0[j];
+                rows[i].0[j] = rows[j].0[i];
+                rows[j].0[i] = t;
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn load_ci16(p: *const Ci16) -> Self {
+        // SAFETY: the caller guarantees 16 readable Ci16 (4 bytes each).
+        let words = unsafe { p.cast::<[u32; LANES]>().read_unaligned() };
+        Self(words.map(f32::from_bits))
+    }
+    #[inline(always)]
+    fn ci16_to_f32(self, scale: f32) -> (Self, Self) {
+        let (mut re, mut im) = ([0.0; LANES], [0.0; LANES]);
+        for l in 0..LANES {
+            // `Ci16` is `#[repr(C)]` with I first: the low half-word on little endian.
+            let w = self.0[l].to_bits();
+            let (i, q) = ((w as u16) as i16, ((w >> 16) as u16) as i16);
+            re[l] = i as f32 * scale;
+            im[l] = q as f32 * scale;
+        }
+        (Self(re), Self(im))
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) use avx512::Avx512;
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::{Lanes, LANES};
+    use radiohost_iq::Ci16;
+
+    /// One AVX-512 register. Only constructed inside `#[target_feature(enable =
+    /// "avx512f")]` functions, which run only where the CPU has AVX-512
+    /// (`Isa::detect`), so the intrinsics below are sound to call.
+    #[derive(Clone, Copy)]
+    pub(crate) struct Avx512(__m512);
+
+    // SAFETY (every `unsafe` block below): the intrinsics need AVX-512F, which the
+    // only callers (target-feature builds picked by `Isa`) have; loads and stores
+    // have the validity their callers guarantee.
+    impl Lanes for Avx512 {
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            Self(unsafe { _mm512_loadu_ps(p) })
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            unsafe { _mm512_storeu_ps(p, self.0) }
+        }
+        #[inline(always)]
+        fn splat(x: f32) -> Self {
+            Self(unsafe { _mm512_set1_ps(x) })
+        }
+        #[inline(always)]
+        fn add(self, o: Self) -> Self {
+            Self(unsafe { _mm512_add_ps(self.0, o.0) })
+        }
+        #[inline(always)]
+        fn sub(self, o: Self) -> Self {
+            Self(unsafe { _mm512_sub_ps(self.0, o.0) })
+        }
+        #[inline(always)]
+        fn mul(self, o: Self) -> Self {
+            Self(unsafe { _mm512_mul_ps(self.0, o.0) })
+        }
+        #[inline(always)]
+        fn mul_add(self, b: Self, c: Self) -> Self {
+            Self(unsafe { _mm512_fmadd_ps(self.0, b.0, c.0) })
+        }
+        #[inline(always)]
+        fn mul_sub(self, b: Self, c: Self) -> Self {
+            Self(unsafe { _mm512_fmsub_ps(self.0, b.0, c.0) })
+        }
+        #[inline(always)]
+        fn transpose(rows: &mut [Self; LANES]) {
+            unsafe {
+                let r: [__m512; 16] = rows.map(|v| v.0);
+                // 2x2 blocks of single floats.
+                let mut t = [_mm512_setzero_ps(); 16];
+                for i in 0..8 {
+                    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+                    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+                }
+                // 2x2 blocks of float pairs.
+                let pd = |a: __m512, b: __m512, hi: bool| {
+                    let (a, b) = (_mm512_castps_pd(a), _mm512_castps_pd(b));
+                    _mm512_castpd_ps(if hi {
+                        _mm512_unpackhi_pd(a, b)
+                    } else {
+                        _mm512_unpacklo_pd(a, b)
+                    })
+                };
+                let mut u = [_mm512_setzero_ps(); 16];
+                for i in 0..4 {
+                    let b = 4 * i;
+                    u[b] = pd(t[b], t[b + 2], false);
+                    u[b + 1] = pd(t[b], t[b + 2], true);
+                    u[b + 2] = pd(t[b + 1], t[b + 3], false);
+                    u[b + 3] = pd(t[b + 1], t[b + 3], true);
+                }
+                // 128-bit lanes: first within groups of 8 rows, then across them.
+                for h in 0..2 {
+                    let b = 8 * h;
+                    for i in 0..4 {
+                        t[b + i] = _mm512_shuffle_f32x4::<0x88>(u[b + i], u[b + 4 + i]);
+                        t[b + 4 + i] = _mm512_shuffle_f32x4::<0xdd>(u[b + i], u[b + 4 + i]);
+                    }
+                }
+                for i in 0..8 {
+                    rows[i] = Self(_mm512_shuffle_f32x4::<0x88>(t[i], t[8 + i]));
+                    rows[8 + i] = Self(_mm512_shuffle_f32x4::<0xdd>(t[i], t[8 + i]));
+                }
+            }
+        }
+        #[inline(always)]
+        unsafe fn load_ci16(p: *const Ci16) -> Self {
+            Self(unsafe { _mm512_loadu_ps(p.cast::<f32>()) })
+        }
+        #[inline(always)]
+        fn ci16_to_f32(self, scale: f32) -> (Self, Self) {
+            unsafe {
+                let w = _mm512_castps_si512(self.0);
+                let i = _mm512_srai_epi32::<16>(_mm512_slli_epi32::<16>(w));
+                let q = _mm512_srai_epi32::<16>(w);
+                let s = _mm512_set1_ps(scale);
+                (
+                    Self(_mm512_mul_ps(_mm512_cvtepi32_ps(i), s)),
+                    Self(_mm512_mul_ps(_mm512_cvtepi32_ps(q), s)),
+                )
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::simd::Isa;
+
+    fn check<V: Lanes>() {
+        let mut rows: [V; LANES] = std::array::from_fn(|i| {
+            let r: [f32; LANES] = std::array::from_fn(|j| (i * LANES + j) as f32);
+            // SAFETY: `r` holds 16 f32.
+            unsafe { V::load(r.as_ptr()) }
+        });
+        V::transpose(&mut rows);
+        for (i, row) in rows.iter().enumerate() {
+            let got = row.to_array();
+            for (j, &v) in got.iter().enumerate() {
+                assert_eq!(v, (j * LANES + i) as f32, "row {i} lane {j}");
+            }
+        }
+        let s: Vec<Ci16> = (0..LANES as i16)
+            .map(|i| Ci16::new(i * 1000 - 7000, -i * 2047 + 3))
+            .chain([Ci16::new(i16::MIN, i16::MAX)])
+            .collect();
+        for at in [0, 1] {
+            // SAFETY: `s` holds 17 samples.
+            let (re, im) = unsafe { V::load_ci16(s[at..].as_ptr()) }.ci16_to_f32(0.5);
+            for (l, x) in s[at..at + LANES].iter().enumerate() {
+                assert_eq!(re.to_array()[l], x.re as f32 * 0.5);
+                assert_eq!(im.to_array()[l], x.im as f32 * 0.5);
+            }
+        }
+        let a = V::splat(3.0);
+        let b = V::splat(2.0);
+        assert_eq!(a.mul_sub(b, V::splat(1.0)).to_array(), [5.0; LANES]);
+        assert_eq!(a.mul_add(b, V::splat(1.0)).to_array(), [7.0; LANES]);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma")]
+    unsafe fn check_avx512() {
+        check::<Avx512>();
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn check_avx2() {
+        check::<Portable<true>>();
+    }
+
+    #[test]
+    fn every_build_transposes_and_converts() {
+        check::<Portable<false>>();
+        for isa in Isa::available() {
+            match isa {
+                // SAFETY: `available` lists only what the CPU has.
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => unsafe { check_avx512() },
+                // SAFETY: as above.
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => unsafe { check_avx2() },
+                _ => {}
+            }
+        }
+        if Isa::cpu() < Isa::Avx512 {
+            println!("SKIPPED: AVX-512 lanes (this CPU has {})", Isa::cpu().name());
+        }
+    }
+}

@@ -1,0 +1,515 @@
+//! Power-of-two FFTs of 16 antennas at once: SIMD lanes are antennas.
+//!
+//! Why not rustfft: the front end transforms every antenna's copy of the same
+//! symbol, and what comes after (the group equaliser) reads 16 subcarriers of every
+//! antenna as one contiguous planar block. rustfft transforms one antenna at a time
+//! in interleaved complex (AVX2 at best), so the front end had to convert, transform
+//! and then gather and transpose every bin through memory; measured on one
+//! AVX-512 core of this machine (docs/BENCHMARKS.md, "PHY benchmarks") the FFT stage
+//! took 6.1 of the 11.9 ms of a 64x16 uplink frame. Here the data is laid out
+//! `[sample][antenna]` (one [`Row`] of 16 lanes per sample, re and im planar), so a
+//! radix-4 Stockham pass is nothing but full-width vector arithmetic on rows with a
+//! broadcast twiddle: no shuffles inside the transform, whatever the lane width.
+//! The ci16 conversion with CP removal is a 16 x 16 transpose on the way in and
+//! the subcarrier gather into the equaliser's planar slices one on the way out
+//! ([`crate::frontend`]); the downlink runs the inverse the same way.
+//!
+//! Each pass reads one buffer and writes the other (Stockham autosort: natural
+//! order in, natural order out, no bit reversal); a size of 2 * 4^k ends with one
+//! radix-2 pass. Transforms are unnormalised, as rustfft's.
+
+pub(crate) mod lanes;
+
+pub use lanes::{Row, LANES};
+
+use lanes::Lanes;
+
+use crate::simd::Isa;
+
+/// Call `$body::<V>(args)` (an `#[inline(always)]` function generic over
+/// [`lanes::Lanes`]) built for the given [`Isa`], clamped to what the CPU has.
+macro_rules! dispatch_lanes {
+    ($isa:expr, fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? => $body:ident) => {{
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma")]
+        unsafe fn avx512($($arg: $ty),*) $(-> $ret)? {
+            $body::<$crate::fft::lanes::Avx512>($($arg),*)
+        }
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn avx2($($arg: $ty),*) $(-> $ret)? {
+            $body::<$crate::fft::lanes::Portable<true>>($($arg),*)
+        }
+        match ($isa).min($crate::simd::Isa::cpu()) {
+            // SAFETY: `Isa::cpu` established the CPU has these features.
+            #[cfg(target_arch = "x86_64")]
+            $crate::simd::Isa::Avx512 => unsafe { avx512($($arg),*) },
+            // SAFETY: as above.
+            #[cfg(target_arch = "x86_64")]
+            $crate::simd::Isa::Avx2 => unsafe { avx2($($arg),*) },
+            _ => $body::<$crate::fft::lanes::Portable<false>>($($arg),*),
+        }
+    }};
+}
+pub(crate) use dispatch_lanes;
+
+/// Why a [`BatchFft`] cannot be planned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the batched FFT needs a power-of-two size from 4 to 2^24, got {0}")]
+pub struct FftSizeError(pub usize);
+
+/// One Stockham pass: radix 4 (or 2 for the last of an odd power of two) over
+/// sub-transforms of length `n` with stride `s`; radix-4 twiddles start at `tw`.
+#[derive(Clone, Copy, Debug)]
+struct Pass {
+    n: usize,
+    s: usize,
+    tw: usize,
+}
+
+/// The Stockham passes of one size.
+#[derive(Debug)]
+struct Plan {
+    passes: Vec<Pass>,
+    /// Per radix-4 butterfly index `p`: `w^p, w^2p, w^3p` as (re, im) pairs,
+    /// `w = exp(-2 pi i / n)` of its pass (the inverse conjugates them).
+    twiddles: Vec<[f32; 6]>,
+}
+
+impl Plan {
+    fn new(n: usize) -> Self {
+        let (mut passes, mut twiddles) = (Vec::new(), Vec::new());
+        let (mut len, mut s) = (n, 1);
+        while len > 1 {
+            passes.push(Pass {
+                n: len,
+                s,
+                tw: twiddles.len(),
+            });
+            if len >= 4 {
+                for p in 0..len / 4 {
+                    let w = |k: usize| root(k * p, len);
+                    let ((r1, i1), (r2, i2), (r3, i3)) = (w(1), w(2), w(3));
+                    twiddles.push([r1, i1, r2, i2, r3, i3]);
+                }
+                len /= 4;
+                s *= 4;
+            } else {
+                len /= 2;
+                s *= 2;
+            }
+        }
+        Self { passes, twiddles }
+    }
+}
+
+/// `exp(-2 pi i k / n)`, computed in f64.
+fn root(k: usize, n: usize) -> (f32, f32) {
+    let a = -2.0 * std::f64::consts::PI * (k % n) as f64 / n as f64;
+    (a.cos() as f32, a.sin() as f32)
+}
+
+/// Sizes above this run as two levels of transforms that fit the L1 cache.
+const ONE_LEVEL_MAX: usize = 64;
+
+/// `n = n1 * n2` as `n2` transforms of `n1` points (stride `n2`), a twiddle, and
+/// `n1` transforms of `n2` points: each sub-transform works on 4-16 KiB in L1
+/// instead of every pass streaming the whole 2 x 128 KiB batch (2048 points)
+/// through L2, which made the one-level version L2-bandwidth bound.
+#[derive(Debug)]
+struct TwoLevel {
+    n1: usize,
+    n2: usize,
+    first: Plan,
+    second: Plan,
+    /// `[n2][k1]`: `exp(-2 pi i n2 k1 / n)`.
+    middle: Vec<[f32; 2]>,
+    /// Ping-pong buffers of one sub-transform: re, im of X, then of Y.
+    small: [Vec<Row>; 4],
+}
+
+/// A planned power-of-two transform of 16 lanes, with its work buffers.
+#[derive(Debug)]
+pub struct BatchFft {
+    n: usize,
+    /// The whole transform as one plan (sizes up to [`ONE_LEVEL_MAX`]).
+    one: Option<Plan>,
+    two: Option<TwoLevel>,
+    /// Buffers A (input, and the result of two-level transforms) and B: `re`,
+    /// `im` of A, then of B.
+    work: [Vec<Row>; 4],
+}
+
+/// Which work buffer holds a result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
+    A,
+    B,
+}
+
+impl BatchFft {
+    /// Plan `n`-point transforms.
+    ///
+    /// # Errors
+    /// `n` is not a power of two in `4..=2^24`.
+    pub fn new(n: usize) -> Result<Self, FftSizeError> {
+        if !n.is_power_of_two() || !(4..=1 << 24).contains(&n) {
+            return Err(FftSizeError(n));
+        }
+        let (one, two) = if n <= ONE_LEVEL_MAX {
+            (Some(Plan::new(n)), None)
+        } else {
+            let n1 = 1 << (n.trailing_zeros() / 2);
+            let n2 = n / n1;
+            let middle = (0..n2)
+                .flat_map(|j| (0..n1).map(move |k| root(j * k, n)))
+                .map(|(r, i)| [r, i])
+                .collect();
+            let two = TwoLevel {
+                n1,
+                n2,
+                first: Plan::new(n1),
+                second: Plan::new(n2),
+                middle,
+                small: std::array::from_fn(|_| vec![Row::default(); n2]),
+            };
+            (None, Some(two))
+        };
+        Ok(Self {
+            n,
+            one,
+            two,
+            work: std::array::from_fn(|_| vec![Row::default(); n]),
+        })
+    }
+
+    pub fn size(&self) -> usize {
+        self.n
+    }
+
+    /// In-place transform of 16 lanes: `re[t].0[l]`, `im[t].0[l]` is sample `t` of
+    /// lane `l` (`n` rows each). `inverse`: the unnormalised inverse transform.
+    ///
+    /// # Panics
+    /// If `re` or `im` does not hold exactly `n` rows (a caller bug).
+    pub fn transform(&mut self, isa: Isa, inverse: bool, re: &mut [Row], im: &mut [Row]) {
+        assert!(re.len() == self.n && im.len() == self.n, "transform: size");
+        self.input_mut().0.copy_from_slice(re);
+        self.input_mut().1.copy_from_slice(im);
+        let side = self.run(isa, inverse);
+        let (r, i) = self.buffers(side);
+        re.copy_from_slice(r);
+        im.copy_from_slice(i);
+    }
+
+    /// The buffers a transform reads (`re`, `im`).
+    pub(crate) fn input_mut(&mut self) -> (&mut [Row], &mut [Row]) {
+        let [a_re, a_im, ..] = &mut self.work;
+        (a_re, a_im)
+    }
+
+    /// The buffers of `side` (`re`, `im`).
+    pub(crate) fn buffers(&self, side: Side) -> (&[Row], &[Row]) {
+        match side {
+            Side::A => (&self.work[0], &self.work[1]),
+            Side::B => (&self.work[2], &self.work[3]),
+        }
+    }
+
+    /// Transform what is in [`Self::input_mut`]; returns where the result is.
+    pub(crate) fn run(&mut self, isa: Isa, inverse: bool) -> Side {
+        let fft = self;
+        dispatch_lanes!(isa, fn run(fft: &mut BatchFft, inverse: bool) -> Side => run_lanes)
+    }
+
+    /// [`Self::run`] with the lanes of the caller's build.
+    #[inline(always)]
+    pub(crate) fn run_lanes<V: Lanes>(&mut self, inverse: bool) -> Side {
+        let [a_re, a_im, b_re, b_im] = &mut self.work;
+        let a = (a_re.as_mut_ptr(), a_im.as_mut_ptr());
+        let b = (b_re.as_mut_ptr(), b_im.as_mut_ptr());
+        if let Some(plan) = &self.one {
+            return run_passes::<V>(plan, a, b, inverse);
+        }
+        let t = self.two.as_mut().expect("one of the plans exists");
+        let (n1, n2) = (t.n1, t.n2);
+        let [x_re, x_im, y_re, y_im] = &mut t.small;
+        let x = (x_re.as_mut_ptr(), x_im.as_mut_ptr());
+        let y = (y_re.as_mut_ptr(), y_im.as_mut_ptr());
+        let sign = if inverse { -1.0 } else { 1.0 };
+        // SAFETY: A and B hold `n = n1 n2` rows, X and Y `n2 >= n1` rows; every
+        // index below stays inside them.
+        unsafe {
+            // Column transforms: x[n1 n2' + j] over n1, twiddled, into B[k1 n2' + j]
+            // (n2' = n2, the stride).
+            for j in 0..n2 {
+                for i in 0..n1 {
+                    copy_row(a, i * n2 + j, x, i);
+                }
+                let r = side_ptr(run_passes::<V>(&t.first, x, y, inverse), x, y);
+                let mid = &t.middle[j * n1..(j + 1) * n1];
+                for (k, w) in mid.iter().enumerate() {
+                    let v = ld::<V>(r, k);
+                    let tw = twiddle(V::splat(w[0]), V::splat(sign * w[1]), v);
+                    st::<V>(b, k * n2 + j, tw);
+                }
+            }
+            // Row transforms over n2, in place in B (ping-pong with X), out to
+            // A[k1 + n1 k2].
+            for k in 0..n1 {
+                let row = (b.0.add(k * n2), b.1.add(k * n2));
+                let r = side_ptr(run_passes::<V>(&t.second, row, x, inverse), row, x);
+                for k2 in 0..n2 {
+                    copy_row(r, k2, a, k + n1 * k2);
+                }
+            }
+        }
+        Side::A
+    }
+}
+
+/// The buffer `side` names.
+#[inline(always)]
+fn side_ptr(side: Side, a: (*mut Row, *mut Row), b: (*mut Row, *mut Row)) -> (*mut Row, *mut Row) {
+    match side {
+        Side::A => a,
+        Side::B => b,
+    }
+}
+
+/// # Safety
+/// Both rows exist.
+#[inline(always)]
+unsafe fn copy_row(src: (*mut Row, *mut Row), i: usize, dst: (*mut Row, *mut Row), j: usize) {
+    // SAFETY: the caller's.
+    unsafe {
+        *dst.0.add(j) = *src.0.add(i);
+        *dst.1.add(j) = *src.1.add(i);
+    }
+}
+
+#[inline(always)]
+fn run_lanes<V: Lanes>(fft: &mut BatchFft, inverse: bool) -> Side {
+    fft.run_lanes::<V>(inverse)
+}
+
+/// Run `plan` on buffer `a`, ping-ponging with `b`; returns where the result is.
+#[inline(always)]
+fn run_passes<V: Lanes>(
+    plan: &Plan,
+    a: (*mut Row, *mut Row),
+    b: (*mut Row, *mut Row),
+    inverse: bool,
+) -> Side {
+    let tw = &plan.twiddles;
+    let (mut x, mut y) = (a, b);
+    let mut side = Side::A;
+    for p in &plan.passes {
+        // SAFETY: both buffers hold the plan's `n` rows (callers' contract) and
+        // every pass indexes below `n = p.n * p.s` (`Plan::new` builds them so).
+        unsafe {
+            if p.n >= 4 {
+                if inverse {
+                    radix4::<V, true>(p.n, p.s, tw[p.tw..].as_ptr(), x, y);
+                } else {
+                    radix4::<V, false>(p.n, p.s, tw[p.tw..].as_ptr(), x, y);
+                }
+            } else {
+                radix2::<V>(p.s, x, y);
+            }
+        }
+        std::mem::swap(&mut x, &mut y);
+        side = match side {
+            Side::A => Side::B,
+            Side::B => Side::A,
+        };
+    }
+    side
+}
+
+#[inline(always)]
+unsafe fn ld<V: Lanes>(p: (*mut Row, *mut Row), i: usize) -> (V, V) {
+    // SAFETY: the caller keeps `i` inside the buffers.
+    unsafe { (V::load(p.0.add(i).cast()), V::load(p.1.add(i).cast())) }
+}
+
+#[inline(always)]
+unsafe fn st<V: Lanes>(p: (*mut Row, *mut Row), i: usize, v: (V, V)) {
+    // SAFETY: the caller keeps `i` inside the buffers.
+    unsafe {
+        v.0.store(p.0.add(i).cast());
+        v.1.store(p.1.add(i).cast());
+    }
+}
+
+/// `w * z` for a twiddle `(wr, wi)` (already conjugated for the inverse).
+#[inline(always)]
+fn twiddle<V: Lanes>(wr: V, wi: V, z: (V, V)) -> (V, V) {
+    (wr.mul_sub(z.0, wi.mul(z.1)), wr.mul_add(z.1, wi.mul(z.0)))
+}
+
+/// One radix-4 decimation-in-frequency Stockham pass:
+/// `y[q + s(4p + k)] = w^(kp) sum_j x[q + s(p + j n/4)] (-i)^(jk)` (`+i` inverse).
+///
+/// # Safety
+/// `x` and `y` hold `n * s` rows; `tw` holds `n / 4` entries.
+#[inline(always)]
+unsafe fn radix4<V: Lanes, const INV: bool>(
+    n: usize,
+    s: usize,
+    tw: *const [f32; 6],
+    x: (*mut Row, *mut Row),
+    y: (*mut Row, *mut Row),
+) {
+    let n1 = n / 4;
+    let sign = if INV { -1.0 } else { 1.0 };
+    for p in 0..n1 {
+        // SAFETY: `p < n / 4`.
+        let w = unsafe { *tw.add(p) };
+        let (w1r, w1i) = (V::splat(w[0]), V::splat(sign * w[1]));
+        let (w2r, w2i) = (V::splat(w[2]), V::splat(sign * w[3]));
+        let (w3r, w3i) = (V::splat(w[4]), V::splat(sign * w[5]));
+        for q in 0..s {
+            let i0 = q + s * p;
+            // SAFETY: every index is below `4 * n1 * s = n * s`.
+            unsafe {
+                let a = ld::<V>(x, i0);
+                let b = ld::<V>(x, i0 + s * n1);
+                let c = ld::<V>(x, i0 + 2 * s * n1);
+                let d = ld::<V>(x, i0 + 3 * s * n1);
+                let apc = (a.0.add(c.0), a.1.add(c.1));
+                let amc = (a.0.sub(c.0), a.1.sub(c.1));
+                let bpd = (b.0.add(d.0), b.1.add(d.1));
+                let bmd = (b.0.sub(d.0), b.1.sub(d.1));
+                // amc -/+ i (b - d): forward k = 1 takes the minus, k = 3 the plus.
+                let minus = (amc.0.add(bmd.1), amc.1.sub(bmd.0));
+                let plus = (amc.0.sub(bmd.1), amc.1.add(bmd.0));
+                let (z1, z3) = if INV { (plus, minus) } else { (minus, plus) };
+                let z2 = (apc.0.sub(bpd.0), apc.1.sub(bpd.1));
+                let o = q + s * 4 * p;
+                st::<V>(y, o, (apc.0.add(bpd.0), apc.1.add(bpd.1)));
+                st::<V>(y, o + s, twiddle(w1r, w1i, z1));
+                st::<V>(y, o + 2 * s, twiddle(w2r, w2i, z2));
+                st::<V>(y, o + 3 * s, twiddle(w3r, w3i, z3));
+            }
+        }
+    }
+}
+
+/// The last pass of a size `2 * 4^k`: length-2 transforms at stride `s`.
+///
+/// # Safety
+/// `x` and `y` hold `2 * s` rows.
+#[inline(always)]
+unsafe fn radix2<V: Lanes>(s: usize, x: (*mut Row, *mut Row), y: (*mut Row, *mut Row)) {
+    for q in 0..s {
+        // SAFETY: `q + s < 2 s`.
+        unsafe {
+            let a = ld::<V>(x, q);
+            let b = ld::<V>(x, q + s);
+            st::<V>(y, q, (a.0.add(b.0), a.1.add(b.1)));
+            st::<V>(y, q + s, (a.0.sub(b.0), a.1.sub(b.1)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use radiohost_iq::Cf32;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+    use rustfft::FftPlanner;
+
+    fn naive(x: &[Cf32], sign: f64) -> Vec<Cf32> {
+        let n = x.len();
+        (0..n)
+            .map(|k| {
+                let (mut re, mut im) = (0f64, 0f64);
+                for (t, v) in x.iter().enumerate() {
+                    let a = sign * 2.0 * std::f64::consts::PI * ((k * t) % n) as f64 / n as f64;
+                    re += v.re as f64 * a.cos() - v.im as f64 * a.sin();
+                    im += v.re as f64 * a.sin() + v.im as f64 * a.cos();
+                }
+                Cf32::new(re as f32, im as f32)
+            })
+            .collect()
+    }
+
+    /// Largest error over all lanes and bins against `want(lane)`, relative to
+    /// `sqrt(n) * eps * rms(input)`.
+    fn check(n: usize, isa: Isa, inverse: bool, reference: &str) {
+        let mut rng = ChaCha8Rng::seed_from_u64(n as u64 + inverse as u64);
+        let mut re = vec![Row::default(); n];
+        let mut im = vec![Row::default(); n];
+        for t in 0..n {
+            for l in 0..LANES {
+                re[t].0[l] = rng.gen_range(-1.0..1.0);
+                im[t].0[l] = rng.gen_range(-1.0..1.0);
+            }
+        }
+        let lane = |l: usize| -> Vec<Cf32> { (0..n).map(|t| Cf32::new(re[t].0[l], im[t].0[l])).collect() };
+        let want: Vec<Vec<Cf32>> = (0..LANES)
+            .map(|l| {
+                let x = lane(l);
+                if reference == "naive" {
+                    naive(&x, if inverse { 1.0 } else { -1.0 })
+                } else {
+                    let mut planner = FftPlanner::<f32>::new();
+                    let f = if inverse { planner.plan_fft_inverse(n) } else { planner.plan_fft_forward(n) };
+                    let mut y = x;
+                    f.process(&mut y);
+                    y
+                }
+            })
+            .collect();
+        let mut fft = BatchFft::new(n).unwrap();
+        fft.transform(isa, inverse, &mut re, &mut im);
+        // Random inputs in [-1, 1): rms 0.58 per component, output rms sqrt(n) * 0.82.
+        let tol = 8.0 * (n as f32).sqrt() * (n as f32).log2() * f32::EPSILON;
+        for (l, w) in want.iter().enumerate() {
+            for (k, v) in w.iter().enumerate() {
+                let got = Cf32::new(re[k].0[l], im[k].0[l]);
+                assert!(
+                    (got - v).norm() <= tol,
+                    "n {n} {} inverse {inverse} vs {reference}: lane {l} bin {k}: {got} vs {v} (tol {tol})",
+                    isa.name()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn matches_naive_dft_every_build() {
+        for isa in Isa::available() {
+            for n in [4usize, 8, 16, 64, 128, 512] {
+                for inverse in [false, true] {
+                    check(n, isa, inverse, "naive");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn matches_rustfft_every_build() {
+        for isa in Isa::available() {
+            for n in [256usize, 1024, 2048, 4096] {
+                for inverse in [false, true] {
+                    check(n, isa, inverse, "rustfft");
+                }
+            }
+        }
+        if Isa::cpu() < Isa::Avx512 {
+            println!("SKIPPED: AVX-512 build (this CPU has {})", Isa::cpu().name());
+        }
+    }
+
+    #[test]
+    fn refuses_other_sizes() {
+        for n in [0usize, 1, 2, 3, 12, 300, 1 << 25] {
+            assert_eq!(BatchFft::new(n).unwrap_err(), FftSizeError(n));
+        }
+        let msg = BatchFft::new(300).unwrap_err().to_string();
+        assert!(msg.contains("power-of-two") && msg.contains("300"), "{msg}");
+    }
+}
