@@ -72,7 +72,9 @@ pub fn floor(spp: usize, iterations: usize) -> Result<LatencySummary, BenchError
     c.set_nonblocking(true)?;
     let to_b = b.local_addr()?;
     let to_c = net::to_sockaddr(&c.local_addr()?);
-    let samples: Vec<Ci16> = (0..spp).map(|i| Ci16::new(i as i16, -(i as i16))).collect();
+    let samples: Vec<Ci16> = (0..spp)
+        .map(|i| Ci16::new(i as i16, (i as i16).wrapping_neg()))
+        .collect();
     let mut pkt = vec![0u8; MAX_PACKET_BYTES];
     let mut rx = RecvBatch::new(1, MAX_PACKET_BYTES);
     let mut tx = SendBatch::new(1, MAX_PACKET_BYTES);
@@ -108,7 +110,6 @@ pub fn floor(spp: usize, iterations: usize) -> Result<LatencySummary, BenchError
 
 /// The floor, then a blocking and a busy-poll pass-through session.
 pub fn run_bench(a: &BenchConfig) -> Result<BenchReport, BenchError> {
-    let floor = floor(a.samples_per_packet, 20_000)?;
     let mut base = SessionConfig::new(1, 1, a.rate_sps, a.samples_per_packet);
     base.packets = a.packets;
     base.offset = Duration::from_millis(20);
@@ -116,6 +117,9 @@ pub fn run_bench(a: &BenchConfig) -> Result<BenchReport, BenchError> {
     base.rt_priority = a.rt_priority;
     base.capacity_pkts = 4096;
     base.record = false;
+    // Refuse a bad packet size or count before the floor's 20000 round trips.
+    base.check()?;
+    let floor = floor(a.samples_per_packet, 20_000)?;
     let blocking = run_session(&base, Passthrough { ports: 1 })?;
     let busy_cfg = SessionConfig {
         poll: PollMode::BusyPoll,
@@ -152,4 +156,29 @@ pub fn run_bench(a: &BenchConfig) -> Result<BenchReport, BenchError> {
         blocking,
         busy,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_packet_sizes_are_refused_before_any_work() {
+        for spp in [0, 16_001, 100_000] {
+            let cfg = BenchConfig {
+                rate_sps: 1e6,
+                samples_per_packet: spp,
+                packets: 10,
+                cpu: None,
+                radio_cpu: None,
+                rt_priority: None,
+            };
+            let started = std::time::Instant::now();
+            assert!(
+                matches!(run_bench(&cfg), Err(BenchError::Session(_))),
+                "{spp}"
+            );
+            assert!(started.elapsed() < Duration::from_secs(1), "{spp}");
+        }
+    }
 }

@@ -21,7 +21,7 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=256))]
     users: u16,
     /// Uplink frames, 1 to 100000.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(long, default_value_t = 64, value_parser = crate::ui::count_in::<u64>(1, 100_000))]
     frames: u64,
     /// Receivers of the users' payloads (links fast/clean to slow/lossy), 1 to 64.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=64))]

@@ -113,7 +113,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0)]
     ordinal: usize,
     /// Timed runs per opcode (1..=1000000).
-    #[arg(long, default_value_t = 200, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    #[arg(long, default_value_t = 200, value_parser = crate::ui::count_in::<usize>(1, 1_000_000))]
     runs: usize,
     /// Print the result as JSON.
     #[arg(long)]

@@ -47,7 +47,7 @@ pub struct RunArgs {
     #[arg(long, value_delimiter = ',', value_parser = units::parse_duration)]
     deltas: Vec<Duration>,
     /// Bursts per run (per delta and condition), 1 to 100000000.
-    #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=100_000_000))]
+    #[arg(long, default_value_t = 10_000, value_parser = crate::ui::count_in::<u64>(1, 100_000_000))]
     bursts: u64,
     /// Time between the source's bursts (ns, us, ms, s).
     #[arg(long, default_value = "500us", value_parser = units::parse_positive_duration)]

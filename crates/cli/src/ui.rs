@@ -260,7 +260,7 @@ pub fn exit_for(e: &anyhow::Error) -> (i32, Option<String>) {
     if is_broken_pipe(e) {
         return (EXIT_BROKEN_PIPE, None);
     }
-    let line = Some(one_line(&format!("{e:#}")));
+    let line = Some(one_line(&chain_text(e)));
     if e.downcast_ref::<Usage>().is_some() {
         (EXIT_USAGE, line)
     } else if e.downcast_ref::<Interrupted>().is_some() {
@@ -268,6 +268,24 @@ pub fn exit_for(e: &anyhow::Error) -> (i32, Option<String>) {
     } else {
         (EXIT_FAILURE, line)
     }
+}
+
+/// The error and its causes joined by ": ", leaving out a cause whose text the
+/// message already holds (an error that prints its source, as many
+/// `#[error("...: {0}")]` variants do, would otherwise say it twice).
+fn chain_text(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
 }
 
 /// At most 400 characters: a runaway message (a list of thousands of items)
@@ -327,6 +345,25 @@ pub fn f64_in(lo: f64, hi: f64) -> impl Fn(&str) -> Result<f64, String> + Clone 
             return Err(format!("{v} is not in {lo}..={hi}"));
         }
         Ok(v)
+    }
+}
+
+/// A clap value parser for a whole number within `lo..=hi`, the range in the
+/// message for any number, negatives included (clap's own unsigned parsers
+/// say only "invalid digit found in string" for `-1`).
+pub fn count_in<T>(lo: u64, hi: u64) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync
+where
+    T: TryFrom<u64>,
+{
+    move |s: &str| {
+        let v: i128 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("{s:?} is not a whole number (expected {lo}..={hi})"))?;
+        if v < i128::from(lo) || v > i128::from(hi) {
+            return Err(format!("{v} is not in {lo}..={hi}"));
+        }
+        T::try_from(v as u64).map_err(|_| format!("{v} is not in {lo}..={hi}"))
     }
 }
 
@@ -512,6 +549,22 @@ impl SvgOut {
 mod tests {
     use super::*;
 
+    /// An error that prints its source and also returns it from `source()`.
+    #[derive(Debug)]
+    struct WrapsIo(std::io::Error);
+
+    impl fmt::Display for WrapsIo {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "a.sigmf-meta: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for WrapsIo {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
     #[test]
     fn svg_target_is_a_file_or_a_directory() {
         let tmp = tempfile::tempdir().unwrap();
@@ -583,6 +636,12 @@ mod tests {
         assert_eq!(
             exit_for(&anyhow::anyhow!("verification failed")).0,
             EXIT_FAILURE
+        );
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let twice = anyhow::Error::new(WrapsIo(io)).context("reading a");
+        assert_eq!(
+            exit_for(&twice).1.unwrap(),
+            "reading a: a.sigmf-meta: no such file"
         );
         let long = "x".repeat(20_000);
         let (_, line) = exit_for(&anyhow::anyhow!(long));

@@ -157,6 +157,7 @@ pub fn run(
     }
     if next("ZF 64x16") {
         rows.push(zf_row(t, &pk));
+        rows.push(zf_batch_row(t, &pk));
     }
     for m in [Modulation::Qam16, Modulation::Qam256] {
         if next(&format!("{m:?} demodulation")) {
@@ -423,6 +424,56 @@ fn zf_row(t: f64, pk: &Peak) -> BenchRow {
         floor: pk.flops / flops / 1e3,
         baseline: Some(("dense f64 inverse", 1.0 / naive_s / 1e3)),
         note: format!("{:.2} us per subcarrier (Cholesky of H^H H, f32)", s * 1e6),
+        ..Default::default()
+    }
+}
+
+/// [`crate::zf::ZfBatch`]: 16 groups' 64x16 ZF per call (one per lane), against
+/// the per-subcarrier solver on the same channels in the same run.
+fn zf_batch_row(t: f64, pk: &Peak) -> BenchRow {
+    use crate::zf::{BatchIo, ZfBatch, BATCH};
+    let (m, k) = (64, 16);
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    let chans: Vec<Vec<Cf32>> = (0..BATCH).map(|_| random_channel(m, k, &mut rng)).collect();
+    let lanes = |f: fn(&Cf32) -> f32| -> Vec<[f32; BATCH]> {
+        (0..m * k)
+            .map(|e| std::array::from_fn(|l| f(&chans[l][e])))
+            .collect()
+    };
+    let (hr, hi) = (lanes(|c| c.re), lanes(|c| c.im));
+    let (mut wtr, mut wti) = (vec![[0.0; BATCH]; m * k], vec![[0.0; BATCH]; m * k]);
+    let mut ng = vec![[0.0; BATCH]; k];
+    let mut batch = ZfBatch::new(m, k);
+    let s = time_per_call(t, || {
+        let io = BatchIo {
+            hr: black_box(&hr),
+            hi: black_box(&hi),
+            wtr: &mut wtr,
+            wti: &mut wti,
+            noise_gain: &mut ng,
+        };
+        black_box(batch.solve(io, BATCH).ok());
+    }) / BATCH as f64;
+    let mut scratch = ZfScratch::new(k);
+    let (mut w, mut g) = (vec![Cf32::default(); m * k], vec![0.0; k]);
+    let single_s = time_per_call(t, || {
+        for h in &chans {
+            black_box(zf_detector(black_box(h), m, k, &mut scratch, &mut w, &mut g).ok());
+        }
+    }) / BATCH as f64;
+    let (mf, kf) = (m as f64, k as f64);
+    let flops = 8.0 * (kf * (kf + 1.0) / 2.0 * mf + kf * kf * mf);
+    BenchRow {
+        name: "zf_64x16_batch16".into(),
+        value: 1.0 / s / 1e3,
+        unit: "kgroup/s",
+        floor: pk.flops / flops / 1e3,
+        baseline: Some(("per-subcarrier solver", 1.0 / single_s / 1e3)),
+        note: format!(
+            "{:.2} us per group, 16 groups in the lanes ({:.2} us one at a time)",
+            s * 1e6,
+            single_s * 1e6
+        ),
         ..Default::default()
     }
 }

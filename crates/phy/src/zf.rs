@@ -383,6 +383,12 @@ fn lanes_fms<const FMA: bool>(acc: &mut Lanes, x: &Lanes, y: &Lanes) {
     }
 }
 
+/// `x * y`, lane by lane.
+#[inline(always)]
+fn lanes_mul(x: &Lanes, y: &Lanes) -> Lanes {
+    std::array::from_fn(|l| x[l] * y[l])
+}
+
 /// Users whose Gram entries are accumulated together (8 accumulators).
 const GRAM_ROWS: usize = 4;
 
@@ -445,13 +451,10 @@ fn batch_cholesky<const FMA: bool>(
                 });
             }
         }
-        let mut inv = [0f32; BATCH];
-        for l in 0..BATCH {
-            let ljj = d[l].sqrt();
-            lr[tri(j, j)][l] = ljj;
-            li[tri(j, j)][l] = 0.0;
-            inv[l] = 1.0 / ljj;
-        }
+        let ljj: Lanes = std::array::from_fn(|l| d[l].sqrt());
+        lr[tri(j, j)] = ljj;
+        li[tri(j, j)] = [0.0; BATCH];
+        let inv: Lanes = std::array::from_fn(|l| 1.0 / ljj[l]);
         diag_inv[j] = inv;
         // L[i][j] = (G[i][j] - sum_p L[i][p] conj(L[j][p])) / L[j][j].
         for i in j + 1..k {
@@ -464,62 +467,108 @@ fn batch_cholesky<const FMA: bool>(
                 lanes_fms::<FMA>(&mut gi, ai, br);
                 lanes_fma::<FMA>(&mut gi, ar, bi);
             }
-            for l in 0..BATCH {
-                lr[tri(i, j)][l] = gr[l] * inv[l];
-                li[tri(i, j)][l] = gi[l] * inv[l];
-            }
+            lr[tri(i, j)] = lanes_mul(&gr, &inv);
+            li[tri(i, j)] = lanes_mul(&gi, &inv);
         }
     }
     Ok(())
 }
 
-/// Forward (`L Z = H^H`) and back (`L^H W = Z`) substitution, one antenna column at
-/// a time: a column of `K` lane vectors stays in L1 and `W^T` is written row by row.
+/// Forward (`L Z = H^H`) and back (`L^H W = Z`) substitution, [`COLS`] antenna
+/// columns at a time: the columns' `K` lane vectors stay in L1, `W^T` is written
+/// row by row, and each `L` entry loaded feeds `COLS` independent FMA chains (one
+/// column alone is bound by the latency of its two chains).
 #[inline(always)]
 fn batch_substitute<const FMA: bool>(b: &ZfBatch, io: BatchIo<'_>) {
+    let m = b.antennas;
+    io.noise_gain.iter_mut().for_each(|v| *v = [0.0; BATCH]);
+    let mut a0 = 0;
+    while a0 + COLS <= m {
+        substitute_columns::<COLS, FMA>(b, &io.hr, &io.hi, io.wtr, io.wti, io.noise_gain, a0);
+        a0 += COLS;
+    }
+    while a0 < m {
+        substitute_columns::<1, FMA>(b, &io.hr, &io.hi, io.wtr, io.wti, io.noise_gain, a0);
+        a0 += 1;
+    }
+}
+
+/// Antenna columns substituted together.
+const COLS: usize = 4;
+
+/// Columns `a0 .. a0 + A` of [`batch_substitute`].
+#[inline(always)]
+fn substitute_columns<const A: usize, const FMA: bool>(
+    b: &ZfBatch,
+    hr: &[Lanes],
+    hi: &[Lanes],
+    wtr: &mut [Lanes],
+    wti: &mut [Lanes],
+    noise_gain: &mut [Lanes],
+    a0: usize,
+) {
     let (m, k) = (b.antennas, b.users);
     let tri = |i: usize, j: usize| i * (i + 1) / 2 + j;
-    io.noise_gain.iter_mut().for_each(|v| *v = [0.0; BATCH]);
-    for a in 0..m {
-        let (cr, ci) = (&mut io.wtr[a * k..(a + 1) * k], &mut io.wti[a * k..(a + 1) * k]);
-        for i in 0..k {
-            // z_i = (conj(h_i[a]) - sum_{p<i} L[i][p] z_p) / L[i][i]
-            let mut zr = io.hr[i * m + a];
-            let mut zi = io.hi[i * m + a];
-            zi.iter_mut().for_each(|v| *v = -*v);
-            for p in 0..i {
-                let (lr, li) = (&b.lr[tri(i, p)], &b.li[tri(i, p)]);
-                lanes_fms::<FMA>(&mut zr, lr, &cr[p]);
-                lanes_fma::<FMA>(&mut zr, li, &ci[p]);
-                lanes_fms::<FMA>(&mut zi, lr, &ci[p]);
-                lanes_fms::<FMA>(&mut zi, li, &cr[p]);
-            }
-            let inv = &b.diag_inv[i];
-            for l in 0..BATCH {
-                cr[i][l] = zr[l] * inv[l];
-                ci[i][l] = zi[l] * inv[l];
+    let (cr, ci) = (&mut wtr[a0 * k..(a0 + A) * k], &mut wti[a0 * k..(a0 + A) * k]);
+    let zero = [[0f32; BATCH]; A];
+    for i in 0..k {
+        // z_i = (conj(h_i[a]) - sum_{p<i} L[i][p] z_p) / L[i][i], split accumulators.
+        let (mut r1, mut r2, mut i1, mut i2) = (zero, zero, zero, zero);
+        for c in 0..A {
+            r1[c] = hr[i * m + a0 + c];
+            i1[c] = hi[i * m + a0 + c].map(|v| -v);
+        }
+        for p in 0..i {
+            let (lr, li) = (&b.lr[tri(i, p)], &b.li[tri(i, p)]);
+            for c in 0..A {
+                let (zr, zi) = (&cr[c * k + p], &ci[c * k + p]);
+                lanes_fms::<FMA>(&mut r1[c], lr, zr);
+                lanes_fma::<FMA>(&mut r2[c], li, zi);
+                lanes_fms::<FMA>(&mut i1[c], lr, zi);
+                lanes_fms::<FMA>(&mut i2[c], li, zr);
             }
         }
-        for i in (0..k).rev() {
-            // w_i = (z_i - sum_{p>i} conj(L[p][i]) w_p) / L[i][i]
-            let (mut xr, mut xi) = (cr[i], ci[i]);
-            for p in i + 1..k {
-                let (lr, li) = (&b.lr[tri(p, i)], &b.li[tri(p, i)]);
-                lanes_fms::<FMA>(&mut xr, lr, &cr[p]);
-                lanes_fms::<FMA>(&mut xr, li, &ci[p]);
-                lanes_fms::<FMA>(&mut xi, lr, &ci[p]);
-                lanes_fma::<FMA>(&mut xi, li, &cr[p]);
-            }
-            let inv = &b.diag_inv[i];
-            let ng = &mut io.noise_gain[i];
-            for l in 0..BATCH {
-                let (r, im) = (xr[l] * inv[l], xi[l] * inv[l]);
-                cr[i][l] = r;
-                ci[i][l] = im;
-                ng[l] = fmadd::<FMA>(r, r, fmadd::<FMA>(im, im, ng[l]));
-            }
+        let inv = &b.diag_inv[i];
+        for c in 0..A {
+            cr[c * k + i] = lanes_mul(&lanes_add(&r1[c], &r2[c]), inv);
+            ci[c * k + i] = lanes_mul(&lanes_add(&i1[c], &i2[c]), inv);
         }
     }
+    for i in (0..k).rev() {
+        // w_i = (z_i - sum_{p>i} conj(L[p][i]) w_p) / L[i][i]
+        let (mut r1, mut r2, mut i1, mut i2) = (zero, zero, zero, zero);
+        for c in 0..A {
+            r1[c] = cr[c * k + i];
+            i1[c] = ci[c * k + i];
+        }
+        for p in i + 1..k {
+            let (lr, li) = (&b.lr[tri(p, i)], &b.li[tri(p, i)]);
+            for c in 0..A {
+                let (xr, xi) = (&cr[c * k + p], &ci[c * k + p]);
+                lanes_fms::<FMA>(&mut r1[c], lr, xr);
+                lanes_fms::<FMA>(&mut r2[c], li, xi);
+                lanes_fms::<FMA>(&mut i1[c], lr, xi);
+                lanes_fma::<FMA>(&mut i2[c], li, xr);
+            }
+        }
+        let inv = &b.diag_inv[i];
+        let mut ng = noise_gain[i];
+        for c in 0..A {
+            let r = lanes_mul(&lanes_add(&r1[c], &r2[c]), inv);
+            let im = lanes_mul(&lanes_add(&i1[c], &i2[c]), inv);
+            lanes_fma::<FMA>(&mut ng, &r, &r);
+            lanes_fma::<FMA>(&mut ng, &im, &im);
+            cr[c * k + i] = r;
+            ci[c * k + i] = im;
+        }
+        noise_gain[i] = ng;
+    }
+}
+
+/// `x + y`, lane by lane.
+#[inline(always)]
+fn lanes_add(x: &Lanes, y: &Lanes) -> Lanes {
+    std::array::from_fn(|l| x[l] + y[l])
 }
 
 /// Equalise one subcarrier: `x[k] = sum_m w[k][m] y[m]`.

@@ -5,13 +5,28 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use pyo3::prelude::*;
 
-#[derive(Default)]
+/// How often [`Interrupt::poll`] looks at signals (callbacks that run per packet
+/// would otherwise take the GIL thousands of times a second).
+const POLL_EVERY: Duration = Duration::from_millis(100);
+
 pub struct Interrupt {
     stop: AtomicBool,
     pending: Mutex<Option<PyErr>>,
+    last_poll: Mutex<Instant>,
+}
+
+impl Default for Interrupt {
+    fn default() -> Self {
+        Interrupt {
+            stop: AtomicBool::new(false),
+            pending: Mutex::new(None),
+            last_poll: Mutex::new(Instant::now()),
+        }
+    }
 }
 
 impl Interrupt {
@@ -26,6 +41,16 @@ impl Interrupt {
         if let Err(e) = Python::attach(|py| py.check_signals()) {
             *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
             self.stop.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// [`check`](Self::check) at most every 100 ms, for callbacks called often.
+    pub fn poll(&self) {
+        let mut last = self.last_poll.lock().unwrap_or_else(|p| p.into_inner());
+        if last.elapsed() >= POLL_EVERY {
+            *last = Instant::now();
+            drop(last);
+            self.check();
         }
     }
 

@@ -510,9 +510,8 @@ pub fn phy_bench(py: Python<'_>, seconds: f64) -> PyResult<Bound<'_, PyAny>> {
     }
     // Between kernels, a pending KeyboardInterrupt stops the benchmark and is raised.
     let interrupt = Interrupt::default();
-    let report = py
-        .detach(|| radiohost_phy::bench::run(seconds, interrupt.flag(), |_| interrupt.check()))
-        .map_err(errors::phy)?;
+    let report =
+        py.detach(|| radiohost_phy::bench::run(seconds, interrupt.flag(), |_| interrupt.check()));
     interrupt.raise()?;
-    to_py(py, &report)
+    to_py(py, &report.map_err(errors::phy)?)
 }

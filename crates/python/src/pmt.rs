@@ -5,7 +5,6 @@
 //! transfer runs, so a receiver and a sender can run in two Python threads.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,6 +18,7 @@ use radiohost_testbed::units::{parse_duration, parse_positive_duration};
 
 use crate::convert::to_py;
 use crate::errors::{self, value};
+use crate::interrupt::Interrupt;
 
 /// Shortest pre-shared key accepted (`radiohost pmt --psk-file` has the same rule).
 const MIN_PSK: usize = 16;
@@ -97,9 +97,11 @@ pub fn pmt_send<'py>(
         ..Default::default()
     };
     let object: Arc<[u8]> = Arc::from(data);
-    let summary = py
-        .detach(|| send_to(cfg, object, &dests, &AtomicBool::new(false), |_| {}))
-        .map_err(errors::pmt)?;
+    // While acknowledgements come in, a pending KeyboardInterrupt stops the transfer.
+    let interrupt = Interrupt::default();
+    let sent = py.detach(|| send_to(cfg, object, &dests, interrupt.flag(), |_| interrupt.poll()));
+    interrupt.raise()?;
+    let summary = sent.map_err(errors::pmt)?;
     let bad = summary.not_intact();
     if bad > 0 {
         return Err(errors::PmtError::new_err(format!(
@@ -193,14 +195,18 @@ impl PmtReceiver {
                     "this receiver already took its object: make a new PmtReceiver",
                 )
             })?;
-        let (data, report) = py
-            .detach(|| {
-                let mut data = Vec::new();
-                let stop = AtomicBool::new(false);
-                recv_object_on(cfg, sock, &mut data, linger, idle, &stop, |_| {})
-                    .map(|r| (data, r))
+        // While packets come in, a pending KeyboardInterrupt stops the transfer
+        // (`idle` bounds the wait when none do).
+        let interrupt = Interrupt::default();
+        let received = py.detach(|| {
+            let mut data = Vec::new();
+            recv_object_on(cfg, sock, &mut data, linger, idle, interrupt.flag(), |_| {
+                interrupt.poll()
             })
-            .map_err(errors::pmt)?;
+            .map(|r| (data, r))
+        });
+        interrupt.raise()?;
+        let (data, report) = received.map_err(errors::pmt)?;
         if !report.intact {
             return Err(errors::PmtError::new_err(
                 "the object failed its SHA-256 check; nothing was kept",

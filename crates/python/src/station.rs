@@ -295,9 +295,7 @@ pub fn station_simulate<'py>(
     let c = sweep_config(&o)?;
     // Between runs, a pending KeyboardInterrupt stops the sweep and is raised.
     let interrupt = Interrupt::default();
-    let rows = py
-        .detach(|| sweep(&c, interrupt.flag(), |_| interrupt.check()))
-        .map_err(errors::station)?;
+    let rows = py.detach(|| sweep(&c, interrupt.flag(), |_| interrupt.check()));
     interrupt.raise()?;
-    to_py(py, &rows)
+    to_py(py, &rows.map_err(errors::station)?)
 }

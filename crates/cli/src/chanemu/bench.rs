@@ -22,15 +22,17 @@ pub struct BenchArgs {
     /// Filter length L (taps), for every row.
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=1_048_576).map(|v| v as usize))]
     pub taps: usize,
-    /// Samples pushed through GNU Radio's kernel flowgraph per run.
-    #[arg(long, default_value_t = 50_000_000)]
+    /// Samples pushed through GNU Radio's kernel flowgraph per run (1 to 10^10;
+    /// --no-gnuradio skips it).
+    #[arg(long, default_value_t = 50_000_000, value_parser = crate::ui::count_in::<u64>(1, 10_000_000_000))]
     pub gnuradio_samples: u64,
     /// Samples of the cf32 recording filtered file to file by `chanemu file` and
-    /// GNU Radio (written to --dir first: 8 bytes a sample); 0 skips the comparison.
-    #[arg(long, default_value_t = 10_000_000)]
+    /// GNU Radio (written to --dir first: 8 bytes a sample; at most 10^9); 0 skips
+    /// the comparison.
+    #[arg(long, default_value_t = 10_000_000, value_parser = crate::ui::count_in::<usize>(0, 1_000_000_000))]
     pub file_samples: usize,
-    /// Runs of each file-to-file measurement, alternating (the best counts).
-    #[arg(long, default_value_t = 3)]
+    /// Runs of each file-to-file measurement, alternating (the best counts), 1 to 100.
+    #[arg(long, default_value_t = 3, value_parser = crate::ui::count_in::<usize>(1, 100))]
     pub file_runs: usize,
     /// Directory for the file comparison's recordings (removed after); default:
     /// the system temporary directory.

@@ -7,6 +7,7 @@ mod bench;
 use std::path::PathBuf;
 
 use anyhow::Result;
+use clap::builder::TypedValueParser as _;
 use clap::{Args, Subcommand, ValueEnum};
 use radiohost_dsp::offline::{filter_recording, FilterConfig, OutputType, SwapKind};
 use radiohost_dsp::spec::{parse_ports, ChannelModel, ChannelSpec};
@@ -98,24 +99,24 @@ pub struct ChannelArgs {
     /// Ports as MxN (inputs x outputs); defaults to the tap file's, else 1x1.
     #[arg(long, value_parser = |s: &str| parse_ports(s).map_err(|e| e.to_string()))]
     pub ports: Option<(usize, usize)>,
-    /// Taps of the model's exponential power-delay profile.
-    #[arg(long, default_value_t = 8)]
+    /// Taps of the model's exponential power-delay profile, 1 to 65536.
+    #[arg(long, default_value_t = 8, value_parser = crate::ui::count_in::<usize>(1, 65_536))]
     pub model_taps: usize,
-    /// Samples between model taps.
-    #[arg(long, default_value_t = 1)]
+    /// Samples between model taps, 1 to 65536.
+    #[arg(long, default_value_t = 1, value_parser = crate::ui::count_in::<usize>(1, 65_536))]
     pub spacing: usize,
-    /// Power decay per model tap, dB.
-    #[arg(long, default_value_t = 1.0)]
+    /// Power decay per model tap, dB (0 to 200).
+    #[arg(long, default_value_t = 1.0, value_parser = crate::ui::f64_in(0.0, 200.0).map(|v| v as f32))]
     pub decay_db: f32,
     /// Maximum Doppler shift for ar1/jakes (Hz, kHz; e.g. 10Hz): 0 Hz to 100 kHz,
     /// and below half the update rate (sample rate / (update blocks x block) / 2).
     #[arg(long, default_value = "10Hz", value_parser = parse_doppler)]
     pub doppler: f64,
-    /// Blocks between response updates for ar1/jakes.
-    #[arg(long, default_value_t = 64)]
+    /// Blocks between response updates for ar1/jakes, 1 to 1000000.
+    #[arg(long, default_value_t = 64, value_parser = crate::ui::count_in::<usize>(1, 1_000_000))]
     pub update_blocks: usize,
-    /// Sinusoids per tap for jakes.
-    #[arg(long, default_value_t = 16)]
+    /// Sinusoids per tap for jakes, 1 to 4096.
+    #[arg(long, default_value_t = 16, value_parser = crate::ui::count_in::<usize>(1, 4096))]
     pub sinusoids: usize,
     /// Seed of the model's random draws.
     #[arg(long, default_value_t = 1)]
@@ -151,13 +152,13 @@ pub struct FileArgs {
     #[arg(long)]
     pub output: PathBuf,
     /// Convolution block length B (samples per port per block, 1..=1048576).
-    #[arg(long, default_value_t = 256, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_048_576))]
+    #[arg(long, default_value_t = 256, value_parser = crate::ui::count_in::<usize>(1, 1_048_576))]
     pub block: usize,
     /// How time-varying models replace responses.
     #[arg(long, value_enum, default_value_t = Swap::Staggered)]
     pub swap: Swap,
-    /// Crossfade length in blocks (with --swap crossfade).
-    #[arg(long, default_value_t = 4)]
+    /// Crossfade length in blocks (with --swap crossfade), 1 to 65536.
+    #[arg(long, default_value_t = 4, value_parser = crate::ui::count_in::<usize>(1, 65_536))]
     pub crossfade_blocks: usize,
     /// Output sample type (ci16 is full scale 1.0 and clips).
     #[arg(long, value_enum, default_value_t = OutType::Cf32)]

@@ -13,11 +13,11 @@ pub struct BenchArgs {
     /// Sample rate of the emulated radio (S/s, kS/s, MS/s; e.g. 10MS/s).
     #[arg(long, default_value = "10MS/s", value_parser = units::parse_sample_rate)]
     rate: f64,
-    /// Samples per packet.
-    #[arg(long, default_value_t = 512)]
+    /// Samples per packet, 1 to 16000.
+    #[arg(long, default_value_t = 512, value_parser = crate::ui::count_in::<usize>(1, 16_000))]
     spp: usize,
-    /// Packets per mode.
-    #[arg(long, default_value_t = 20000)]
+    /// Packets per mode, 1 to 100000000.
+    #[arg(long, default_value_t = 20000, value_parser = crate::ui::count_in::<u64>(1, 100_000_000))]
     packets: u64,
     /// Pin the streamer to this CPU (busy-poll run).
     #[arg(long)]

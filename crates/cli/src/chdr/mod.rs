@@ -82,11 +82,11 @@ pub struct StreamArgs {
     /// Sample rate of the emulated radio per port (S/s, kS/s, MS/s; e.g. 10MS/s).
     #[arg(long, default_value = "10MS/s", value_parser = units::parse_sample_rate)]
     rate: f64,
-    /// Samples per CHDR packet.
-    #[arg(long, default_value_t = 512)]
+    /// Samples per CHDR packet, 1 to 16000.
+    #[arg(long, default_value_t = 512, value_parser = crate::ui::count_in::<usize>(1, 16_000))]
     spp: usize,
-    /// RX packets per port.
-    #[arg(long, default_value_t = 5000)]
+    /// RX packets per port, 1 to 100000000.
+    #[arg(long, default_value_t = 5000, value_parser = crate::ui::count_in::<u64>(1, 100_000_000))]
     packets: u64,
     /// TX time = RX time + this budget (ns, us, ms, s). Packets later than that are late.
     #[arg(long, default_value = "2ms", value_parser = units::parse_duration)]
@@ -107,14 +107,14 @@ pub struct StreamArgs {
     /// priority (1-99; needs CAP_SYS_NICE), so other tasks cannot time-slice them.
     #[arg(long, value_parser = clap::value_parser!(i32).range(1..=99))]
     rt_priority: Option<i32>,
-    /// Datagrams per recvmmsg/sendmmsg.
-    #[arg(long, default_value_t = 32)]
+    /// Datagrams per recvmmsg/sendmmsg, 1 to 1024.
+    #[arg(long, default_value_t = 32, value_parser = crate::ui::count_in::<usize>(1, 1024))]
     batch: usize,
     /// What the radio's TX does with missing or late packets.
     #[arg(long, value_enum, default_value_t = PolicyArg::ZeroFill)]
     policy: PolicyArg,
-    /// Radio TX buffer in packets (the flow-control credit).
-    #[arg(long, default_value_t = 1024)]
+    /// Radio TX buffer in packets (the flow-control credit), 1 to 1000000.
+    #[arg(long, default_value_t = 1024, value_parser = crate::ui::count_in::<u32>(1, 1_000_000))]
     capacity: u32,
     /// Also forward every RX packet, unchanged, to this address (repeatable).
     #[arg(long = "subscribe")]
@@ -193,13 +193,13 @@ pub struct ChanemuArgs {
     #[arg(long, value_parser = |s: &str| parse_ports(s).map_err(|e| e.to_string()))]
     ports: Option<(usize, usize)>,
     /// Convolution block B (samples, 1..=16000); --spp must be a multiple of it.
-    #[arg(long, default_value_t = 256, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=16000))]
+    #[arg(long, default_value_t = 256, value_parser = crate::ui::count_in::<usize>(1, 16000))]
     block: usize,
-    /// Impulse response length for --model rayleigh/ar1/jakes.
-    #[arg(long, default_value_t = 512)]
+    /// Impulse response length for --model rayleigh/ar1/jakes (taps, 1 to 65536).
+    #[arg(long, default_value_t = 512, value_parser = crate::ui::count_in::<usize>(1, 65_536))]
     length: usize,
-    /// Total power decay across the response for --model rayleigh/ar1/jakes (dB).
-    #[arg(long, default_value_t = 30.0)]
+    /// Total power decay across the response for --model rayleigh/ar1/jakes (dB, 0 to 200).
+    #[arg(long, default_value_t = 30.0, value_parser = crate::ui::f64_in(0.0, 200.0).map(|v| v as f32))]
     decay_db: f32,
     /// Seed for --model rayleigh/ar1/jakes.
     #[arg(long, default_value_t = 1)]
@@ -209,11 +209,11 @@ pub struct ChanemuArgs {
     #[arg(long, default_value = "10Hz", value_parser = crate::chanemu::parse_doppler)]
     doppler: f64,
     /// Blocks between response updates for ar1/jakes (at least the response's
-    /// partition count, length / block rounded up).
-    #[arg(long, default_value_t = 64)]
+    /// partition count, length / block rounded up; at most 1000000).
+    #[arg(long, default_value_t = 64, value_parser = crate::ui::count_in::<usize>(1, 1_000_000))]
     update_blocks: usize,
-    /// Sinusoids per tap for jakes.
-    #[arg(long, default_value_t = 16)]
+    /// Sinusoids per tap for jakes, 1 to 4096.
+    #[arg(long, default_value_t = 16, value_parser = crate::ui::count_in::<usize>(1, 4096))]
     sinusoids: usize,
     #[command(flatten)]
     stream: StreamArgs,
@@ -310,14 +310,14 @@ pub struct EmulateArgs {
     /// Samples per RX packet, 1 to 16000 (one CHDR packet).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u16).range(1..=16_000).map(usize::from))]
     spp: usize,
-    /// RX packets per port (the last carries EOB).
-    #[arg(long, default_value_t = 10000)]
+    /// RX packets per port (the last carries EOB), 1 to 100000000.
+    #[arg(long, default_value_t = 10000, value_parser = crate::ui::count_in::<u64>(1, 100_000_000))]
     packets: u64,
     /// What the TX side does with missing or late packets.
     #[arg(long, value_enum, default_value_t = PolicyArg::ZeroFill)]
     policy: PolicyArg,
-    /// TX buffer in packets (advertised as flow-control capacity).
-    #[arg(long, default_value_t = 1024)]
+    /// TX buffer in packets (advertised as flow-control capacity), 1 to 1000000.
+    #[arg(long, default_value_t = 1024, value_parser = crate::ui::count_in::<u32>(1, 1_000_000))]
     capacity: u32,
     /// Wait this long before the first RX sample (ns, us, ms, s).
     #[arg(long, default_value = "500ms", value_parser = units::parse_duration)]

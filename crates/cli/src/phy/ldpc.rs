@@ -21,7 +21,7 @@ pub struct CodeArgs {
     #[arg(long, default_value_t = 1)]
     bg: u8,
     /// Lifting size Zc (one of the 51 NR values, 2..=384).
-    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..=384))]
+    #[arg(long, value_parser = crate::ui::count_in::<usize>(2, 384))]
     zc: usize,
     /// Code rate K'/E as a fraction or a decimal, above 0 and at most 1 (e.g. 1/3
     /// or 0.5; default 1/3 for BG1, 1/5 for BG2; lower rates repeat bits).

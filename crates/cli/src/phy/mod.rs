@@ -41,7 +41,7 @@ pub struct GenerateArgs {
     #[arg(long)]
     out: PathBuf,
     /// Number of frames (1..=1000).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    #[arg(long, default_value_t = 1, value_parser = crate::ui::count_in::<u64>(1, 1000))]
     frames: u64,
 }
 
@@ -51,7 +51,7 @@ pub struct RunArgs {
     #[arg(long)]
     config: PathBuf,
     /// Number of frames to generate and process (1..=100000).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(long, default_value_t = 1, value_parser = crate::ui::count_in::<u64>(1, 100_000))]
     frames: u64,
     /// Print one JSON object instead of a table.
     #[arg(long)]

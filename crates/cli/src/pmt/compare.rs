@@ -31,14 +31,14 @@ pub struct CompareArgs {
     #[arg(long)]
     capacity_schedule: Option<String>,
     /// Runs of PMT and multicast (virtual time), seeds seed..seed+runs; 1 to 10000.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    #[arg(long, default_value_t = 5, value_parser = crate::ui::count_in::<u64>(1, 10_000))]
     runs: u64,
     /// Runs of kernel TCP (real time), seeds seed..seed+tcp-runs; 5 to 1000.
     #[arg(long, default_value_t = MIN_TCP_RUNS,
-          value_parser = clap::value_parser!(u64).range(MIN_TCP_RUNS..=1000))]
+          value_parser = crate::ui::count_in::<u64>(MIN_TCP_RUNS, 1000))]
     tcp_runs: u64,
     /// First random seed (links' losses and the object's bytes).
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=u64::MAX / 2))]
+    #[arg(long, default_value_t = 0, value_parser = crate::ui::count_in::<u64>(0, u64::MAX / 2))]
     seed: u64,
     /// Skip the kernel TCP baseline (it runs in real time, --tcp-runs times, and needs
     /// root).

@@ -34,7 +34,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "0.1,0.2,0.3,0.5,0.7,1.0", value_delimiter = ',')]
     pub loads: Vec<f64>,
     /// Frames per run (one run per configuration, load and policy; 1 to 10000000).
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    #[arg(long, default_value_t = 200, value_parser = crate::ui::count_in::<u64>(1, 10_000_000))]
     pub frames: u64,
     /// Frame deadline with its unit (e.g. 4ms); by default max(4ms, 4 x the serial frame time).
     #[arg(long, value_parser = parse_positive_duration)]

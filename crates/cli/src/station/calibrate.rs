@@ -33,7 +33,7 @@ pub struct CalibrateArgs {
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1200))]
     pub parts: u16,
     /// Frames measured per device, after one warm-up frame (1 to 10000).
-    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    #[arg(long, default_value_t = 20, value_parser = crate::ui::count_in::<u64>(1, 10_000))]
     pub frames: u64,
     /// Write the calibration JSON here.
     #[arg(long)]

@@ -37,7 +37,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub rus: u16,
     /// Frames each radio unit sends (1 to 10000000).
-    #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    #[arg(long, default_value_t = 500, value_parser = crate::ui::count_in::<u64>(1, 10_000_000))]
     pub frames: u64,
     /// Fronthaul transport: udp (loopback) or ring (in-process).
     #[arg(long, default_value = "ring")]

@@ -53,7 +53,7 @@ pub struct SimulateArgs {
     #[arg(long, default_value = "PUUUUUUUUUUUUU")]
     pub schedule: String,
     /// Frames per radio unit (1 to 10000000).
-    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    #[arg(long, default_value_t = 2000, value_parser = crate::ui::count_in::<u64>(1, 10_000_000))]
     pub frames: u64,
     /// Frame period, a duration with its unit (e.g. 1ms, 500us).
     #[arg(long, default_value = "1ms", value_parser = parse_positive_duration)]

@@ -58,8 +58,9 @@ pub(crate) use dispatch_lanes;
 #[error("the batched FFT needs a power-of-two size from 4 to 2^24, got {0}")]
 pub struct FftSizeError(pub usize);
 
-/// One Stockham pass: radix 4 (or 2 for the last of an odd power of two) over
-/// sub-transforms of length `n` with stride `s`; radix-4 twiddles start at `tw`.
+/// One Stockham pass over sub-transforms of length `n` with stride `s`: radix 8,
+/// or 4 or 2 for the last pass of a size that is not a power of 8. Its twiddles
+/// start at `tw`.
 #[derive(Clone, Copy, Debug)]
 struct Pass {
     n: usize,
@@ -71,9 +72,9 @@ struct Pass {
 #[derive(Debug)]
 struct Plan {
     passes: Vec<Pass>,
-    /// Per radix-4 butterfly index `p`: `w^p, w^2p, w^3p` as (re, im) pairs,
-    /// `w = exp(-2 pi i / n)` of its pass (the inverse conjugates them).
-    twiddles: Vec<[f32; 6]>,
+    /// Per butterfly index `p` of a pass of radix `r`: `w^(kp)` for `k = 1..r`
+    /// as (re, im) pairs, `w = exp(-2 pi i / n)` (the inverse conjugates them).
+    twiddles: Vec<f32>,
 }
 
 impl Plan {
@@ -86,18 +87,15 @@ impl Plan {
                 s,
                 tw: twiddles.len(),
             });
-            if len >= 4 {
-                for p in 0..len / 4 {
-                    let w = |k: usize| root(k * p, len);
-                    let ((r1, i1), (r2, i2), (r3, i3)) = (w(1), w(2), w(3));
-                    twiddles.push([r1, i1, r2, i2, r3, i3]);
+            let radix = len.min(8);
+            for p in 0..len / radix {
+                for k in 1..radix {
+                    let (r, i) = root(k * p, len);
+                    twiddles.extend([r, i]);
                 }
-                len /= 4;
-                s *= 4;
-            } else {
-                len /= 2;
-                s *= 2;
             }
+            len /= radix;
+            s *= radix;
         }
         Self { passes, twiddles }
     }
@@ -109,34 +107,12 @@ fn root(k: usize, n: usize) -> (f32, f32) {
     (a.cos() as f32, a.sin() as f32)
 }
 
-/// Sizes above this run as two levels of transforms that fit the L1 cache.
-const ONE_LEVEL_MAX: usize = 64;
-
-/// `n = n1 * n2` as `n2` transforms of `n1` points (stride `n2`), a twiddle, and
-/// `n1` transforms of `n2` points: each sub-transform works on 4-16 KiB in L1
-/// instead of every pass streaming the whole 2 x 128 KiB batch (2048 points)
-/// through L2, which made the one-level version L2-bandwidth bound.
-#[derive(Debug)]
-struct TwoLevel {
-    n1: usize,
-    n2: usize,
-    first: Plan,
-    second: Plan,
-    /// `[n2][k1]`: `exp(-2 pi i n2 k1 / n)`.
-    middle: Vec<[f32; 2]>,
-    /// Ping-pong buffers of one sub-transform: re, im of X, then of Y.
-    small: [Vec<Row>; 4],
-}
-
 /// A planned power-of-two transform of 16 lanes, with its work buffers.
 #[derive(Debug)]
 pub struct BatchFft {
     n: usize,
-    /// The whole transform as one plan (sizes up to [`ONE_LEVEL_MAX`]).
-    one: Option<Plan>,
-    two: Option<TwoLevel>,
-    /// Buffers A (input, and the result of two-level transforms) and B: `re`,
-    /// `im` of A, then of B.
+    plan: Plan,
+    /// Ping-pong buffers: `re`, `im` of A (the input), then of B.
     work: [Vec<Row>; 4],
 }
 
@@ -156,29 +132,9 @@ impl BatchFft {
         if !n.is_power_of_two() || !(4..=1 << 24).contains(&n) {
             return Err(FftSizeError(n));
         }
-        let (one, two) = if n <= ONE_LEVEL_MAX {
-            (Some(Plan::new(n)), None)
-        } else {
-            let n1 = 1 << (n.trailing_zeros() / 2);
-            let n2 = n / n1;
-            let middle = (0..n2)
-                .flat_map(|j| (0..n1).map(move |k| root(j * k, n)))
-                .map(|(r, i)| [r, i])
-                .collect();
-            let two = TwoLevel {
-                n1,
-                n2,
-                first: Plan::new(n1),
-                second: Plan::new(n2),
-                middle,
-                small: std::array::from_fn(|_| vec![Row::default(); n2]),
-            };
-            (None, Some(two))
-        };
         Ok(Self {
             n,
-            one,
-            two,
+            plan: Plan::new(n),
             work: std::array::from_fn(|_| vec![Row::default(); n]),
         })
     }
@@ -228,63 +184,7 @@ impl BatchFft {
         let [a_re, a_im, b_re, b_im] = &mut self.work;
         let a = (a_re.as_mut_ptr(), a_im.as_mut_ptr());
         let b = (b_re.as_mut_ptr(), b_im.as_mut_ptr());
-        if let Some(plan) = &self.one {
-            return run_passes::<V>(plan, a, b, inverse);
-        }
-        let t = self.two.as_mut().expect("one of the plans exists");
-        let (n1, n2) = (t.n1, t.n2);
-        let [x_re, x_im, y_re, y_im] = &mut t.small;
-        let x = (x_re.as_mut_ptr(), x_im.as_mut_ptr());
-        let y = (y_re.as_mut_ptr(), y_im.as_mut_ptr());
-        let sign = if inverse { -1.0 } else { 1.0 };
-        // SAFETY: A and B hold `n = n1 n2` rows, X and Y `n2 >= n1` rows; every
-        // index below stays inside them.
-        unsafe {
-            // Column transforms: x[n1 n2' + j] over n1, twiddled, into B[k1 n2' + j]
-            // (n2' = n2, the stride).
-            for j in 0..n2 {
-                for i in 0..n1 {
-                    copy_row(a, i * n2 + j, x, i);
-                }
-                let r = side_ptr(run_passes::<V>(&t.first, x, y, inverse), x, y);
-                let mid = &t.middle[j * n1..(j + 1) * n1];
-                for (k, w) in mid.iter().enumerate() {
-                    let v = ld::<V>(r, k);
-                    let tw = twiddle(V::splat(w[0]), V::splat(sign * w[1]), v);
-                    st::<V>(b, k * n2 + j, tw);
-                }
-            }
-            // Row transforms over n2, in place in B (ping-pong with X), out to
-            // A[k1 + n1 k2].
-            for k in 0..n1 {
-                let row = (b.0.add(k * n2), b.1.add(k * n2));
-                let r = side_ptr(run_passes::<V>(&t.second, row, x, inverse), row, x);
-                for k2 in 0..n2 {
-                    copy_row(r, k2, a, k + n1 * k2);
-                }
-            }
-        }
-        Side::A
-    }
-}
-
-/// The buffer `side` names.
-#[inline(always)]
-fn side_ptr(side: Side, a: (*mut Row, *mut Row), b: (*mut Row, *mut Row)) -> (*mut Row, *mut Row) {
-    match side {
-        Side::A => a,
-        Side::B => b,
-    }
-}
-
-/// # Safety
-/// Both rows exist.
-#[inline(always)]
-unsafe fn copy_row(src: (*mut Row, *mut Row), i: usize, dst: (*mut Row, *mut Row), j: usize) {
-    // SAFETY: the caller's.
-    unsafe {
-        *dst.0.add(j) = *src.0.add(i);
-        *dst.1.add(j) = *src.1.add(i);
+        run_passes::<V>(&self.plan, a, b, inverse)
     }
 }
 
@@ -308,14 +208,13 @@ fn run_passes<V: Lanes>(
         // SAFETY: both buffers hold the plan's `n` rows (callers' contract) and
         // every pass indexes below `n = p.n * p.s` (`Plan::new` builds them so).
         unsafe {
-            if p.n >= 4 {
-                if inverse {
-                    radix4::<V, true>(p.n, p.s, tw[p.tw..].as_ptr(), x, y);
-                } else {
-                    radix4::<V, false>(p.n, p.s, tw[p.tw..].as_ptr(), x, y);
-                }
-            } else {
-                radix2::<V>(p.s, x, y);
+            let tw = tw[p.tw..].as_ptr();
+            match (p.n.min(8), inverse) {
+                (8, false) => radix8::<V, false>(p.n, p.s, tw, x, y),
+                (8, true) => radix8::<V, true>(p.n, p.s, tw, x, y),
+                (4, false) => radix4::<V, false>(p.s, x, y),
+                (4, true) => radix4::<V, true>(p.s, x, y),
+                _ => radix2::<V>(p.s, x, y),
             }
         }
         std::mem::swap(&mut x, &mut y);
@@ -348,55 +247,115 @@ fn twiddle<V: Lanes>(wr: V, wi: V, z: (V, V)) -> (V, V) {
     (wr.mul_sub(z.0, wi.mul(z.1)), wr.mul_add(z.1, wi.mul(z.0)))
 }
 
-/// One radix-4 decimation-in-frequency Stockham pass:
-/// `y[q + s(4p + k)] = w^(kp) sum_j x[q + s(p + j n/4)] (-i)^(jk)` (`+i` inverse).
+type C<V> = (V, V);
+
+#[inline(always)]
+fn add<V: Lanes>(a: C<V>, b: C<V>) -> C<V> {
+    (a.0.add(b.0), a.1.add(b.1))
+}
+
+#[inline(always)]
+fn sub<V: Lanes>(a: C<V>, b: C<V>) -> C<V> {
+    (a.0.sub(b.0), a.1.sub(b.1))
+}
+
+/// `z` times `-i` (forward) or `+i` (inverse).
+#[inline(always)]
+fn rot<V: Lanes, const INV: bool>(z: C<V>) -> C<V> {
+    if INV {
+        (V::zero().sub(z.1), z.0)
+    } else {
+        (z.1, V::zero().sub(z.0))
+    }
+}
+
+/// `z` times `exp(-i pi / 4)` (forward) or `exp(i pi / 4)` (inverse).
+#[inline(always)]
+fn w8<V: Lanes, const INV: bool>(z: C<V>) -> C<V> {
+    let c = V::splat(std::f32::consts::FRAC_1_SQRT_2);
+    if INV {
+        (z.0.sub(z.1).mul(c), z.0.add(z.1).mul(c))
+    } else {
+        (z.0.add(z.1).mul(c), z.1.sub(z.0).mul(c))
+    }
+}
+
+/// The 4-point DFT of `u` (sign by `INV`), in order.
+#[inline(always)]
+fn dft4<V: Lanes, const INV: bool>(u: [C<V>; 4]) -> [C<V>; 4] {
+    let (s02, d02) = (add(u[0], u[2]), sub(u[0], u[2]));
+    let (s13, d13) = (add(u[1], u[3]), sub(u[1], u[3]));
+    let r = rot::<V, INV>(d13);
+    [add(s02, s13), add(d02, r), sub(s02, s13), sub(d02, r)]
+}
+
+/// One radix-8 decimation-in-frequency Stockham pass:
+/// `y[q + s(8p + k)] = w^(kp) sum_j x[q + s(p + j n/8)] exp(-+2 pi i jk / 8)`.
 ///
 /// # Safety
-/// `x` and `y` hold `n * s` rows; `tw` holds `n / 4` entries.
+/// `x` and `y` hold `n * s` rows; `tw` holds `14 n / 8` values.
 #[inline(always)]
-unsafe fn radix4<V: Lanes, const INV: bool>(
+unsafe fn radix8<V: Lanes, const INV: bool>(
     n: usize,
     s: usize,
-    tw: *const [f32; 6],
+    tw: *const f32,
     x: (*mut Row, *mut Row),
     y: (*mut Row, *mut Row),
 ) {
-    let n1 = n / 4;
+    let m = n / 8;
     let sign = if INV { -1.0 } else { 1.0 };
-    for p in 0..n1 {
-        // SAFETY: `p < n / 4`.
-        let w = unsafe { *tw.add(p) };
-        let (w1r, w1i) = (V::splat(w[0]), V::splat(sign * w[1]));
-        let (w2r, w2i) = (V::splat(w[2]), V::splat(sign * w[3]));
-        let (w3r, w3i) = (V::splat(w[4]), V::splat(sign * w[5]));
+    for p in 0..m {
+        // SAFETY: `p < n / 8`, 14 values each.
+        let w: [f32; 14] = unsafe { tw.add(14 * p).cast::<[f32; 14]>().read_unaligned() };
         for q in 0..s {
             let i0 = q + s * p;
-            // SAFETY: every index is below `4 * n1 * s = n * s`.
+            // SAFETY: every index is below `8 m s = n s`.
             unsafe {
-                let a = ld::<V>(x, i0);
-                let b = ld::<V>(x, i0 + s * n1);
-                let c = ld::<V>(x, i0 + 2 * s * n1);
-                let d = ld::<V>(x, i0 + 3 * s * n1);
-                let apc = (a.0.add(c.0), a.1.add(c.1));
-                let amc = (a.0.sub(c.0), a.1.sub(c.1));
-                let bpd = (b.0.add(d.0), b.1.add(d.1));
-                let bmd = (b.0.sub(d.0), b.1.sub(d.1));
-                // amc -/+ i (b - d): forward k = 1 takes the minus, k = 3 the plus.
-                let minus = (amc.0.add(bmd.1), amc.1.sub(bmd.0));
-                let plus = (amc.0.sub(bmd.1), amc.1.add(bmd.0));
-                let (z1, z3) = if INV { (plus, minus) } else { (minus, plus) };
-                let z2 = (apc.0.sub(bpd.0), apc.1.sub(bpd.1));
-                let o = q + s * 4 * p;
-                st::<V>(y, o, (apc.0.add(bpd.0), apc.1.add(bpd.1)));
-                st::<V>(y, o + s, twiddle(w1r, w1i, z1));
-                st::<V>(y, o + 2 * s, twiddle(w2r, w2i, z2));
-                st::<V>(y, o + 3 * s, twiddle(w3r, w3i, z3));
+                let v: [C<V>; 8] = std::array::from_fn(|j| ld::<V>(x, i0 + j * s * m));
+                let a = [add(v[0], v[4]), add(v[1], v[5]), add(v[2], v[6]), add(v[3], v[7])];
+                let d1 = w8::<V, INV>(sub(v[1], v[5]));
+                let b = [
+                    sub(v[0], v[4]),
+                    d1,
+                    rot::<V, INV>(sub(v[2], v[6])),
+                    rot::<V, INV>(w8::<V, INV>(sub(v[3], v[7]))),
+                ];
+                let (e, o) = (dft4::<V, INV>(a), dft4::<V, INV>(b));
+                let out = q + s * 8 * p;
+                st::<V>(y, out, e[0]);
+                for k in 1..8 {
+                    let z = if k % 2 == 0 { e[k / 2] } else { o[k / 2] };
+                    let (wr, wi) = (V::splat(w[2 * k - 2]), V::splat(sign * w[2 * k - 1]));
+                    st::<V>(y, out + k * s, twiddle(wr, wi, z));
+                }
             }
         }
     }
 }
 
-/// The last pass of a size `2 * 4^k`: length-2 transforms at stride `s`.
+/// The last pass of a size `2 * 8^k` (`n = 4`, no twiddles): 4-point DFTs at
+/// stride `s`.
+///
+/// # Safety
+/// `x` and `y` hold `4 * s` rows.
+#[inline(always)]
+unsafe fn radix4<V: Lanes, const INV: bool>(
+    s: usize,
+    x: (*mut Row, *mut Row),
+    y: (*mut Row, *mut Row),
+) {
+    for q in 0..s {
+        // SAFETY: every index is below `4 s`.
+        unsafe {
+            let u: [C<V>; 4] = std::array::from_fn(|j| ld::<V>(x, q + j * s));
+            for (k, z) in dft4::<V, INV>(u).into_iter().enumerate() {
+                st::<V>(y, q + k * s, z);
+            }
+        }
+    }
+}
+
+/// The last pass of a size `2 * 8^k`: length-2 transforms at stride `s`.
 ///
 /// # Safety
 /// `x` and `y` hold `2 * s` rows.
@@ -511,5 +470,42 @@ mod tests {
         }
         let msg = BatchFft::new(300).unwrap_err().to_string();
         assert!(msg.contains("power-of-two") && msg.contains("300"), "{msg}");
+    }
+}
+#[cfg(test)]
+mod tmp_timing {
+    #[test]
+    #[ignore]
+    fn tmp_time() {
+        use super::*;
+        for n in [64usize, 256, 512, 1024, 2048] {
+            let mut fft = BatchFft::new(n).unwrap();
+            let mut re = vec![Row([0.5; LANES]); n];
+            let mut im = vec![Row([0.25; LANES]); n];
+            for isa in Isa::available() {
+                let mut best = f64::MAX;
+                for _ in 0..20 {
+                    let t = std::time::Instant::now();
+                    for _ in 0..50 {
+                        fft.input_mut().0.copy_from_slice(&re);
+                        fft.input_mut().1.copy_from_slice(&im);
+                        let _ = fft.run(isa, false);
+                    }
+                    best = best.min(t.elapsed().as_secs_f64() / 50.0 / 16.0);
+                }
+                let mut p = rustfft::FftPlanner::<f32>::new().plan_fft_forward(n);
+                let mut d = vec![radiohost_iq::Cf32::new(0.5, 0.2); n * 64];
+                let mut rb = f64::MAX;
+                for _ in 0..20 {
+                    let t = std::time::Instant::now();
+                    p.process(&mut d);
+                    rb = rb.min(t.elapsed().as_secs_f64() / 64.0);
+                }
+                let _ = &mut p;
+                println!("n {n} {} ours {:.3} us rustfft {:.3} us", isa.name(), best * 1e6, rb * 1e6);
+                re[0].0[0] += 1.0;
+                im[1].0[1] += 1.0;
+            }
+        }
     }
 }

@@ -4,7 +4,6 @@ use radiohost_phy::crc::{self, CrcKind};
 use radiohost_phy::group_product::Coefficients;
 use radiohost_phy::scramble::GoldSequence;
 use radiohost_phy::simd::Isa;
-use radiohost_phy::zf::BATCH;
 
 use super::slot::{read, write};
 use super::{FrameSlot, KernelContext, KernelError, Scratch};
@@ -80,10 +79,9 @@ pub(super) fn precode(
     let total: f64 = ctx
         .part_groups(k)
         .map(|g| {
-            let (j, lane) = (g / BATCH - zf.first_batch, g % BATCH);
+            let j = g - zf.first_group;
             let gains = &zf.noise_gain[j * k_n..(j + 1) * k_n];
-            ctx.group_in_part(g, k).len() as f64
-                * gains.iter().map(|x| x[lane] as f64).sum::<f64>()
+            ctx.group_in_part(g, k).len() as f64 * gains.iter().map(|&x| x as f64).sum::<f64>()
         })
         .sum();
     let beta = (k_n as f64 * len as f64 / total.max(f64::MIN_POSITIVE)).sqrt() as f32;
@@ -99,17 +97,11 @@ pub(super) fn precode(
     let isa = Isa::detect();
     let mut out = write(&slot.precoded[pos * ctx.shape.parts + k]);
     for g in ctx.part_groups(k) {
-        let (j, lane) = (g / BATCH - zf.first_batch, g % BATCH);
+        let j = g - zf.first_group;
         let sub = ctx.group_in_part(g, k);
         let a = sub.start - range.start;
-        let p = Coefficients::precoder_lanes(
-            &zf.wt_re[j * mk..(j + 1) * mk],
-            &zf.wt_im[j * mk..(j + 1) * mk],
-            k_n,
-            m_n,
-            lane,
-            beta,
-        );
+        let wt = &zf.w_transposed[j * mk..(j + 1) * mk];
+        let p = Coefficients::precoder_transposed(wt, k_n, m_n, beta);
         s.product
             .apply(isa, p, &s.eq[a..], len, sub.len(), &mut out[a..], len);
     }

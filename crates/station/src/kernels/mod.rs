@@ -257,6 +257,10 @@ pub struct Scratch {
     h_re: Vec<Lanes>,
     h_im: Vec<Lanes>,
     zf: ZfBatch,
+    /// One batch's detectors `W^T` (`[antenna][user]` lanes) and noise gains.
+    batch_wt_re: Vec<Lanes>,
+    batch_wt_im: Vec<Lanes>,
+    batch_gain: Vec<Lanes>,
     /// `[user][subcarrier]`: equalised symbols (uplink) or the part's user symbols
     /// (downlink, `[user][subcarrier of the part]`).
     eq: Vec<Cf32>,
@@ -287,6 +291,9 @@ impl Scratch {
             h_re: vec![[0.0; BATCH]; cfg.zf_groups().div_ceil(BATCH) * k * m],
             h_im: vec![[0.0; BATCH]; cfg.zf_groups().div_ceil(BATCH) * k * m],
             zf: ZfBatch::new(m, k),
+            batch_wt_re: vec![[0.0; BATCH]; k * m],
+            batch_wt_im: vec![[0.0; BATCH]; k * m],
+            batch_gain: vec![[0.0; BATCH]; k],
             eq: vec![Cf32::default(); k * d],
             nv: vec![0.0; k * d],
             demod: Demodulator::new(cfg.modulation),

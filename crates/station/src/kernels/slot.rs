@@ -12,7 +12,6 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use radiohost_iq::{Cf32, Ci16};
 use radiohost_phy::coding::BlockResult;
 use radiohost_phy::frontend::SLICE;
-use radiohost_phy::zf::{Lanes, BATCH};
 
 use super::KernelContext;
 
@@ -49,19 +48,18 @@ pub struct PlanarSymbol {
     pub null_bins: usize,
 }
 
-/// ZF output of one subcarrier part: the detectors of every ZF batch (16 groups of
-/// `FrameConfig::zf_block` subcarriers, one per lane, as phy's
-/// [`radiohost_phy::zf::ZfBatch`] solves them) the part's subcarriers touch. A
-/// batch cut by a part boundary is solved by both parts, with the same result.
+/// ZF output of one subcarrier part: the detectors of every ZF group
+/// (`FrameConfig::zf_block` subcarriers) the part's subcarriers touch. A group cut
+/// by a part boundary is computed by both parts, with the same result.
 #[derive(Debug, Default)]
 pub struct ZfPart {
-    /// Index of the first batch of the part.
-    pub first_batch: usize,
-    /// `[batch of the part][antenna][user]` lanes: each group's `W` transposed.
-    pub wt_re: Vec<Lanes>,
-    pub wt_im: Vec<Lanes>,
-    /// `[batch of the part][user]` lanes: `[(H^H H)^-1]_kk`.
-    pub noise_gain: Vec<Lanes>,
+    /// Index of the first group of the part.
+    pub first_group: usize,
+    /// `[group of the part][antenna][user]`: each group's `W` transposed, what
+    /// equalisation and precoding read.
+    pub w_transposed: Vec<Cf32>,
+    /// `[group of the part][user]`: `[(H^H H)^-1]_kk`.
+    pub noise_gain: Vec<f32>,
     /// Null-bin energy and bin count of all pilot symbols.
     pub pilot_null_energy: f64,
     pub pilot_null_bins: usize,
@@ -140,11 +138,10 @@ impl FrameSlot {
             }),
             zf: (0..np)
                 .map(|p| {
-                    let batches = ctx.part_batches(p).len();
+                    let groups = ctx.part_groups(p).len();
                     RwLock::new(ZfPart {
-                        wt_re: vec![[0.0; BATCH]; batches * k * m],
-                        wt_im: vec![[0.0; BATCH]; batches * k * m],
-                        noise_gain: vec![[0.0; BATCH]; batches * k],
+                        w_transposed: vec![Cf32::default(); groups * k * m],
+                        noise_gain: vec![0.0; groups * k],
                         ..ZfPart::default()
                     })
                 })

@@ -2,6 +2,7 @@
 
 use std::sync::RwLock;
 
+use radiohost_iq::Cf32;
 use radiohost_phy::crc::{self, CrcKind};
 use radiohost_phy::frontend::{planar_index, SLICE};
 use radiohost_phy::group_product::{Coefficients, GroupProduct};
@@ -85,24 +86,39 @@ pub(super) fn zf(
             .estimate_groups(&s.pilot_rx, pilots, zb, &mut s.h_re, &mut s.h_im);
     }
     let groups = cfg.zf_groups();
-    let batches = ctx.part_batches(k);
+    let part = ctx.part_groups(k);
     let mk = m_n * k_n;
     let mut out = write(&slot.zf[k]);
     let out = &mut *out;
-    out.first_batch = batches.start;
-    for (j, b) in batches.enumerate() {
+    out.first_group = part.start;
+    for b in ctx.part_batches(k) {
         let io = BatchIo {
             hr: &s.h_re[b * mk..(b + 1) * mk],
             hi: &s.h_im[b * mk..(b + 1) * mk],
-            wtr: &mut out.wt_re[j * mk..(j + 1) * mk],
-            wti: &mut out.wt_im[j * mk..(j + 1) * mk],
-            noise_gain: &mut out.noise_gain[j * k_n..(j + 1) * k_n],
+            wtr: &mut s.batch_wt_re,
+            wti: &mut s.batch_wt_im,
+            noise_gain: &mut s.batch_gain,
         };
         s.zf.solve(io, BATCH.min(groups - b * BATCH))
             .map_err(|e| KernelError::Zf {
                 subcarrier: s.csi_est.group_centre(zb, b * BATCH + e.lane),
                 source: e.source,
             })?;
+        // Each lane of the part to its group's contiguous matrix.
+        let lanes = part.start.max(b * BATCH)..part.end.min((b + 1) * BATCH);
+        for g in lanes {
+            let (j, l) = (g - part.start, g % BATCH);
+            let wt = &mut out.w_transposed[j * mk..(j + 1) * mk];
+            for (o, (r, i)) in wt.iter_mut().zip(s.batch_wt_re.iter().zip(&s.batch_wt_im)) {
+                *o = Cf32::new(r[l], i[l]);
+            }
+            for (o, gain) in out.noise_gain[j * k_n..(j + 1) * k_n]
+                .iter_mut()
+                .zip(&s.batch_gain)
+            {
+                *o = gain[l];
+            }
+        }
     }
     out.pilot_null_energy = e;
     out.pilot_null_bins = c;
@@ -126,15 +142,9 @@ pub(super) fn eq_demod(ctx: &KernelContext, slot: &FrameSlot, u: usize, k: usize
         let noise = (zf.pilot_null_energy + freq.null_energy)
             / (zf.pilot_null_bins + freq.null_bins).max(1) as f64;
         for g in ctx.part_groups(k) {
-            let (j, lane) = (g / BATCH - zf.first_batch, g % BATCH);
+            let j = g - zf.first_group;
             let sub = ctx.group_in_part(g, k);
-            let w = Coefficients::detector_lanes(
-                &zf.wt_re[j * mk..(j + 1) * mk],
-                &zf.wt_im[j * mk..(j + 1) * mk],
-                k_n,
-                m_n,
-                lane,
-            );
+            let w = Coefficients::detector(&zf.w_transposed[j * mk..(j + 1) * mk], k_n, m_n);
             // The 16-subcarrier slices this group covers, and its lanes in each.
             for sl in sub.start / SLICE..sub.end.div_ceil(SLICE) {
                 let s0 = sl * SLICE;
@@ -152,7 +162,7 @@ pub(super) fn eq_demod(ctx: &KernelContext, slot: &FrameSlot, u: usize, k: usize
                 );
             }
             for user in 0..k_n {
-                let v = (noise * zf.noise_gain[j * k_n + user][lane] as f64) as f32;
+                let v = (noise * zf.noise_gain[j * k_n + user] as f64) as f32;
                 s.nv[user * d + sub.start..user * d + sub.end].fill(v);
             }
         }

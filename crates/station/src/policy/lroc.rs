@@ -16,6 +16,9 @@
 //!   runs there at low priority, up to `overcommit_ratio` of its capacity.
 //! - Coalescing: when an instruction is issued, its most urgent successor whose only
 //!   missing input is that instruction is issued behind it on the same reservation.
+//! - Lookahead: a device whose units are all reserved still takes its most urgent
+//!   queued instruction, up to `lookahead` per unit, so its workers go from one
+//!   instruction to the next without waiting for the scheduler thread.
 //! - Shedding: a frame whose most urgent queued instruction can no longer finish by
 //!   the deadline is NACKed at once rather than run late (`shed_hopeless`).
 
@@ -171,6 +174,28 @@ impl Lroc {
         })
     }
 
+    /// A device with every unit reserved takes its queue head into its own work
+    /// queue (normal priority, behind what it runs), up to `lookahead` per unit.
+    fn lookahead(&self, core: &Core, d: DeviceId) -> Option<Dispatch> {
+        let dev = core.devices.get(d)?;
+        if dev.free() > 0 || core.params.lookahead == 0 {
+            return None; // free units take work through `own_queue`
+        }
+        let &(_, frame, idx) = core.device_queues.get(&d)?.first()?;
+        let units = core.table.need(d, core.dag.opcode(idx)).min(dev.capacity);
+        let limit = dev.capacity.saturating_mul(1 + core.params.lookahead);
+        if units == 0 || dev.in_use.saturating_add(units) > limit {
+            return None;
+        }
+        Some(Dispatch {
+            instr: core.dag.instr(frame, idx),
+            device: d,
+            units,
+            low_priority: false,
+            after: None,
+        })
+    }
+
     /// A full device runs a critical queued instruction at low priority.
     fn overcommit(&self, core: &Core, now: Nanos, d: DeviceId) -> Option<Dispatch> {
         let dev = core.devices.get(d)?;
@@ -268,6 +293,12 @@ impl Strategy for Lroc {
                     self.rr = start + k + 1;
                     return Some(d);
                 }
+            }
+        }
+        for k in 0..n {
+            if let Some(d) = self.lookahead(core, order(k)) {
+                self.rr = start + k + 1;
+                return Some(d);
             }
         }
         None

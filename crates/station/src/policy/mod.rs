@@ -9,7 +9,7 @@
 //! | `frame` (LuMaMi-like) | the whole frame on one device | frame arrival, then DAG order |
 //! | `symbol` (Hydra-like) | by symbol (ZF by subcarrier part) over the devices | FIFO |
 //! | `task` (BigStation-like) | opcode classes statically mapped to device groups | FIFO |
-//! | `lroc` | planner: predecessor's device, else most free when worth the copy, else delayed | least slack, reordered by resource use, over-commit, coalescing |
+//! | `lroc` | planner: predecessor's device, else most free when worth the copy, else delayed | least slack, reordered by resource use, over-commit, coalescing, lookahead |
 
 mod core;
 mod frame;
@@ -83,6 +83,11 @@ pub struct PolicyParams {
     /// instead of running it late: under overload this saves the capacity for frames
     /// that can still make it (no domino effect). Counted as a deadline miss (NACK).
     pub shed_hopeless: bool,
+    /// LROC hands a device whose units are all reserved up to this many more of its
+    /// most urgent queued instructions per unit, into the device's own work queue: a
+    /// worker that finishes one starts the next at once instead of idling through a
+    /// round trip to the scheduler thread (a wake-up each way). 0 turns it off.
+    pub lookahead: u32,
 }
 
 impl Default for PolicyParams {
@@ -104,6 +109,7 @@ impl Default for PolicyParams {
             reorder_band_ns: 20_000,
             frame_major_slack: false,
             shed_hopeless: true,
+            lookahead: 1,
         }
     }
 }
@@ -133,6 +139,13 @@ impl PolicyParams {
                 "overcommit_ratio",
                 self.overcommit_ratio.to_string(),
                 "must be in [0, 4]",
+            );
+        }
+        if self.lookahead > 8 {
+            return bad(
+                "lookahead",
+                self.lookahead.to_string(),
+                "must be in [0, 8] instructions per unit",
             );
         }
         Ok(())
