@@ -402,11 +402,13 @@ pub fn attach_negative_values(args: impl IntoIterator<Item = OsString>) -> Vec<O
             let b = text.as_bytes();
             b.len() > 1
                 && b[0] == b'-'
-                && (b[1].is_ascii_digit() || (b[1] == b'.' && b.get(2).is_some_and(u8::is_ascii_digit)))
+                && (b[1].is_ascii_digit()
+                    || (b[1] == b'.' && b.get(2).is_some_and(u8::is_ascii_digit)))
         };
-        let after_long_option = out.last().and_then(|p| p.to_str()).is_some_and(|p| {
-            p.len() > 2 && p.starts_with("--") && !p.contains('=')
-        });
+        let after_long_option = out
+            .last()
+            .and_then(|p| p.to_str())
+            .is_some_and(|p| p.len() > 2 && p.starts_with("--") && !p.contains('='));
         if !rest && negative && after_long_option {
             if let Some(option) = out.last_mut() {
                 option.push("=");

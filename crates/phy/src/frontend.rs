@@ -529,8 +529,11 @@ fn synth_batch<V: Lanes>(job: &mut SynthJob<'_>) {
         let (fr, fi) = b.fft.buffers(side);
         let body = job.offset + job.cp_len;
         for t0 in (0..n).step_by(LANES) {
-            let mut rr: [V; LANES] = std::array::from_fn(|t| load::<V>(&fr[t0 + t]).mul(scale));
-            let mut ri: [V; LANES] = std::array::from_fn(|t| load::<V>(&fi[t0 + t]).mul(scale));
+            let (mut rr, mut ri) = ([V::zero(); LANES], [V::zero(); LANES]);
+            for t in 0..LANES {
+                rr[t] = load::<V>(&fr[t0 + t]).mul(scale);
+                ri[t] = load::<V>(&fi[t0 + t]).mul(scale);
+            }
             V::transpose(&mut rr);
             V::transpose(&mut ri);
             for a in 0..valid {

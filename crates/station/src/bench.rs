@@ -113,6 +113,48 @@ pub struct BenchReport {
     pub workers: usize,
 }
 
+impl BenchReport {
+    /// `Err` naming every run at an offered load of at most the floor
+    /// (load <= 1) that left more than `max_miss` (a fraction) of its frames
+    /// undecoded in deadline: below the floor a station should keep up.
+    pub fn check_misses(&self, max_miss: f64) -> Result<(), BenchMisses> {
+        let runs: Vec<String> = self
+            .rows
+            .iter()
+            .filter(|r| r.load <= 1.0 && r.frames > 0)
+            .filter(|r| r.missed as f64 / r.frames as f64 > max_miss)
+            .map(|r| {
+                format!(
+                    "{} {} at {:.0} frames/s: {} of {}",
+                    r.config, r.policy, r.offered_fps, r.missed, r.frames
+                )
+            })
+            .collect();
+        if runs.is_empty() {
+            return Ok(());
+        }
+        Err(BenchMisses {
+            runs,
+            allowed: max_miss,
+        })
+    }
+}
+
+/// Runs of a sweep that missed more deadlines than allowed.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error(
+    "{} run(s) left more than {:.1}% of frames undecoded in deadline ({})",
+    runs.len(),
+    100.0 * allowed,
+    runs.join("; ")
+)]
+pub struct BenchMisses {
+    /// One line per run over the limit.
+    pub runs: Vec<String>,
+    /// Share allowed, 0..=1.
+    pub allowed: f64,
+}
+
 /// Run the sweep; `progress` hears a description before each run. Once `stop`
 /// is set (Ctrl-C) no further run starts and what was measured returns.
 pub fn run_bench(
@@ -289,6 +331,12 @@ mod tests {
             (3, 2, 1, 2),
             "one calibration and two runs"
         );
+        assert!(rep.check_misses(1.0).is_ok());
+        let mut missed = rep.clone();
+        missed.rows[0].missed = missed.rows[0].frames;
+        let e = missed.check_misses(0.5).unwrap_err();
+        assert_eq!(e.runs.len(), 1, "{e}");
+        assert!(e.to_string().contains("more than 50.0%"), "{e}");
         let c = &rep.calibration[0];
         assert!(c.serial_frame_us > 0.0 && c.floor_fps > 0.0);
         assert_eq!(c.calibration.devices.len(), 1);

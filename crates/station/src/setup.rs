@@ -324,12 +324,13 @@ impl RunConfig {
     }
 }
 
-/// Run each policy in turn on the same setup (the same frames).
+/// Run each policy in turn on the same setup (the same frames), with the setup's
+/// policy parameters.
 pub fn run_policies(s: &StationSetup, policies: &[String]) -> Result<Vec<RunReport>, SetupError> {
     policies
         .iter()
         .map(|p| {
-            let policy = make_policy(p, &s.ctx.shape, &PolicyParams::default())?;
+            let policy = make_policy(p, &s.ctx.shape, &s.policy_params)?;
             run_station(s, policy).map_err(|e| engine(format!("policy {p}"), e))
         })
         .collect()

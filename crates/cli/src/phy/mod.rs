@@ -174,9 +174,7 @@ fn bench(a: BenchArgs) -> Result<()> {
     let bar = crate::ui::Progress::new("phy bench", radiohost_phy::bench::STEPS, !a.json);
     let rep = radiohost_phy::bench::run(secs, &crate::ui::stop_flag(), |m| bar.begin(m))?;
     drop(bar);
-    let partial = || {
-        format!("{} kernel rows measured", rep.rows.len())
-    };
+    let partial = || format!("{} kernel rows measured", rep.rows.len());
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep.rows)?);
         return crate::ui::partial_if_interrupted(partial);

@@ -117,7 +117,11 @@ pub fn run(a: BenchArgs) -> Result<()> {
     let partial = || {
         format!(
             "loads measured: {} (the last one cut short)",
-            if done.is_empty() { "none".to_string() } else { done.join(", ") }
+            if done.is_empty() {
+                "none".to_string()
+            } else {
+                done.join(", ")
+            }
         )
     };
     if a.json {

@@ -87,29 +87,10 @@ pub fn run(a: BenchArgs) -> Result<()> {
         c.calibration.save(path)?;
     }
     let misses = match a.max_miss {
-        Some(max) => {
-            let over: Vec<_> = rep
-                .rows
-                .iter()
-                .filter(|r| r.load <= 1.0 && r.frames > 0)
-                .filter(|r| r.missed as f64 / r.frames as f64 > max)
-                .map(|r| {
-                    format!(
-                        "{} {} at {:.0} frames/s: {} of {}",
-                        r.config, r.policy, r.offered_fps, r.missed, r.frames
-                    )
-                })
-                .collect();
-            (!over.is_empty() && !a.accept_misses).then(|| {
-                anyhow::anyhow!(
-                    "{} run(s) left more than --max-miss {:.1}% of frames undecoded in deadline ({}); pass --accept-misses to exit 0 anyway",
-                    over.len(),
-                    100.0 * max,
-                    over.join("; ")
-                )
-            })
-        }
-        None => None,
+        Some(max) if !a.accept_misses => rep.check_misses(max).err().map(|e| {
+            anyhow::anyhow!("{e}, over --max-miss; pass --accept-misses to exit 0 anyway")
+        }),
+        _ => None,
     };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep)?);

@@ -9,7 +9,7 @@ use clap::Args;
 use radiohost_station::calibration::Calibration;
 use radiohost_station::ru::TransportKind;
 use radiohost_station::setup::{
-    load_config, parse_device_events, parse_policies, run_policies, RunConfig,
+    load_config, parse_device_events, parse_policies, read_policy_params, run_policies, RunConfig,
 };
 use radiohost_testbed::units::{parse_positive_duration, parse_probability};
 
@@ -59,6 +59,10 @@ pub struct RunArgs {
     /// scheduler starts from modelled costs (the report says which).
     #[arg(long)]
     pub calibration: Option<PathBuf>,
+    /// Policy parameters JSON (any subset of PolicyParams fields, e.g.
+    /// {"lookahead": 0}); without it the defaults.
+    #[arg(long)]
+    pub policy_params: Option<PathBuf>,
     /// Largest share of frames allowed to miss their deadline (missed, rejected or
     /// failed) before the command fails: a percentage (1%) or a probability (0.01).
     #[arg(long, default_value = "1%", value_parser = parse_probability)]
@@ -116,7 +120,8 @@ fn run_config(a: &RunArgs) -> Result<RunConfig> {
 pub fn run(a: RunArgs) -> Result<()> {
     // Checked before the work starts, as every --svg is.
     let svg = a.svg.as_deref().map(crate::ui::SvgOut::new).transpose()?;
-    let s = run_config(&a)?.setup()?;
+    let mut s = run_config(&a)?.setup()?;
+    s.policy_params = read_policy_params(a.policy_params.as_deref())?;
     let reports = run_policies(&s, &parse_policies(&a.policy)?)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&reports)?);

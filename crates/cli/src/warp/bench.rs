@@ -3,9 +3,9 @@
 
 use super::{LinkArgs, NetArgs};
 use crate::plot::{self, Axis, LineChart, Series};
+use crate::ui::{self, Progress};
 use anyhow::{Context, Result};
 use clap::Args;
-use crate::ui::{self, Progress};
 use radiohost_warp::bench::{csv, run as run_bench, scaling, BenchConfig, BenchRow};
 use std::path::PathBuf;
 

@@ -457,21 +457,22 @@ impl Decoder {
         let mut nan = false;
         // Writes `len` values starting at codeword position `pos`, column by column, from
         // the input starting at `src` (or `fill`).
-        let mut write = |mut pos: usize, len: usize, src: Option<usize>, fill: i8, app: &mut [i8]| {
-            let mut done = 0;
-            while done < len {
-                let (col, lane) = (pos / zc, pos % zc);
-                let n = (zc - lane).min(len - done);
-                let at = col * stride + FRONT_PAD + lane;
-                let dst = &mut app[at..at + n];
-                match src {
-                    Some(s) => nan |= put(s + done, dst),
-                    None => dst.fill(fill),
+        let mut write =
+            |mut pos: usize, len: usize, src: Option<usize>, fill: i8, app: &mut [i8]| {
+                let mut done = 0;
+                while done < len {
+                    let (col, lane) = (pos / zc, pos % zc);
+                    let n = (zc - lane).min(len - done);
+                    let at = col * stride + FRONT_PAD + lane;
+                    let dst = &mut app[at..at + n];
+                    match src {
+                        Some(s) => nan |= put(s + done, dst),
+                        None => dst.fill(fill),
+                    }
+                    done += n;
+                    pos += n;
                 }
-                done += n;
-                pos += n;
-            }
-        };
+            };
         // Every codeword position is written for each block (no clearing pass): the
         // punctured first 2*Zc positions as erasures (0), fillers as certain zeros (they
         // may lie among the punctured ones), then each transmitted segment, its

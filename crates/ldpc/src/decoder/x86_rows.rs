@@ -6,12 +6,12 @@
 //! two per edge) vectors that touch the first 64 lanes or wrap (the same stores as
 //! `x86::mirror_store` makes, decided in advance by [`windows`]).
 //!
-//! On this kernel's hot CPUs (Zen 4 executes a 512-bit operation as two 256-bit halves)
-//! the time is the count of vector instructions, and saturating adds, absolute values
-//! and compares into mask registers issue at half the rate of min/max/logic/blend, so
-//! per vector the check-node correction is one byte permute into a 128-entry table
-//! (AVX-512 VBMI; shifts and adds otherwise), and the sign product is applied to the two
-//! candidate magnitudes once instead of to every edge's message.
+//! The kernel is bound by vector instruction issue. On Zen 4 (which runs a 512-bit
+//! operation as two 256-bit halves) saturating adds, absolute values, byte permutes and
+//! compares into mask registers issue once per cycle, min/max/logic/blend twice
+//! (measured), so per vector the check-node correction is one byte permute into a
+//! 128-entry table (AVX-512 VBMI; shifts and adds otherwise) and the sign product is
+//! applied to the two candidate magnitudes once instead of to every edge's message.
 
 use super::x86::correct512;
 use super::{scalar, Correction, Dims, Edge, LANE_PAD};
@@ -188,7 +188,10 @@ macro_rules! row_kernel {
                         _mm512_permutex2var_epi8(lo, m2, hi),
                     )
                 } else {
-                    (correct512(m1, corr.correction), correct512(m2, corr.correction))
+                    (
+                        correct512(m1, corr.correction),
+                        correct512(m2, corr.correction),
+                    )
                 };
                 // The magnitudes with the sign product applied; an edge's message is one
                 // of them with its own sign applied on top (the sign of t ^ product).

@@ -163,6 +163,21 @@ mod avx512 {
     #[derive(Clone, Copy)]
     pub(crate) struct Avx512(__m512);
 
+    /// Interleave float pairs of `a` and `b` (low or high halves of each 128-bit
+    /// lane).
+    #[inline(always)]
+    fn unpack_pd<const HI: bool>(a: __m512, b: __m512) -> __m512 {
+        // SAFETY: AVX-512F, as every intrinsic in this module (see below).
+        unsafe {
+            let (a, b) = (_mm512_castps_pd(a), _mm512_castps_pd(b));
+            _mm512_castpd_ps(if HI {
+                _mm512_unpackhi_pd(a, b)
+            } else {
+                _mm512_unpacklo_pd(a, b)
+            })
+        }
+    }
+
     // SAFETY (every `unsafe` block below): the intrinsics need AVX-512F, which the
     // only callers (target-feature builds picked by `Isa`) have; loads and stores
     // have the validity their callers guarantee.
@@ -202,7 +217,10 @@ mod avx512 {
         #[inline(always)]
         fn transpose(rows: &mut [Self; LANES]) {
             unsafe {
-                let r: [__m512; 16] = rows.map(|v| v.0);
+                let mut r = [_mm512_setzero_ps(); 16];
+                for i in 0..16 {
+                    r[i] = rows[i].0;
+                }
                 // 2x2 blocks of single floats.
                 let mut t = [_mm512_setzero_ps(); 16];
                 for i in 0..8 {
@@ -210,21 +228,13 @@ mod avx512 {
                     t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
                 }
                 // 2x2 blocks of float pairs.
-                let pd = |a: __m512, b: __m512, hi: bool| {
-                    let (a, b) = (_mm512_castps_pd(a), _mm512_castps_pd(b));
-                    _mm512_castpd_ps(if hi {
-                        _mm512_unpackhi_pd(a, b)
-                    } else {
-                        _mm512_unpacklo_pd(a, b)
-                    })
-                };
                 let mut u = [_mm512_setzero_ps(); 16];
                 for i in 0..4 {
                     let b = 4 * i;
-                    u[b] = pd(t[b], t[b + 2], false);
-                    u[b + 1] = pd(t[b], t[b + 2], true);
-                    u[b + 2] = pd(t[b + 1], t[b + 3], false);
-                    u[b + 3] = pd(t[b + 1], t[b + 3], true);
+                    u[b] = unpack_pd::<false>(t[b], t[b + 2]);
+                    u[b + 1] = unpack_pd::<true>(t[b], t[b + 2]);
+                    u[b + 2] = unpack_pd::<false>(t[b + 1], t[b + 3]);
+                    u[b + 3] = unpack_pd::<true>(t[b + 1], t[b + 3]);
                 }
                 // 128-bit lanes: first within groups of 8 rows, then across them.
                 for h in 0..2 {

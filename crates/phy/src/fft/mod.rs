@@ -311,7 +311,17 @@ unsafe fn radix8<V: Lanes, const INV: bool>(
             let i0 = q + s * p;
             // SAFETY: every index is below `8 m s = n s`.
             unsafe {
-                let v: [C<V>; 8] = std::array::from_fn(|j| ld::<V>(x, i0 + j * s * m));
+                let sm = s * m;
+                let v: [C<V>; 8] = [
+                    ld::<V>(x, i0),
+                    ld::<V>(x, i0 + sm),
+                    ld::<V>(x, i0 + 2 * sm),
+                    ld::<V>(x, i0 + 3 * sm),
+                    ld::<V>(x, i0 + 4 * sm),
+                    ld::<V>(x, i0 + 5 * sm),
+                    ld::<V>(x, i0 + 6 * sm),
+                    ld::<V>(x, i0 + 7 * sm),
+                ];
                 let a = [add(v[0], v[4]), add(v[1], v[5]), add(v[2], v[6]), add(v[3], v[7])];
                 let d1 = w8::<V, INV>(sub(v[1], v[5]));
                 let b = [
@@ -347,7 +357,12 @@ unsafe fn radix4<V: Lanes, const INV: bool>(
     for q in 0..s {
         // SAFETY: every index is below `4 s`.
         unsafe {
-            let u: [C<V>; 4] = std::array::from_fn(|j| ld::<V>(x, q + j * s));
+            let u: [C<V>; 4] = [
+                ld::<V>(x, q),
+                ld::<V>(x, q + s),
+                ld::<V>(x, q + 2 * s),
+                ld::<V>(x, q + 3 * s),
+            ];
             for (k, z) in dft4::<V, INV>(u).into_iter().enumerate() {
                 st::<V>(y, q + k * s, z);
             }

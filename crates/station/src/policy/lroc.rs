@@ -16,9 +16,10 @@
 //!   runs there at low priority, up to `overcommit_ratio` of its capacity.
 //! - Coalescing: when an instruction is issued, its most urgent successor whose only
 //!   missing input is that instruction is issued behind it on the same reservation.
-//! - Lookahead: a device whose units are all reserved still takes its most urgent
-//!   queued instruction, up to `lookahead` per unit, so its workers go from one
-//!   instruction to the next without waiting for the scheduler thread.
+//! - Lookahead: a device whose units are all reserved takes its most urgent queued
+//!   instruction behind the running one that ends first (one per running
+//!   instruction), so its workers go from one instruction to the next without
+//!   waiting for the scheduler thread.
 //! - Shedding: a frame whose most urgent queued instruction can no longer finish by
 //!   the deadline is NACKed at once rather than run late (`shed_hopeless`).
 
@@ -174,25 +175,33 @@ impl Lroc {
         })
     }
 
-    /// A device with every unit reserved takes its queue head into its own work
-    /// queue (normal priority, behind what it runs), up to `lookahead` per unit.
+    /// A device with every unit reserved takes its queue head behind the running
+    /// instruction that ends first and has no follower yet (holding no units until
+    /// then, as a coalesced successor).
     fn lookahead(&self, core: &Core, d: DeviceId) -> Option<Dispatch> {
         let dev = core.devices.get(d)?;
-        if dev.free() > 0 || core.params.lookahead == 0 {
+        if !core.params.lookahead || dev.free() > 0 {
             return None; // free units take work through `own_queue`
         }
         let &(_, frame, idx) = core.device_queues.get(&d)?.first()?;
-        let units = core.table.need(d, core.dag.opcode(idx)).min(dev.capacity);
-        let limit = dev.capacity.saturating_mul(1 + core.params.lookahead);
-        if units == 0 || dev.in_use.saturating_add(units) > limit {
+        if core.frames.get(&frame)?.status[idx as usize].avoid == Some(d) {
             return None;
         }
+        let need = core.table.need(d, core.dag.opcode(idx)).min(dev.capacity);
+        if need == 0 {
+            return None;
+        }
+        let (&pred, _) = dev
+            .running
+            .iter()
+            .filter(|(_, r)| r.after.is_none() && r.follower.is_none() && r.units >= need)
+            .min_by_key(|(i, r)| (r.est_end, **i))?;
         Some(Dispatch {
             instr: core.dag.instr(frame, idx),
             device: d,
-            units,
+            units: need,
             low_priority: false,
-            after: None,
+            after: Some(pred),
         })
     }
 

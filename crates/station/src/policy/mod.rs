@@ -83,11 +83,11 @@ pub struct PolicyParams {
     /// instead of running it late: under overload this saves the capacity for frames
     /// that can still make it (no domino effect). Counted as a deadline miss (NACK).
     pub shed_hopeless: bool,
-    /// LROC hands a device whose units are all reserved up to this many more of its
-    /// most urgent queued instructions per unit, into the device's own work queue: a
-    /// worker that finishes one starts the next at once instead of idling through a
-    /// round trip to the scheduler thread (a wake-up each way). 0 turns it off.
-    pub lookahead: u32,
+    /// LROC queues a full device's most urgent ready instruction behind one of its
+    /// running instructions (on that reservation, as coalescing does, but for any
+    /// instruction): the worker that finishes one starts the next at once instead of
+    /// idling through a round trip to the scheduler thread (a wake-up each way).
+    pub lookahead: bool,
 }
 
 impl Default for PolicyParams {
@@ -109,7 +109,7 @@ impl Default for PolicyParams {
             reorder_band_ns: 20_000,
             frame_major_slack: false,
             shed_hopeless: true,
-            lookahead: 1,
+            lookahead: true,
         }
     }
 }
@@ -139,13 +139,6 @@ impl PolicyParams {
                 "overcommit_ratio",
                 self.overcommit_ratio.to_string(),
                 "must be in [0, 4]",
-            );
-        }
-        if self.lookahead > 8 {
-            return bad(
-                "lookahead",
-                self.lookahead.to_string(),
-                "must be in [0, 8] instructions per unit",
             );
         }
         Ok(())

@@ -536,3 +536,40 @@ fn lroc_sheds_a_hopeless_frame_before_its_deadline() {
         }
     }
 }
+
+/// LROC's lookahead: a full one-unit device gets its next ready instruction queued
+/// behind the running one (no units until then); without lookahead it gets nothing
+/// until a completion.
+#[test]
+fn lroc_lookahead_queues_behind_the_running_instruction() {
+    let shape = shape(3, 0, 2, 2);
+    for lookahead in [true, false] {
+        // Coalescing off: it would queue the Load's successor behind it either way.
+        let params = PolicyParams {
+            lookahead,
+            coalesce: false,
+            ..PolicyParams::default()
+        };
+        let mut p = make_policy("lroc", &shape, &params).unwrap();
+        p.add_device(0, 0, &cpu(1, latency));
+        p.frame_arrived(0, 1, 10_000_000);
+        for s in shape.received_symbols() {
+            p.input_ready(0, 1, s);
+        }
+        let first = p.poll_dispatch(1_000).expect("a free unit takes work");
+        assert_eq!(first.after, None);
+        let second = p.poll_dispatch(1_000);
+        if lookahead {
+            let second = second.expect("lookahead queues the next instruction");
+            assert_eq!(second.after, Some(first.instr));
+            assert!(!second.low_priority);
+            assert_eq!(
+                p.poll_dispatch(1_000),
+                None,
+                "one follower per running instruction"
+            );
+        } else {
+            assert_eq!(second, None);
+        }
+    }
+}

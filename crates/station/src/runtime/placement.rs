@@ -24,7 +24,8 @@
 //! re-planned from its inputs (`frame_arrived` and the `input_ready`s seen so far
 //! replayed) on the pool predicted to finish it first, or NACKed (deadline missed)
 //! when no pool can finish it by its deadline. With no device left anywhere, frames
-//! wait in the CPU pool for a device to join, as in a CPU-only run.
+//! wait in the CPU pool for a device to join, as in a CPU-only run. A whole-frame
+//! device that refuses work as removed is treated as lost at once.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -425,6 +426,15 @@ impl Policy for FramePlacement {
         started: Nanos,
         result: Result<(), InstrError>,
     ) {
+        if let Err(InstrError::DeviceRemoved(d) | InstrError::NoDevice(d)) = &result {
+            // A whole-frame device refusing work is on its way out (its own loss
+            // report follows): re-plan its frames now rather than let its policy
+            // retry on the one device it has and fail them.
+            if self.whole.contains_key(d) {
+                self.dissolve(now, PoolId::Whole(*d));
+                return;
+            }
+        }
         let choosing = !self.whole.is_empty();
         let (pool, p) = match self.whole.get_mut(&device) {
             Some(p) => (PoolId::Whole(device), p),

@@ -41,6 +41,8 @@ pub struct StationSetup {
     pub queue_capacity: usize,
     /// Measured costs for the devices it covers (the others are modelled).
     pub calibration: Option<Arc<Calibration>>,
+    /// Tunables of the policies [`crate::setup::run_policies`] builds.
+    pub policy_params: crate::policy::PolicyParams,
 }
 
 impl StationSetup {
@@ -73,6 +75,7 @@ impl StationSetup {
             pool_max: 256,
             queue_capacity: 4096,
             calibration: None,
+            policy_params: crate::policy::PolicyParams::default(),
         })
     }
 }

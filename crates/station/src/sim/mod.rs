@@ -253,6 +253,9 @@ pub struct SimResult {
     pub low_priority: u64,
     pub coalesced: u64,
     pub cross_device_copies: u64,
+    /// Normal-priority dispatches a full device queued until its units freed (LROC's
+    /// lookahead), instead of starting them at once.
+    pub device_queued: u64,
     pub per_opcode: Vec<OpcodeBreakdown>,
     /// Instructions each device incarnation completed (a device that leaves and
     /// joins again is a new incarnation), in (device, incarnation) order.

@@ -1,7 +1,7 @@
 //! The simulator's event loop.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 
 use radiohost_rt::stats::LatencyHistogram;
 use rand::{Rng, SeedableRng};
@@ -67,6 +67,9 @@ struct Sim<'a> {
     runs: Vec<Option<Run>>,
     free_runs: Vec<usize>,
     followers: HashMap<(Instr, DeviceId), Dispatch>,
+    /// Normal-priority dispatches a full device took into its own work queue (LROC's
+    /// lookahead); each starts when units free on that device, in order.
+    device_queues: HashMap<DeviceId, VecDeque<Dispatch>>,
     frames: HashMap<FrameId, SimFrame>,
     /// What every device offers and each opcode costs on it (the simulated kernels
     /// take these latencies; the policy is told the same profile).
@@ -92,7 +95,7 @@ fn contract(policy: &str, what: String) -> SimError {
 ///
 /// # Errors
 /// Invalid configuration or a policy that breaks the engine contract (dispatch to an
-/// unknown device, over capacity without low priority, before its inputs, ...).
+/// unknown device, needing more units than the device has, before its inputs, ...).
 pub fn simulate(policy: &str, cfg: &SimConfig) -> Result<SimResult, SimError> {
     cfg.validate()?;
     let shape = cfg.shape()?;
@@ -118,6 +121,7 @@ pub fn simulate(policy: &str, cfg: &SimConfig) -> Result<SimResult, SimError> {
         runs: Vec::new(),
         free_runs: Vec::new(),
         followers: HashMap::new(),
+        device_queues: HashMap::new(),
         frames: HashMap::new(),
         profile,
         ops: [OpStats::default(); Opcode::ALL.len()],
@@ -151,6 +155,7 @@ pub fn simulate(policy: &str, cfg: &SimConfig) -> Result<SimResult, SimError> {
             low_priority: 0,
             coalesced: 0,
             cross_device_copies: 0,
+            device_queued: 0,
             per_opcode: Vec::new(),
             device_runs: Vec::new(),
         },
@@ -330,6 +335,7 @@ impl Sim<'_> {
                         d.incarnation += 1;
                         d.in_use = 0;
                         self.followers.retain(|(_, dev), _| *dev != c.device);
+                        self.device_queues.remove(&c.device);
                         self.policy.remove_device(self.now, c.device);
                     }
                 }
@@ -360,6 +366,7 @@ impl Sim<'_> {
                 if let Some(next) = self.followers.remove(&(run.instr, run.device)) {
                     self.start(&next)?;
                 }
+                self.start_queued(run.device)?;
             }
         }
         Ok(())
@@ -391,20 +398,48 @@ impl Sim<'_> {
                     self.followers.insert((pred, d.device), d);
                 }
                 None => {
-                    if !d.low_priority && dev.in_use + d.units > dev.capacity {
+                    if d.units > dev.capacity {
                         return Err(contract(
                             self.policy.name(),
                             format!(
-                                "{} over-filled device {} ({} + {} > {})",
-                                d.instr, d.device, dev.in_use, d.units, dev.capacity
+                                "{} needs {} units, more than device {} has ({})",
+                                d.instr, d.units, d.device, dev.capacity
                             ),
                         ));
                     }
-                    self.start(&d)?;
+                    let queue = self.device_queues.entry(d.device).or_default();
+                    if !d.low_priority && (dev.in_use + d.units > dev.capacity || !queue.is_empty())
+                    {
+                        // A full device queues it and starts it when units free.
+                        self.res.device_queued += 1;
+                        queue.push_back(d);
+                    } else {
+                        self.start(&d)?;
+                    }
                 }
             }
         }
         Ok(())
+    }
+
+    /// Start what `device` queued while full, in order, while its units allow.
+    fn start_queued(&mut self, device: DeviceId) -> Result<(), SimError> {
+        loop {
+            let Some(dev) = self.devices.get(&device).filter(|d| d.alive) else {
+                return Ok(());
+            };
+            let free = dev.capacity.saturating_sub(dev.in_use);
+            let Some(queue) = self.device_queues.get_mut(&device) else {
+                return Ok(());
+            };
+            match queue.front() {
+                Some(d) if d.units <= free => {
+                    let d = queue.pop_front().expect("front exists");
+                    self.start(&d)?;
+                }
+                _ => return Ok(()),
+            }
+        }
     }
 
     /// Start `d` now: copy inputs from other devices, then run the kernel.
