@@ -212,3 +212,23 @@ def test_python_examples_run(rh, script, args):
         assert "Python / Rust = " in out.stdout
     else:
         assert "PMT:" in out.stdout and "station:" in out.stdout
+
+
+def test_ldpc_decode_into_out(rh):
+    code = rh.LdpcCode(2, 52)
+    rng = np.random.default_rng(5)
+    bits = rng.integers(0, 2, (6, code.payload_bits), dtype=np.uint8)
+    llr = (4.0 * (1.0 - 2.0 * code.encode(bits))).astype(np.float32)
+    out = np.zeros_like(bits)
+    dec, iters, ok = code.decode(llr, out=out)
+    assert dec is out and np.array_equal(out, bits) and ok.all()
+    with pytest.raises(ValueError, match="out has shape"):
+        code.decode(llr, out=np.zeros((5, code.payload_bits), np.uint8))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        code.decode(llr, out=np.zeros((code.payload_bits, 6), np.uint8).T)
+    frozen = np.zeros_like(bits)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="out"):
+        code.decode(llr, out=frozen)
+    with pytest.raises(TypeError):
+        code.decode(llr, out=np.zeros(bits.shape, np.int32))

@@ -108,8 +108,15 @@ pub fn floor(spp: usize, iterations: usize) -> Result<LatencySummary, BenchError
     Ok(hist.summary())
 }
 
-/// The floor, then a blocking and a busy-poll pass-through session.
-pub fn run_bench(a: &BenchConfig) -> Result<BenchReport, BenchError> {
+/// The steps [`run_bench`] announces to its `progress` callback.
+pub const STEPS: u64 = 3;
+
+/// The floor, then a blocking and a busy-poll pass-through session;
+/// `progress` hears each of the [`STEPS`] steps before it runs.
+pub fn run_bench(
+    a: &BenchConfig,
+    mut progress: impl FnMut(&str),
+) -> Result<BenchReport, BenchError> {
     let mut base = SessionConfig::new(1, 1, a.rate_sps, a.samples_per_packet);
     base.packets = a.packets;
     base.offset = Duration::from_millis(20);
@@ -119,13 +126,16 @@ pub fn run_bench(a: &BenchConfig) -> Result<BenchReport, BenchError> {
     base.record = false;
     // Refuse a bad packet size or count before the floor's 20000 round trips.
     base.check()?;
+    progress("floor: one thread, no waiting");
     let floor = floor(a.samples_per_packet, 20_000)?;
+    progress("blocking pass-through session");
     let blocking = run_session(&base, Passthrough { ports: 1 })?;
     let busy_cfg = SessionConfig {
         poll: PollMode::BusyPoll,
         cpu: a.cpu,
         ..base
     };
+    progress("busy-poll pass-through session");
     let busy = run_session(&busy_cfg, Passthrough { ports: 1 })?;
     let b = blocking.streamer.rx_to_tx;
     let row = |name: &str, s: &LatencySummary| BenchRow {
@@ -175,7 +185,7 @@ mod tests {
             };
             let started = std::time::Instant::now();
             assert!(
-                matches!(run_bench(&cfg), Err(BenchError::Session(_))),
+                matches!(run_bench(&cfg, |_| ()), Err(BenchError::Session(_))),
                 "{spp}"
             );
             assert!(started.elapsed() < Duration::from_secs(1), "{spp}");

@@ -27,11 +27,18 @@ const CI16_SCALE: f32 = 1.0 / i16::MAX as f32;
 #[derive(Debug)]
 struct Batched {
     fft: BatchFft,
-    /// FFT bin (DC at 0) of every data subcarrier.
+    /// Result row ([`BatchFft::row`]) of every data subcarrier's bin.
     bins: Vec<usize>,
-    /// FFT bins of the null subcarriers.
-    null_runs: Vec<Range<usize>>,
-    null_count: usize,
+    /// Result rows of the null subcarriers' bins.
+    null_rows: Vec<usize>,
+    /// Input rows ([`BatchFft::input_row`]) of the null subcarriers' bins.
+    null_in_rows: Vec<usize>,
+    /// Result row of every time sample.
+    time_rows: Vec<usize>,
+    /// Input row of every time sample.
+    time_in_rows: Vec<usize>,
+    /// Input row of every data subcarrier's bin.
+    data_in_rows: Vec<usize>,
     /// Highest instruction set used (tests force each build).
     isa: Isa,
 }
@@ -47,11 +54,15 @@ impl Batched {
             .flat_map(|(a, b)| bin_runs(n, a, b))
             .filter(|r| !r.is_empty())
             .collect();
+        let data_bins: Vec<usize> = (0..num).map(|i| data_bin(n, start, i)).collect();
         Some(Self {
+            bins: data_bins.iter().map(|&k| fft.row(k)).collect(),
+            null_rows: null_runs.iter().flat_map(|r| r.clone()).map(|k| fft.row(k)).collect(),
+            null_in_rows: null_runs.iter().flat_map(|r| r.clone()).map(|k| fft.input_row(k)).collect(),
+            time_rows: (0..n).map(|t| fft.row(t)).collect(),
+            time_in_rows: (0..n).map(|t| fft.input_row(t)).collect(),
+            data_in_rows: data_bins.iter().map(|&k| fft.input_row(k)).collect(),
             fft,
-            bins: (0..num).map(|i| data_bin(n, start, i)).collect(),
-            null_count: null_runs.iter().map(|r| r.len()).sum(),
-            null_runs,
             isa: Isa::Avx512,
         })
     }
@@ -319,26 +330,24 @@ fn front_batch<V: Lanes>(job: &mut FrontJob<'_>) -> (f64, usize) {
                     *row = unsafe { V::load_ci16(src.as_ptr()) };
                 }
                 V::transpose(&mut rows);
-                for (t, row) in rows.iter().enumerate() {
+                for (row, &k) in rows.iter().zip(&b.time_in_rows[t0..t0 + LANES]) {
                     let (r, i) = row.ci16_to_f32(CI16_SCALE);
-                    store(r, &mut xr[t0 + t]);
-                    store(i, &mut xi[t0 + t]);
+                    store(r, &mut xr[k]);
+                    store(i, &mut xi[k]);
                 }
             }
             let side = b.fft.run_lanes::<V>(false);
             let (fr, fi) = b.fft.buffers(side);
             // Two accumulators: half the terms each, half the rounding.
             let mut acc = [V::zero(); 2];
-            for run in &b.null_runs {
-                for k in run.clone() {
-                    let (r, i) = (load::<V>(&fr[k]), load::<V>(&fi[k]));
-                    let a = &mut acc[k & 1];
-                    *a = i.mul_add(i, r.mul_add(r, *a));
-                }
+            for (n, &k) in b.null_rows.iter().enumerate() {
+                let (r, i) = (load::<V>(&fr[k]), load::<V>(&fi[k]));
+                let a = &mut acc[n & 1];
+                *a = i.mul_add(i, r.mul_add(r, *a));
             }
             let lanes = acc[0].add(acc[1]).to_array();
             energy += lanes[..valid].iter().map(|&v| v as f64).sum::<f64>();
-            count += b.null_count * valid;
+            count += b.null_rows.len() * valid;
             for s in 0..slices {
                 let bins = &b.bins[s * SLICE..d.min((s + 1) * SLICE)];
                 let (mut rr, mut ri) = ([V::zero(); LANES], [V::zero(); LANES]);
@@ -498,9 +507,9 @@ fn synth_batch<V: Lanes>(job: &mut SynthJob<'_>) {
     for m0 in (0..job.antennas).step_by(LANES) {
         let valid = LANES.min(job.antennas - m0);
         let (xr, xi) = b.fft.input_mut();
-        for run in &b.null_runs {
-            xr[run.clone()].fill(Row::default());
-            xi[run.clone()].fill(Row::default());
+        for &k in &b.null_in_rows {
+            xr[k] = Row::default();
+            xi[k] = Row::default();
         }
         for s in 0..d.div_ceil(SLICE) {
             let bins = &b.bins[s * SLICE..d.min((s + 1) * SLICE)];
@@ -520,7 +529,7 @@ fn synth_batch<V: Lanes>(job: &mut SynthJob<'_>) {
             }
             V::transpose(&mut rr);
             V::transpose(&mut ri);
-            for (l, &k) in bins.iter().enumerate() {
+            for (l, &k) in b.data_in_rows[s * SLICE..][..bins.len()].iter().enumerate() {
                 store(rr[l], &mut xr[k]);
                 store(ri[l], &mut xi[k]);
             }
@@ -530,9 +539,9 @@ fn synth_batch<V: Lanes>(job: &mut SynthJob<'_>) {
         let body = job.offset + job.cp_len;
         for t0 in (0..n).step_by(LANES) {
             let (mut rr, mut ri) = ([V::zero(); LANES], [V::zero(); LANES]);
-            for t in 0..LANES {
-                rr[t] = load::<V>(&fr[t0 + t]).mul(scale);
-                ri[t] = load::<V>(&fi[t0 + t]).mul(scale);
+            for (t, &k) in b.time_rows[t0..t0 + LANES].iter().enumerate() {
+                rr[t] = load::<V>(&fr[k]).mul(scale);
+                ri[t] = load::<V>(&fi[k]).mul(scale);
             }
             V::transpose(&mut rr);
             V::transpose(&mut ri);

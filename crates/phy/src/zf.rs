@@ -352,18 +352,41 @@ impl ZfBatch {
         assert_eq!(io.noise_gain.len(), self.users, "zf batch: noise gain size");
         let b = self;
         let valid = valid.min(BATCH);
-        dispatch!(isa, fn run(b: &mut ZfBatch, io: BatchIo<'_>, valid: usize) -> Result<(), ZfLaneError> => batch_body)
+        #[cfg(target_arch = "x86_64")]
+        if isa.min(Isa::cpu()) == Isa::Avx512 {
+            // SAFETY: the CPU has AVX-512 (checked just above).
+            return unsafe { solve_avx512(b, io, valid) };
+        }
+        dispatch!(isa.min(Isa::Avx2), fn run(b: &mut ZfBatch, io: BatchIo<'_>, valid: usize) -> Result<(), ZfLaneError> => batch_portable)
     }
 }
 
+/// The AVX-512 build: the portable steps with the two hot loops (Gram rows and the
+/// substitutions) in intrinsics. Left to itself, LLVM keeps the `[[f32; 16]; N]`
+/// accumulators of the portable loops in memory and half-scalarises them.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,fma")]
+unsafe fn solve_avx512(b: &mut ZfBatch, io: BatchIo<'_>, valid: usize) -> Result<(), ZfLaneError> {
+    batch_body::<true, true>(b, io, valid)
+}
+
 #[inline(always)]
-fn batch_body<const FMA: bool>(
+fn batch_portable<const FMA: bool>(
     b: &mut ZfBatch,
     io: BatchIo<'_>,
     valid: usize,
 ) -> Result<(), ZfLaneError> {
-    batch_cholesky::<FMA>(b, io.hr, io.hi, valid)?;
-    batch_substitute::<FMA>(b, io);
+    batch_body::<FMA, false>(b, io, valid)
+}
+
+#[inline(always)]
+fn batch_body<const FMA: bool, const AVX512: bool>(
+    b: &mut ZfBatch,
+    io: BatchIo<'_>,
+    valid: usize,
+) -> Result<(), ZfLaneError> {
+    batch_cholesky::<FMA, AVX512>(b, io.hr, io.hi, valid)?;
+    batch_substitute::<FMA, AVX512>(b, io);
     Ok(())
 }
 
@@ -389,12 +412,88 @@ fn lanes_mul(x: &Lanes, y: &Lanes) -> Lanes {
     std::array::from_fn(|l| x[l] * y[l])
 }
 
+/// `g[r] = sum_a conj(x_r[a]) y[a]` for `r < R`, with `x_r = x[r*m..]`.
+#[inline(always)]
+fn gram<const R: usize, const FMA: bool, const AVX512: bool>(
+    yr: &[Lanes],
+    yi: &[Lanes],
+    xr: &[Lanes],
+    xi: &[Lanes],
+    m: usize,
+    gr: &mut [Lanes],
+    gi: &mut [Lanes],
+) {
+    let (yr, yi) = (&yr[..m], &yi[..m]);
+    let (xr, xi) = (&xr[..R * m], &xi[..R * m]);
+    let (gr, gi) = (&mut gr[..R], &mut gi[..R]);
+    #[cfg(target_arch = "x86_64")]
+    if AVX512 {
+        // SAFETY: `AVX512` is only set inside `solve_avx512`, on CPUs with AVX-512.
+        unsafe { gram_avx512::<R>(yr, yi, xr, xi, m, gr, gi) };
+        return;
+    }
+    let mut ar = [[0f32; BATCH]; R];
+    let mut ai = [[0f32; BATCH]; R];
+    for a in 0..m {
+        let (yr, yi) = (&yr[a], &yi[a]);
+        for r in 0..R {
+            let (xr, xi) = (&xr[r * m + a], &xi[r * m + a]);
+            // conj(x) * y
+            lanes_fma::<FMA>(&mut ar[r], xr, yr);
+            lanes_fma::<FMA>(&mut ar[r], xi, yi);
+            lanes_fma::<FMA>(&mut ai[r], xr, yi);
+            lanes_fms::<FMA>(&mut ai[r], xi, yr);
+        }
+    }
+    gr.copy_from_slice(&ar);
+    gi.copy_from_slice(&ai);
+}
+
+/// [`gram`] in AVX-512 registers (slices already cut to `m`, `R*m` and `R`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn gram_avx512<const R: usize>(
+    yr: &[Lanes],
+    yi: &[Lanes],
+    xr: &[Lanes],
+    xi: &[Lanes],
+    m: usize,
+    gr: &mut [Lanes],
+    gi: &mut [Lanes],
+) {
+    use std::arch::x86_64::*;
+    let mut ar = [_mm512_setzero_ps(); R];
+    let mut ai = [_mm512_setzero_ps(); R];
+    for a in 0..m {
+        // SAFETY (every load/store here): each `Lanes` is 16 floats.
+        let (vr, vi) = unsafe { (_mm512_loadu_ps(yr[a].as_ptr()), _mm512_loadu_ps(yi[a].as_ptr())) };
+        for r in 0..R {
+            let (ur, ui) = unsafe {
+                (
+                    _mm512_loadu_ps(xr[r * m + a].as_ptr()),
+                    _mm512_loadu_ps(xi[r * m + a].as_ptr()),
+                )
+            };
+            ar[r] = _mm512_fmadd_ps(ur, vr, ar[r]);
+            ar[r] = _mm512_fmadd_ps(ui, vi, ar[r]);
+            ai[r] = _mm512_fmadd_ps(ur, vi, ai[r]);
+            ai[r] = _mm512_fnmadd_ps(ui, vr, ai[r]);
+        }
+    }
+    for r in 0..R {
+        unsafe {
+            _mm512_storeu_ps(gr[r].as_mut_ptr(), ar[r]);
+            _mm512_storeu_ps(gi[r].as_mut_ptr(), ai[r]);
+        }
+    }
+}
+
 /// Users whose Gram entries are accumulated together (8 accumulators).
 const GRAM_ROWS: usize = 4;
 
 /// Gram matrix and its Cholesky factor, column by column (as [`zf_detector`]).
 #[inline(always)]
-fn batch_cholesky<const FMA: bool>(
+fn batch_cholesky<const FMA: bool, const AVX512: bool>(
     b: &mut ZfBatch,
     hr: &[Lanes],
     hi: &[Lanes],
@@ -415,24 +514,13 @@ fn batch_cholesky<const FMA: bool>(
         // G[i][j] = h_i^H h_j for i >= j, GRAM_ROWS users at a time.
         let mut i0 = j;
         while i0 < k {
-            let rows = GRAM_ROWS.min(k - i0);
-            let mut ar = [[0f32; BATCH]; GRAM_ROWS];
-            let mut ai = [[0f32; BATCH]; GRAM_ROWS];
-            for a in 0..m {
-                let (yr, yi) = (&hjr[a], &hji[a]);
-                for r in 0..GRAM_ROWS {
-                    if r < rows {
-                        let (xr, xi) = (&hr[(i0 + r) * m + a], &hi[(i0 + r) * m + a]);
-                        // conj(x) * y
-                        lanes_fma::<FMA>(&mut ar[r], xr, yr);
-                        lanes_fma::<FMA>(&mut ar[r], xi, yi);
-                        lanes_fma::<FMA>(&mut ai[r], xr, yi);
-                        lanes_fms::<FMA>(&mut ai[r], xi, yr);
-                    }
-                }
+            let rows = if k - i0 >= GRAM_ROWS { GRAM_ROWS } else { 1 };
+            let (gr, gi) = (&mut g_re[i0 - j..], &mut g_im[i0 - j..]);
+            if rows == GRAM_ROWS {
+                gram::<GRAM_ROWS, FMA, AVX512>(hjr, hji, &hr[i0 * m..], &hi[i0 * m..], m, gr, gi);
+            } else {
+                gram::<1, FMA, AVX512>(hjr, hji, &hr[i0 * m..], &hi[i0 * m..], m, gr, gi);
             }
-            g_re[i0 - j..i0 - j + rows].copy_from_slice(&ar[..rows]);
-            g_im[i0 - j..i0 - j + rows].copy_from_slice(&ai[..rows]);
             i0 += rows;
         }
         // Diagonal: d = G[j][j] - sum_p |L[j][p]|^2.
@@ -479,17 +567,110 @@ fn batch_cholesky<const FMA: bool>(
 /// row by row, and each `L` entry loaded feeds `COLS` independent FMA chains (one
 /// column alone is bound by the latency of its two chains).
 #[inline(always)]
-fn batch_substitute<const FMA: bool>(b: &ZfBatch, io: BatchIo<'_>) {
+fn batch_substitute<const FMA: bool, const AVX512: bool>(b: &ZfBatch, io: BatchIo<'_>) {
     let m = b.antennas;
     io.noise_gain.iter_mut().for_each(|v| *v = [0.0; BATCH]);
     let mut a0 = 0;
-    while a0 + COLS <= m {
-        substitute_columns::<COLS, FMA>(b, &io.hr, &io.hi, io.wtr, io.wti, io.noise_gain, a0);
-        a0 += COLS;
-    }
     while a0 < m {
-        substitute_columns::<1, FMA>(b, &io.hr, &io.hi, io.wtr, io.wti, io.noise_gain, a0);
-        a0 += 1;
+        let cols = if m - a0 >= COLS { COLS } else { 1 };
+        #[cfg(target_arch = "x86_64")]
+        if AVX512 {
+            // SAFETY: `AVX512` is only set inside `solve_avx512`, on CPUs with AVX-512.
+            unsafe {
+                if cols == COLS {
+                    substitute_avx512::<COLS>(b, io.hr, io.hi, io.wtr, io.wti, io.noise_gain, a0)
+                } else {
+                    substitute_avx512::<1>(b, io.hr, io.hi, io.wtr, io.wti, io.noise_gain, a0)
+                }
+            }
+            a0 += cols;
+            continue;
+        }
+        if cols == COLS {
+            substitute_columns::<COLS, FMA>(b, io.hr, io.hi, io.wtr, io.wti, io.noise_gain, a0);
+        } else {
+            substitute_columns::<1, FMA>(b, io.hr, io.hi, io.wtr, io.wti, io.noise_gain, a0);
+        }
+        a0 += cols;
+    }
+}
+
+/// [`substitute_columns`] in AVX-512 registers.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn substitute_avx512<const A: usize>(
+    b: &ZfBatch,
+    hr: &[Lanes],
+    hi: &[Lanes],
+    wtr: &mut [Lanes],
+    wti: &mut [Lanes],
+    noise_gain: &mut [Lanes],
+    a0: usize,
+) {
+    use std::arch::x86_64::*;
+    let (m, k) = (b.antennas, b.users);
+    let tri = |i: usize, j: usize| i * (i + 1) / 2 + j;
+    let (cr, ci) = (&mut wtr[a0 * k..(a0 + A) * k], &mut wti[a0 * k..(a0 + A) * k]);
+    // SAFETY (every load/store here): each `Lanes` is 16 floats.
+    let ld = |v: &Lanes| unsafe { _mm512_loadu_ps(v.as_ptr()) };
+    let zero = _mm512_setzero_ps();
+    for i in 0..k {
+        let (mut r1, mut r2, mut i1, mut i2) = ([zero; A], [zero; A], [zero; A], [zero; A]);
+        for c in 0..A {
+            r1[c] = ld(&hr[i * m + a0 + c]);
+            i1[c] = _mm512_sub_ps(zero, ld(&hi[i * m + a0 + c]));
+        }
+        for p in 0..i {
+            let (lr, li) = (ld(&b.lr[tri(i, p)]), ld(&b.li[tri(i, p)]));
+            for c in 0..A {
+                let (zr, zi) = (ld(&cr[c * k + p]), ld(&ci[c * k + p]));
+                r1[c] = _mm512_fnmadd_ps(lr, zr, r1[c]);
+                r2[c] = _mm512_fmadd_ps(li, zi, r2[c]);
+                i1[c] = _mm512_fnmadd_ps(lr, zi, i1[c]);
+                i2[c] = _mm512_fnmadd_ps(li, zr, i2[c]);
+            }
+        }
+        let inv = ld(&b.diag_inv[i]);
+        for c in 0..A {
+            let (r, im) = (
+                _mm512_mul_ps(_mm512_add_ps(r1[c], r2[c]), inv),
+                _mm512_mul_ps(_mm512_add_ps(i1[c], i2[c]), inv),
+            );
+            unsafe {
+                _mm512_storeu_ps(cr[c * k + i].as_mut_ptr(), r);
+                _mm512_storeu_ps(ci[c * k + i].as_mut_ptr(), im);
+            }
+        }
+    }
+    for i in (0..k).rev() {
+        let (mut r1, mut r2, mut i1, mut i2) = ([zero; A], [zero; A], [zero; A], [zero; A]);
+        for c in 0..A {
+            r1[c] = ld(&cr[c * k + i]);
+            i1[c] = ld(&ci[c * k + i]);
+        }
+        for p in i + 1..k {
+            let (lr, li) = (ld(&b.lr[tri(p, i)]), ld(&b.li[tri(p, i)]));
+            for c in 0..A {
+                let (xr, xi) = (ld(&cr[c * k + p]), ld(&ci[c * k + p]));
+                r1[c] = _mm512_fnmadd_ps(lr, xr, r1[c]);
+                r2[c] = _mm512_fnmadd_ps(li, xi, r2[c]);
+                i1[c] = _mm512_fnmadd_ps(lr, xi, i1[c]);
+                i2[c] = _mm512_fmadd_ps(li, xr, i2[c]);
+            }
+        }
+        let inv = ld(&b.diag_inv[i]);
+        let mut ng = ld(&noise_gain[i]);
+        for c in 0..A {
+            let r = _mm512_mul_ps(_mm512_add_ps(r1[c], r2[c]), inv);
+            let im = _mm512_mul_ps(_mm512_add_ps(i1[c], i2[c]), inv);
+            ng = _mm512_fmadd_ps(r, r, ng);
+            ng = _mm512_fmadd_ps(im, im, ng);
+            unsafe {
+                _mm512_storeu_ps(cr[c * k + i].as_mut_ptr(), r);
+                _mm512_storeu_ps(ci[c * k + i].as_mut_ptr(), im);
+            }
+        }
+        unsafe { _mm512_storeu_ps(noise_gain[i].as_mut_ptr(), ng) };
     }
 }
 

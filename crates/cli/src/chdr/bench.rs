@@ -3,7 +3,7 @@
 
 use anyhow::Result;
 use clap::Args;
-use radiohost_chdr::bench::{run_bench, BenchConfig};
+use radiohost_chdr::bench::{run_bench, BenchConfig, STEPS};
 use radiohost_testbed::units;
 
 use super::report;
@@ -39,14 +39,17 @@ pub struct BenchArgs {
 }
 
 pub fn run(a: BenchArgs) -> Result<()> {
-    let r = run_bench(&BenchConfig {
+    let config = BenchConfig {
         rate_sps: a.rate,
         samples_per_packet: a.spp,
         packets: a.packets,
         cpu: a.cpu,
         radio_cpu: a.radio_cpu,
         rt_priority: a.rt_priority,
-    })?;
+    };
+    let bar = crate::ui::Progress::new("chdr bench", STEPS, !a.json);
+    let r = run_bench(&config, |step| bar.begin(step))?;
+    drop(bar);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r.rows)?);
     } else {

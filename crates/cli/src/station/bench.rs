@@ -40,7 +40,7 @@ pub struct BenchArgs {
     #[arg(long, value_parser = parse_positive_duration)]
     pub deadline: Option<Duration>,
     /// Subcarrier parts (1 to 1200).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1200))]
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1200))]
     pub parts: u16,
     /// Fronthaul transport.
     #[arg(long, default_value = "ring")]

@@ -30,7 +30,7 @@ pub struct CalibrateArgs {
     #[arg(long)]
     pub no_pin: bool,
     /// Subcarrier parts ZF, EqDemod and Precode are split into (1 to 1200).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1200))]
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1200))]
     pub parts: u16,
     /// Frames measured per device, after one warm-up frame (1 to 10000).
     #[arg(long, default_value_t = 20, value_parser = crate::ui::count_in::<u64>(1, 10_000))]

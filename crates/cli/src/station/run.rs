@@ -49,7 +49,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "4ms", value_parser = parse_positive_duration)]
     pub deadline: Duration,
     /// Subcarrier parts ZF, EqDemod and Precode are split into (1 to 1200).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1200))]
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1200))]
     pub parts: u16,
     /// Devices leaving and rejoining, times after the first frame: e.g.
     /// remove:1@200ms,add:1@500ms (device ids follow --devices).

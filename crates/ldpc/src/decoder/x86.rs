@@ -202,15 +202,18 @@ unsafe fn layer_avx2_impl<const FIRST: bool, const MODE: u8>(
             min1 = _mm256_min_epu8(min1, m);
             sgn = _mm256_xor_si256(sgn, t);
         }
-        let m1 = correct256(_mm256_min_epu8(min1, max127), corr);
-        let m2 = correct256(_mm256_min_epu8(min2, max127), corr);
+        // The magnitudes with the sign product applied (once per vector); an edge's
+        // message is one of them with its own sign on top (the sign of t ^ product).
+        let sgn = _mm256_or_si256(sgn, one);
+        let m1 = _mm256_sign_epi8(correct256(_mm256_min_epu8(min1, max127), corr), sgn);
+        let m2 = _mm256_sign_epi8(correct256(_mm256_min_epu8(min2, max127), corr), sgn);
         for (e, ed) in edges.iter().enumerate() {
             let t = _mm256_loadu_si256(wp.add(e * W) as *const __m256i);
             let abs_t = _mm256_abs_epi8(t);
             let eq = _mm256_cmpeq_epi8(abs_t, min1);
             let mag = _mm256_blendv_epi8(m1, m2, eq);
-            let s = _mm256_or_si256(_mm256_xor_si256(t, sgn), one);
-            let c = _mm256_sign_epi8(mag, s);
+            // |mag| <= 127: negating never overflows.
+            let c = _mm256_sign_epi8(mag, _mm256_or_si256(t, one));
             _mm256_storeu_si256(c2vp.add(e * zpad + i0) as *mut __m256i, c);
             // Saturated t (127 or -128) is final: add nothing (`scalar::saturated`).
             let tsat = saturated256(t, max127, min128);

@@ -69,6 +69,7 @@ class LdpcCode:
         max_iterations: int = 10,
         early_termination: bool = True,
         normalization: float = 0.75,
+        out: Optional[npt.NDArray[np.uint8]] = None,
     ) -> Tuple[npt.NDArray[np.uint8], npt.NDArray[np.int32], npt.NDArray[np.bool_]]: ...
 
 # phy
