@@ -232,3 +232,18 @@ def test_ldpc_decode_into_out(rh):
         code.decode(llr, out=frozen)
     with pytest.raises(TypeError):
         code.decode(llr, out=np.zeros(bits.shape, np.int32))
+
+
+def test_fortran_ordered_arrays_are_refused_not_misread(rh, tmp_path):
+    # numpy's F order keeps a 2-D array contiguous but not row by row: reading its
+    # memory as rows would scramble codewords, channels or samples.
+    code = rh.LdpcCode(2, 52)
+    llr = np.asfortranarray(np.ones((4, code.tx_bits), np.float32))
+    with pytest.raises(ValueError, match="llr must be C-contiguous"):
+        code.decode(llr)
+    x = np.asfortranarray(np.ones((2, 100), np.complex64))
+    with pytest.raises(ValueError, match="samples must be C-contiguous"):
+        rh.write_sigmf(tmp_path / "f", x, 1e6)
+    radio = rh.Radio.emulated(rate=1e6, channels=2)
+    with pytest.raises(ValueError, match="buffer must be C-contiguous"):
+        radio.get_tx_stream([0, 1]).send(x, rh.TXMetadata())

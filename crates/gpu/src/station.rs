@@ -29,11 +29,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 
+use radiohost_iq::Ci16;
 use radiohost_station::costs::{DeviceProfile, OpcodeCost};
 use radiohost_station::engine::InstrError;
-use radiohost_station::isa::{DeviceId, DeviceKind, FrameId, Instr, Opcode};
+use radiohost_station::isa::{DeviceId, DeviceKind, FrameId, Instr, Nanos, Opcode};
 use radiohost_station::kernels::slot::{read, write};
-use radiohost_iq::Ci16;
 use radiohost_station::kernels::{FrameSlot, KernelContext};
 use radiohost_station::pool::Lease;
 use radiohost_station::runtime::{
@@ -42,6 +42,7 @@ use radiohost_station::runtime::{
 };
 use radiohost_station::sim::CostModel;
 
+use crate::describe::ExecutorTable;
 use crate::device::probe_driver;
 use crate::{GpuDevice, GpuError, GpuExecutor};
 
@@ -79,7 +80,19 @@ pub fn gpu_profile(
     ctx: &KernelContext,
     calibrated: Option<&DeviceProfile>,
 ) -> Result<DeviceProfile, GpuError> {
-    let units = dev.sm_budget();
+    let table = dev.executor_table(&ctx.cfg, &ctx.shape)?;
+    Ok(profile_from_table(&table, dev.sm_budget(), ctx, calibrated))
+}
+
+/// The profile of a GPU with `units` SMs whose occupancy table is `table`: each
+/// opcode needs the SMs the table says (at least 1, at most `units`); latencies
+/// from `calibrated`, else the cost model's (labelled modelled).
+fn profile_from_table(
+    table: &ExecutorTable,
+    units: u32,
+    ctx: &KernelContext,
+    calibrated: Option<&DeviceProfile>,
+) -> DeviceProfile {
     let base = match calibrated {
         Some(p) => p.clone(),
         None => DeviceProfile::modelled(
@@ -92,11 +105,11 @@ pub fn gpu_profile(
     };
     let mut p = DeviceProfile { units, ..base };
     for op in Opcode::ALL {
-        let need = dev.sm_need(op, &ctx.cfg, &ctx.shape)?.max(1);
+        let need = table.sm_need(op).clamp(1, units.max(1));
         let latency_ns = p.cost(op).latency_ns;
         p = p.with_cost(op, OpcodeCost { need, latency_ns });
     }
-    Ok(p)
+    p
 }
 
 impl ExecutorFactory for GpuExecutorFactory {
@@ -207,24 +220,48 @@ fn gpu_loop(
         let finished = now_ns();
         let instr = job.instr;
         drop(job);
-        match result {
-            Ok(()) => {
-                if !sink.completed(instr, started, finished, Ok(())) {
-                    return;
-                }
-            }
-            Err(e) if e.is_device_lost() => {
-                removed.store(true, Ordering::Release);
-                sink.failed(Arc::new(e));
-                return;
-            }
-            Err(e) => {
-                let err = InstrError::Executor(Arc::new(e));
-                if !sink.completed(instr, started, finished, Err(err)) {
-                    return;
-                }
-            }
+        if report(sink, removed, instr, started, finished, result) == Next::Stop {
+            return;
         }
+    }
+}
+
+/// Whether the executor thread goes on after a report.
+#[derive(Debug, PartialEq, Eq)]
+enum Next {
+    Go,
+    Stop,
+}
+
+/// Report one instruction's outcome: done, failed (the policy retries it), or the
+/// device lost (it stops taking work and reports itself failed; the station removes
+/// it and re-plans its frames). Stop also when the scheduler is gone.
+fn report(
+    sink: &CompletionSink,
+    removed: &AtomicBool,
+    instr: Instr,
+    started: Nanos,
+    finished: Nanos,
+    result: Result<(), GpuError>,
+) -> Next {
+    let delivered = match result {
+        Ok(()) => sink.completed(instr, started, finished, Ok(())),
+        Err(e) if e.is_device_lost() => {
+            removed.store(true, Ordering::Release);
+            sink.failed(Arc::new(e));
+            return Next::Stop;
+        }
+        Err(e) => sink.completed(
+            instr,
+            started,
+            finished,
+            Err(InstrError::Executor(Arc::new(e))),
+        ),
+    };
+    if delivered {
+        Next::Go
+    } else {
+        Next::Stop
     }
 }
 
@@ -389,6 +426,7 @@ fn copy_uplink_back(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use radiohost_station::costs::CostSource;
 
     /// Without a driver the factory says why, and `--devices gpu:K` fails with it.
     #[test]
@@ -422,7 +460,9 @@ mod tests {
         let cfg = &ctx.cfg;
         let (m, fl) = (cfg.antennas, cfg.frame_len());
         // The GPU's host buffer: every sample distinct, downlink symbols or not.
-        let tx: Vec<i16> = (0..2 * m * fl).map(|i| (i % 30_011) as i16 - 15_000).collect();
+        let tx: Vec<i16> = (0..2 * m * fl)
+            .map(|i| (i % 30_011) as i16 - 15_000)
+            .collect();
         let slot = FrameSlot::new(&ctx);
         let dl: Vec<usize> = ctx
             .shape
@@ -476,11 +516,107 @@ mod tests {
         assert_eq!(ring.assign(10, &a).unwrap(), sa, "same frame, same slot");
         // Both frames live (the driver holds their buffers): no slot for a third.
         let err = ring.assign(12, &c).unwrap_err().to_string();
-        assert!(err.contains("all 2 GPU frame slots hold live frames"), "{err}");
+        assert!(
+            err.contains("all 2 GPU frame slots hold live frames"),
+            "{err}"
+        );
         // Frame 10 ends: its slot goes to the next frame.
         drop(a);
         assert_eq!(ring.assign(12, &c).unwrap(), sa);
         assert_eq!(ring.assign(11, &b).unwrap(), sb);
+    }
+
+    fn h100_table(ctx: &KernelContext) -> ExecutorTable {
+        let resources = crate::kernels::all_kernels()
+            .map(|k| {
+                let r = crate::describe::KernelResources {
+                    registers: 64,
+                    static_smem: 128,
+                    max_threads: 1024,
+                };
+                (k, r)
+            })
+            .collect();
+        let spec = crate::occupancy::GpuSpec::h100();
+        ExecutorTable::new(&spec, &ctx.cfg, &ctx.shape, &resources).unwrap()
+    }
+
+    /// The scoreboard charges the occupancy table's SMs (what `gpu describe` prints)
+    /// and a calibration's latencies, never the calibration's needs.
+    #[test]
+    fn the_cost_table_takes_sms_from_occupancy_and_latency_from_calibration() {
+        let ctx = context("16x4");
+        let table = h100_table(&ctx);
+        let modelled = profile_from_table(&table, 132, &ctx, None);
+        assert_eq!((modelled.kind, modelled.units), (DeviceKind::Gpu, 132));
+        assert_eq!(modelled.source, CostSource::Modelled);
+        for op in Opcode::ALL {
+            assert_eq!(modelled.cost(op).need, table.sm_need(op).max(1), "{op}");
+            assert!(modelled.cost(op).latency_ns > 0, "{op}");
+        }
+        let measured = modelled.clone().with_cost(
+            Opcode::Zf,
+            OpcodeCost {
+                need: 99,
+                latency_ns: 12_345,
+            },
+        );
+        let measured = DeviceProfile {
+            source: CostSource::Calibrated,
+            ..measured
+        };
+        let p = profile_from_table(&table, 132, &ctx, Some(&measured));
+        assert_eq!(p.source, CostSource::Calibrated);
+        assert_eq!(p.cost(Opcode::Zf).latency_ns, 12_345);
+        assert_eq!(p.cost(Opcode::Zf).need, table.sm_need(Opcode::Zf).max(1));
+        // A GPU split to an 8-SM budget is never charged more than it has.
+        let small = profile_from_table(&table, 8, &ctx, None);
+        assert!(small.costs.iter().all(|c| (1..=8).contains(&c.need)));
+        assert!(Opcode::ALL.iter().any(|&op| table.sm_need(op) > 8));
+    }
+
+    /// Done, failed (retried by the policy) and device lost (the executor stops and
+    /// reports itself failed) reach the scheduler as such.
+    #[test]
+    fn failures_are_reported_as_instruction_errors_or_device_loss() {
+        use cudarc::driver::sys::CUresult;
+        use cudarc::driver::DriverError;
+        use radiohost_station::runtime::{driver_channel, DriverMsg};
+        let (tx, rx) = driver_channel();
+        let sink = CompletionSink::new(3, tx);
+        let removed = AtomicBool::new(false);
+        let instr = Instr::new(7, 2, Opcode::Zf, 1);
+        assert_eq!(report(&sink, &removed, instr, 1, 2, Ok(())), Next::Go);
+        let bad = GpuError::Zf {
+            subcarrier: 3,
+            user: 1,
+        };
+        assert_eq!(report(&sink, &removed, instr, 1, 2, Err(bad)), Next::Go);
+        let lost = GpuError::cuda(0, "zf", DriverError(CUresult::CUDA_ERROR_ILLEGAL_ADDRESS));
+        assert_eq!(report(&sink, &removed, instr, 1, 2, Err(lost)), Next::Stop);
+        assert!(
+            removed.load(Ordering::Acquire),
+            "a lost device takes no more work"
+        );
+        let msgs: Vec<DriverMsg> = rx.try_iter().collect();
+        assert!(matches!(
+            &msgs[..],
+            [
+                DriverMsg::Completed {
+                    result: Ok(()),
+                    device: 3,
+                    ..
+                },
+                DriverMsg::Completed {
+                    result: Err(InstrError::Executor(_)),
+                    ..
+                },
+                DriverMsg::DeviceFailed { device: 3, .. },
+            ]
+        ));
+        // The scheduler gone: the thread stops.
+        drop(rx);
+        assert_eq!(report(&sink, &removed, instr, 1, 2, Ok(())), Next::Stop);
     }
 
     #[test]

@@ -384,6 +384,21 @@ fn front_batch<V: Lanes>(job: &mut FrontJob<'_>) -> (f64, usize) {
     (energy, count)
 }
 
+/// Exactly `Ci16::from_cf32` of one component (round half away from zero,
+/// saturate, NaN to 0), written the way LLVM lowers `round` so that a loop of
+/// it vectorises: `round` itself stayed a scalar call per sample here, 39% of
+/// the batched synthesis.
+#[inline(always)]
+fn quantise(v: f32) -> i16 {
+    let x = v * i16::MAX as f32;
+    let r = (x + (0.5f32 - f32::EPSILON / 4.0).copysign(x)).trunc();
+    if r.is_nan() {
+        0
+    } else {
+        r.clamp(i16::MIN as f32, i16::MAX as f32) as i32 as i16
+    }
+}
+
 #[inline(always)]
 fn load<V: Lanes>(row: &Row) -> V {
     // SAFETY: a row holds 16 f32.
@@ -501,9 +516,6 @@ fn synth_batch<V: Lanes>(job: &mut SynthJob<'_>) {
     let n = b.fft.size();
     let d = b.bins.len();
     let scale = V::splat(job.scale);
-    // Exactly `Ci16::from_cf32`, inlined so that it vectorises (`as` saturates and
-    // maps NaN to 0).
-    let q = |v: f32| (v * i16::MAX as f32).round() as i16;
     for m0 in (0..job.antennas).step_by(LANES) {
         let valid = LANES.min(job.antennas - m0);
         let (xr, xi) = b.fft.input_mut();
@@ -549,7 +561,7 @@ fn synth_batch<V: Lanes>(job: &mut SynthJob<'_>) {
                 let (r, i) = (rr[a].to_array(), ri[a].to_array());
                 let dst = &mut job.out[(m0 + a) * job.out_stride + body + t0..][..LANES];
                 for (l, o) in dst.iter_mut().enumerate() {
-                    *o = Ci16::new(q(r[l]), q(i[l]));
+                    *o = Ci16::new(quantise(r[l]), quantise(i[l]));
                 }
             }
         }
@@ -691,6 +703,19 @@ mod tests {
     }
 
     #[test]
+    fn quantise_is_from_cf32() {
+        let edge = [0.5, 1.5, 2.5, -0.5, -1.5, 0.49999997, -0.49999997, 32766.5, 40000.0, -40000.0];
+        let values = edge
+            .iter()
+            .map(|&v| v / i16::MAX as f32)
+            .chain([f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -0.0])
+            .chain((0..20000).map(|i| (i as f32 - 10000.0) * 1.37e-4));
+        for v in values {
+            assert_eq!(quantise(v), Ci16::from_cf32(Cf32::new(v, 0.0)).re, "{v}");
+        }
+    }
+
+    #[test]
     fn other_sizes_take_the_per_antenna_path() {
         let cfg = config(4, 300, 200, 20);
         assert!(FrontEnd::new(&cfg).batched.is_none());
@@ -708,5 +733,44 @@ mod tests {
         }
         assert_eq!(got, e);
         assert_eq!(rows, want);
+    }
+}
+#[cfg(test)]
+mod tmp_ab {
+    use super::*;
+    #[test]
+    #[ignore]
+    fn tmp_ab() {
+        let cfg = FrameConfig::from_json(r#"{"bs_ant_num": 64, "ue_ant_num": 16, "fft_size": 2048, "ofdm_data_num": 1200,
+            "cp_len": 144, "frame_schedule": "PUUUUUUUUUUUUU", "modulation": "16QAM", "zc": 72}"#).unwrap();
+        let x: Vec<Ci16> = (0..64 * cfg.frame_len()).map(|i| Ci16::new((i % 1000) as i16, (i % 777) as i16)).collect();
+        let syms: Vec<usize> = (1..14).collect();
+        let sl = 1200usize.div_ceil(16);
+        let mut re = vec![[0.0; SLICE]; 13 * sl * 64];
+        let mut im = re.clone();
+        let mut fast = FrontEnd::new(&cfg);
+        let mut slow = FrontEnd::new(&cfg);
+        slow.batched = None;
+        let mut synth = Synthesizer::new(&cfg);
+        let mut synth_slow = Synthesizer::new(&cfg);
+        synth_slow.batched = None;
+        let data = vec![Cf32::new(0.1, 0.2); 64 * 1200];
+        let mut out = vec![Ci16::default(); 64 * cfg.symbol_len()];
+        let (mut bf, mut bs, mut sf, mut ss) = (f64::MAX, f64::MAX, f64::MAX, f64::MAX);
+        for _ in 0..15 {
+            let t = std::time::Instant::now();
+            fast.frame_planar(&x, 64, &syms, &mut re, &mut im);
+            bf = bf.min(t.elapsed().as_secs_f64());
+            let t = std::time::Instant::now();
+            slow.frame_planar(&x, 64, &syms, &mut re, &mut im);
+            bs = bs.min(t.elapsed().as_secs_f64());
+            let t = std::time::Instant::now();
+            for _ in 0..13 { synth.antennas_ci16(&data, 64, 1.0, &mut out, cfg.symbol_len(), 0); }
+            sf = sf.min(t.elapsed().as_secs_f64());
+            let t = std::time::Instant::now();
+            for _ in 0..13 { synth_slow.antennas_ci16(&data, 64, 1.0, &mut out, cfg.symbol_len(), 0); }
+            ss = ss.min(t.elapsed().as_secs_f64());
+        }
+        println!("AB front 13 syms x 64 ant: batched {:.0} us, per-antenna {:.0} us; synth 13 syms: batched {:.0} us per-antenna {:.0} us", bf * 1e6, bs * 1e6, sf*1e6, ss*1e6);
     }
 }

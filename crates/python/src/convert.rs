@@ -1,6 +1,9 @@
 //! JSON-shaped values to and from Python objects, through Python's own `json`,
 //! so metadata and reports come out as plain dicts.
 
+use numpy::ndarray::Dimension;
+use numpy::prelude::*;
+use numpy::{Element, PyReadonlyArray, PyReadwriteArray};
 use pyo3::prelude::*;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -21,4 +24,34 @@ pub fn from_py<T: DeserializeOwned>(obj: &Bound<'_, PyAny>, what: &str) -> PyRes
         .call_method1("dumps", (obj,))?
         .extract()?;
     serde_json::from_str(&text).map_err(|e| value(format!("{what}: {e}")))
+}
+
+fn not_c_order(what: &str) -> PyErr {
+    value(format!(
+        "{what} must be C-contiguous (numpy.ascontiguousarray)"
+    ))
+}
+
+/// The array's elements in index (C) order, borrowed. numpy's `as_slice` also
+/// accepts a Fortran-ordered array, whose memory is not in the order the
+/// bindings read rows in, so C order is checked first.
+pub fn c_slice<'a, T: Element, D: Dimension>(
+    a: &'a PyReadonlyArray<'_, T, D>,
+    what: &str,
+) -> PyResult<&'a [T]> {
+    if !a.is_c_contiguous() {
+        return Err(not_c_order(what));
+    }
+    a.as_slice().map_err(|_| not_c_order(what))
+}
+
+/// [`c_slice`] for an array the binding writes into.
+pub fn c_slice_mut<'a, T: Element, D: Dimension>(
+    a: &'a mut PyReadwriteArray<'_, T, D>,
+    what: &str,
+) -> PyResult<&'a mut [T]> {
+    if !a.is_c_contiguous() {
+        return Err(not_c_order(what));
+    }
+    a.as_slice_mut().map_err(|_| not_c_order(what))
 }

@@ -12,14 +12,13 @@ use radiohost_iq::Cf32;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
+use crate::convert::c_slice;
 use crate::errors::{self, value};
 
 /// (outputs, inputs, length) complex64 as impulse responses h[n][m].
 fn taps_from(taps: &PyReadonlyArray3<'_, Complex32>) -> PyResult<MimoTaps> {
     let (n, m, l) = (taps.shape()[0], taps.shape()[1], taps.shape()[2]);
-    let flat = taps
-        .as_slice()
-        .map_err(|_| value("taps must be C-contiguous"))?;
+    let flat = c_slice(taps, "taps")?;
     let paths: Vec<Vec<Cf32>> = flat.chunks_exact(l.max(1)).map(<[Cf32]>::to_vec).collect();
     if l == 0 {
         return Err(value("taps have length 0: give at least one tap per path"));
@@ -101,7 +100,7 @@ impl Convolver {
         };
         // Slices and views are welcome: one contiguous copy when the array is not.
         let owned;
-        let flat = match x.as_slice() {
+        let flat = match c_slice(&x, "x") {
             Ok(f) => f,
             Err(_) => {
                 owned = x.as_array().iter().copied().collect::<Vec<_>>();

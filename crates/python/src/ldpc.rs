@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use radiohost_ldpc::files::{CodeSpec, FileError};
 use radiohost_ldpc::{Decoder, DecoderConfig, Encoder, MinSum, RateMatch};
 
+use crate::convert::{c_slice, c_slice_mut};
 use crate::errors::{self, value};
 
 fn spec_error(e: FileError) -> PyErr {
@@ -109,9 +110,7 @@ impl LdpcCode {
                 p.payload_bits
             )));
         }
-        let input = bits
-            .as_slice()
-            .map_err(|_| value("bits must be C-contiguous"))?;
+        let input = c_slice(&bits, "bits")?;
         if let Some(b) = input.iter().find(|&&b| b > 1) {
             return Err(value(format!("bits must be 0 or 1, found {b}")));
         }
@@ -169,9 +168,7 @@ impl LdpcCode {
         if max_iterations == 0 {
             return Err(value("max_iterations must be at least 1"));
         }
-        let input = llr
-            .as_slice()
-            .map_err(|_| value("llr must be C-contiguous"))?;
+        let input = c_slice(&llr, "llr")?;
         let p = self.rm.code_params();
         let cfg = DecoderConfig {
             max_iterations,
@@ -195,9 +192,7 @@ impl LdpcCode {
             let mut view = bits
                 .try_readwrite()
                 .map_err(|e| value(format!("out: {e}")))?;
-            let bits_out = view
-                .as_slice_mut()
-                .map_err(|_| value("out must be C-contiguous"))?;
+            let bits_out = c_slice_mut(&mut view, "out")?;
             py.detach(|| -> Result<_, radiohost_ldpc::LdpcError> {
                 let mut dec = Decoder::try_new(p, cfg)?;
                 let mut combined = vec![0f32; p.tx_bits];

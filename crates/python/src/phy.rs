@@ -21,7 +21,7 @@ use radiohost_phy::uplink::{UplinkOutput, UplinkPipeline};
 use radiohost_phy::zf::{equalize, zf_detector, ZfScratch};
 use radiohost_phy::FrameConfig as Config;
 
-use crate::convert::to_py;
+use crate::convert::{c_slice, to_py};
 use crate::errors::{self, value};
 use crate::interrupt::Interrupt;
 
@@ -29,17 +29,6 @@ fn modulation(name: &str) -> PyResult<Modulation> {
     Modulation::from_name(name).ok_or_else(|| {
         value(format!(
             "modulation {name:?}: use one of QPSK, 16QAM, 64QAM, 256QAM"
-        ))
-    })
-}
-
-fn contiguous<'a, T: numpy::Element, D: numpy::ndarray::Dimension>(
-    a: &'a numpy::PyReadonlyArray<'_, T, D>,
-    what: &str,
-) -> PyResult<&'a [T]> {
-    a.as_slice().map_err(|_| {
-        value(format!(
-            "{what} must be C-contiguous (numpy.ascontiguousarray)"
         ))
     })
 }
@@ -65,7 +54,7 @@ pub fn qam_modulate<'py>(
     modulation: &str,
 ) -> PyResult<Bound<'py, PyArray1<Complex32>>> {
     let m = self::modulation(modulation)?;
-    let bits = contiguous(&bits, "bits")?;
+    let bits = c_slice(&bits, "bits")?;
     let q = m.bits_per_symbol();
     if bits.len() % q != 0 {
         return Err(value(format!(
@@ -93,14 +82,12 @@ pub fn qam_demodulate<'py>(
     modulation: &str,
 ) -> PyResult<Bound<'py, PyArray1<f32>>> {
     let m = self::modulation(modulation)?;
-    let symbols = contiguous(&symbols, "symbols")?;
+    let symbols = c_slice(&symbols, "symbols")?;
     let nv: Vec<f32> = if let Ok(v) = noise_var.extract::<f64>() {
         vec![v as f32; symbols.len()]
     } else {
         let a: PyReadonlyArray1<f32> = noise_var.extract()?;
-        a.as_slice()
-            .map_err(|_| value("noise_var must be C-contiguous"))?
-            .to_vec()
+        c_slice(&a, "noise_var")?.to_vec()
     };
     if nv.len() != symbols.len() {
         return Err(value(format!(
@@ -136,7 +123,7 @@ pub fn ofdm_modulate<'py>(
             "fft_size {n} with cp_len {cp_len}: need 0 <= cp_len <= fft_size and fft_size > 0"
         )));
     }
-    let mut body = contiguous(&freq, "freq")?.to_vec();
+    let mut body = c_slice(&freq, "freq")?.to_vec();
     let out = py.detach(|| {
         OfdmFft::new(n).inverse_batch(&mut body);
         let gain = 1.0 / (n as f32).sqrt();
@@ -166,7 +153,7 @@ pub fn ofdm_demodulate<'py>(
         )));
     }
     let n = len - cp_len;
-    let input = contiguous(&time, "time")?;
+    let input = c_slice(&time, "time")?;
     let out = py.detach(|| {
         let mut out = vec![Cf32::default(); s * n];
         for (t, o) in input.chunks_exact(len).zip(out.chunks_exact_mut(n)) {
@@ -198,7 +185,7 @@ pub fn zf_detector_batch<'py>(
             "h is {m} antennas x {k} users: zero forcing needs antennas >= users >= 1"
         )));
     }
-    let input = contiguous(&h, "h")?;
+    let input = c_slice(&h, "h")?;
     let (w, ng) = py
         .detach(|| -> Result<_, (usize, radiohost_phy::zf::ZfError)> {
             let mut scratch = ZfScratch::with_antennas(m, k);
@@ -251,7 +238,7 @@ pub fn zf_equalize<'py>(
             y.shape()
         )));
     }
-    let (w, y) = (contiguous(&w, "w")?, contiguous(&y, "y")?);
+    let (w, y) = (c_slice(&w, "w")?, c_slice(&y, "y")?);
     let mut x = vec![Cf32::default(); d * k];
     for i in 0..d {
         equalize(
@@ -419,7 +406,7 @@ impl UplinkDecoder {
                     a.shape()
                 )));
             }
-            contiguous(&a, "samples")?
+            c_slice(&a, "samples")?
                 .chunks_exact(2)
                 .map(|p| Ci16::new(p[0], p[1]))
                 .collect()
@@ -430,7 +417,7 @@ impl UplinkDecoder {
                     a.shape()
                 )));
             }
-            contiguous(&a, "samples")?
+            c_slice(&a, "samples")?
                 .iter()
                 .map(|&s| Ci16::from_cf32(s))
                 .collect()

@@ -27,7 +27,7 @@ use radiohost_radio::{
 use radiohost_warp::emulator::{Emulator, EmulatorConfig};
 use radiohost_warp::Addressing;
 
-use crate::convert::to_py;
+use crate::convert::{c_slice, c_slice_mut, to_py};
 use crate::errors::{self, value};
 
 fn lock<T: ?Sized>(m: &Mutex<Box<T>>) -> MutexGuard<'_, Box<T>> {
@@ -209,9 +209,7 @@ impl RxStreamer {
     ) -> PyResult<usize> {
         let wait = self::timeout(timeout)?;
         let (c, n) = shape_of(buffer.shape())?;
-        let flat = buffer
-            .as_slice_mut()
-            .map_err(|_| value("buffer must be C-contiguous and writable"))?;
+        let flat = c_slice_mut(&mut buffer, "buffer")?;
         let mut md = Rx::default();
         let got = py
             .detach(|| {
@@ -276,9 +274,7 @@ impl TxStreamer {
     ) -> PyResult<usize> {
         let wait = self::timeout(timeout)?;
         let (c, n) = shape_of(buffer.shape())?;
-        let flat = buffer
-            .as_slice()
-            .map_err(|_| value("buffer must be C-contiguous"))?;
+        let flat = c_slice(&buffer, "buffer")?;
         let md = Tx {
             time: metadata.time_ns.map(Time::from_ns),
             start_of_burst: metadata.start_of_burst,

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use radiohost_iq::sigmf::{self, DataType, Meta, Samples};
 use radiohost_iq::Ci16;
 
-use crate::convert::{from_py, to_py};
+use crate::convert::{c_slice, from_py, to_py};
 use crate::errors::{self, value};
 
 /// Sample-interleaved (SigMF) to channel-major.
@@ -159,9 +159,7 @@ pub fn write_sigmf<'py>(
                 )))
             }
         };
-        let rows = arr
-            .as_slice()
-            .map_err(|_| value("samples must be C-contiguous"))?;
+        let rows = c_slice(&arr, "samples")?;
         let data = interleave(rows, channels.max(1));
         let m = prepare(DataType::Cf32Le, channels);
         py.detach(|| sigmf::write_cf32(&path, &m, &data))
@@ -176,9 +174,7 @@ pub fn write_sigmf<'py>(
                 )))
             }
         };
-        let flat = arr
-            .as_slice()
-            .map_err(|_| value("samples must be C-contiguous"))?;
+        let flat = c_slice(&arr, "samples")?;
         let pairs: Vec<Ci16> = flat
             .chunks_exact(2)
             .map(|p| Ci16::new(p[0], p[1]))

@@ -48,8 +48,9 @@ pub struct Dispatch {
     pub units: u32,
     /// Over-committed beyond the device's free capacity: run at low priority.
     pub low_priority: bool,
-    /// Coalesced behind this running predecessor on the same device: start it on the
-    /// predecessor's reservation as soon as that one completes. If the predecessor
+    /// Coalesced behind this running instruction on the same device (its DAG
+    /// predecessor, or for LROC's lookahead any instruction running there): start it
+    /// on that one's reservation as soon as it completes. If the predecessor
     /// fails (or its device is removed), the driver drops this instruction without
     /// running or reporting it: the policy has already put it back in its queues.
     pub after: Option<Instr>,

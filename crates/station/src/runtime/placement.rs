@@ -256,7 +256,14 @@ impl FramePlacement {
     }
 
     /// Place `frame` on `pool` and replay its inputs there.
-    fn place(&mut self, now: Nanos, frame: FrameId, pool: PoolId, deadline: Nanos, inputs: &[usize]) {
+    fn place(
+        &mut self,
+        now: Nanos,
+        frame: FrameId,
+        pool: PoolId,
+        deadline: Nanos,
+        inputs: &[usize],
+    ) {
         let Some(p) = self.pool_mut(pool) else {
             return;
         };
@@ -443,7 +450,11 @@ impl Policy for FramePlacement {
         // Pay down the frame's estimate (only placement reads it, so only with a
         // choice to make) when a live device of its pool finished its instruction.
         let pay = result.is_ok() && choosing && p.devices.contains_key(&device);
-        if let Some(f) = self.frames.get_mut(&instr.frame).filter(|f| pay && f.pool == pool) {
+        if let Some(f) = self
+            .frames
+            .get_mut(&instr.frame)
+            .filter(|f| pay && f.pool == pool)
+        {
             let paid = p.op_cost[instr.opcode.index()].min(f.left_ns);
             f.left_ns -= paid;
             p.backlog_ns = p.backlog_ns.saturating_sub(paid);
@@ -462,7 +473,11 @@ impl Policy for FramePlacement {
         let ids: Vec<DeviceId> = self.whole.keys().copied().collect();
         for k in 0..n {
             let i = (self.rr + k) % n;
-            let pool = if i == 0 { &mut self.cpu } else { self.whole.get_mut(&ids[i - 1])? };
+            let pool = if i == 0 {
+                &mut self.cpu
+            } else {
+                self.whole.get_mut(&ids[i - 1])?
+            };
             if let Some(d) = pool.policy.poll_dispatch(now) {
                 self.rr = (i + 1) % n;
                 return Some(d);

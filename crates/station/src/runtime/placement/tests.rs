@@ -52,7 +52,8 @@ impl Sim {
     }
 
     fn add(&mut self, id: DeviceId, profile: &DeviceProfile) {
-        self.latency.insert(id, profile.cost(Opcode::Load).latency_ns);
+        self.latency
+            .insert(id, profile.cost(Opcode::Load).latency_ns);
         self.p.add_device(self.now, id, profile);
         self.pump();
     }
@@ -64,7 +65,8 @@ impl Sim {
     }
 
     fn arrive(&mut self, frame: FrameId, deadline_in: Nanos) {
-        self.p.frame_arrived(self.now, frame, self.now + deadline_in);
+        self.p
+            .frame_arrived(self.now, frame, self.now + deadline_in);
         for s in shape().received_symbols() {
             self.p.input_ready(self.now, frame, s);
         }
@@ -142,9 +144,23 @@ fn backlog_spills_frames_to_the_cpu_pool_and_each_stays_on_one_pool() {
     s.run_for(900_000_000);
     assert_eq!(s.outcomes.len(), 8);
     assert!(s.outcomes.values().all(|o| *o == FrameOutcome::Completed));
-    let on = |dev| s.ran_on.values().filter(|d| d.iter().all(|&x| x == dev)).count();
-    assert_eq!(on(CPU) + on(GPU), 8, "a frame never mixes pools: {:?}", s.ran_on);
-    assert!(on(CPU) > 0 && on(GPU) > 0, "both pools used: {:?}", s.ran_on);
+    let on = |dev| {
+        s.ran_on
+            .values()
+            .filter(|d| d.iter().all(|&x| x == dev))
+            .count()
+    };
+    assert_eq!(
+        on(CPU) + on(GPU),
+        8,
+        "a frame never mixes pools: {:?}",
+        s.ran_on
+    );
+    assert!(
+        on(CPU) > 0 && on(GPU) > 0,
+        "both pools used: {:?}",
+        s.ran_on
+    );
 }
 
 #[test]
@@ -162,7 +178,11 @@ fn a_whole_frame_device_leaving_replans_its_frames_and_its_rejoin_is_used() {
     s.run_for(90_000_000);
     for f in [0, 1] {
         assert_eq!(s.outcomes[&f], FrameOutcome::Completed, "frame {f}");
-        assert_eq!(s.ran_on[&f].last(), Some(&CPU), "frame {f} finished on the CPU");
+        assert_eq!(
+            s.ran_on[&f].last(),
+            Some(&CPU),
+            "frame {f} finished on the CPU"
+        );
     }
     // The GPU comes back under a new id and takes frames again.
     s.add(2, &profile(DeviceKind::Gpu, 8, 1_000));
