@@ -65,7 +65,11 @@ impl<'a> Coefficients<'a> {
     /// # Panics
     /// If `w_transposed` is not `users * antennas` long (a caller bug).
     pub fn detector(w_transposed: &'a [Cf32], users: usize, antennas: usize) -> Self {
-        assert_eq!(w_transposed.len(), users * antennas, "group product: detector size");
+        assert_eq!(
+            w_transposed.len(),
+            users * antennas,
+            "group product: detector size"
+        );
         let flat: &[f32] = bytemuck::cast_slice(w_transposed);
         let im = flat.get(1..).unwrap_or_default();
         Self::new(flat, im, (users, antennas), (2, 2 * users), 1.0)
@@ -93,7 +97,11 @@ impl<'a> Coefficients<'a> {
         antennas: usize,
         gain: f32,
     ) -> Self {
-        assert_eq!(w_transposed.len(), users * antennas, "group product: detector size");
+        assert_eq!(
+            w_transposed.len(),
+            users * antennas,
+            "group product: detector size"
+        );
         let flat: &[f32] = bytemuck::cast_slice(w_transposed);
         let im = flat.get(1..).unwrap_or_default();
         Self::new(flat, im, (antennas, users), (2 * users, 2), gain)
@@ -451,6 +459,18 @@ mod tests {
                     &mut tx[i0..],
                     d,
                 );
+                // The same precoder read from W^T (the layout the pipelines keep).
+                let mut tx_t = vec![Cf32::default(); m * d];
+                gp.apply(
+                    isa,
+                    Coefficients::precoder_transposed(&wt, k, m, 0.7),
+                    &s[i0..],
+                    d,
+                    n,
+                    &mut tx_t[i0..],
+                    d,
+                );
+                assert_eq!(tx_t, tx, "{isa:?} precoder from W^T {m}x{k}");
                 for i in i0..i0 + n {
                     let yi: Vec<Cf32> = (0..m).map(|a| y[a * d + i]).collect();
                     let mut x = vec![Cf32::default(); k];
@@ -475,6 +495,38 @@ mod tests {
                 assert!(eq[..i0].iter().all(|v| *v == Cf32::default()));
                 assert!(tx[i0 + n..d].iter().all(|v| *v == Cf32::default()));
             }
+        }
+    }
+
+    /// Timing aid (not a check): `cargo test --release -p radiohost-phy --lib
+    /// group_product::tests::planar_timing -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn planar_timing() {
+        let (m, k) = (64, 16);
+        let wt = values(k * m, 1);
+        let re: Vec<[f32; LANES]> = (0..m).map(|c| [c as f32 * 0.01; LANES]).collect();
+        let im = re.clone();
+        let mut out = vec![Cf32::default(); k * LANES];
+        for isa in Isa::available() {
+            let mut best = f64::MAX;
+            for _ in 0..50 {
+                let t = std::time::Instant::now();
+                for _ in 0..100 {
+                    GroupProduct::apply_planar(
+                        isa,
+                        Coefficients::detector(&wt, k, m),
+                        &re,
+                        &im,
+                        0..LANES,
+                        &mut out,
+                        LANES,
+                        0,
+                    );
+                }
+                best = best.min(t.elapsed().as_secs_f64() / 100.0);
+            }
+            println!("{isa:?}: {:.3} us per 64x16 slice product", best * 1e6);
         }
     }
 

@@ -486,16 +486,25 @@ mod tests {
         let mut single = Detector::new(&cfg);
         single.isa = Isa::Avx2;
         single.process(&frame.samples).unwrap();
-        assert!(cfg.zf_groups() % BATCH != 0, "the config should leave a partial batch");
+        assert!(
+            !cfg.zf_groups().is_multiple_of(BATCH),
+            "the config should leave a partial batch"
+        );
         for g in 0..cfg.zf_groups() {
-            let (a, b) = (batched.detector_transposed(g), single.detector_transposed(g));
+            let (a, b) = (
+                batched.detector_transposed(g),
+                single.detector_transposed(g),
+            );
             let scale = b.iter().map(|v| v.norm()).fold(0.0, f32::max);
             for (x, y) in a.iter().zip(b) {
                 assert!((x - y).norm() <= 1e-4 * scale, "group {g}: {x} vs {y}");
             }
             for k in 0..cfg.users {
                 let (x, y) = (batched.noise_gain(g, k), single.noise_gain(g, k));
-                assert!((x - y).abs() <= 1e-4 * y.abs(), "group {g} user {k} noise gain");
+                assert!(
+                    (x - y).abs() <= 1e-4 * y.abs(),
+                    "group {g} user {k} noise gain"
+                );
             }
         }
     }

@@ -338,12 +338,7 @@ impl ZfBatch {
     ///
     /// # Errors
     /// As [`Self::solve`].
-    pub fn solve_at(
-        &mut self,
-        isa: Isa,
-        io: BatchIo<'_>,
-        valid: usize,
-    ) -> Result<(), ZfLaneError> {
+    pub fn solve_at(&mut self, isa: Isa, io: BatchIo<'_>, valid: usize) -> Result<(), ZfLaneError> {
         let mk = self.antennas * self.users;
         assert_eq!(io.hr.len(), mk, "zf batch: channel size");
         assert_eq!(io.hi.len(), mk, "zf batch: channel size");
@@ -466,7 +461,12 @@ unsafe fn gram_avx512<const R: usize>(
     let mut ai = [_mm512_setzero_ps(); R];
     for a in 0..m {
         // SAFETY (every load/store here): each `Lanes` is 16 floats.
-        let (vr, vi) = unsafe { (_mm512_loadu_ps(yr[a].as_ptr()), _mm512_loadu_ps(yi[a].as_ptr())) };
+        let (vr, vi) = unsafe {
+            (
+                _mm512_loadu_ps(yr[a].as_ptr()),
+                _mm512_loadu_ps(yi[a].as_ptr()),
+            )
+        };
         for r in 0..R {
             let (ur, ui) = unsafe {
                 (
@@ -610,7 +610,10 @@ unsafe fn substitute_avx512<const A: usize>(
     use std::arch::x86_64::*;
     let (m, k) = (b.antennas, b.users);
     let tri = |i: usize, j: usize| i * (i + 1) / 2 + j;
-    let (cr, ci) = (&mut wtr[a0 * k..(a0 + A) * k], &mut wti[a0 * k..(a0 + A) * k]);
+    let (cr, ci) = (
+        &mut wtr[a0 * k..(a0 + A) * k],
+        &mut wti[a0 * k..(a0 + A) * k],
+    );
     // SAFETY (every load/store here): each `Lanes` is 16 floats.
     let ld = |v: &Lanes| unsafe { _mm512_loadu_ps(v.as_ptr()) };
     let zero = _mm512_setzero_ps();
@@ -690,7 +693,10 @@ fn substitute_columns<const A: usize, const FMA: bool>(
 ) {
     let (m, k) = (b.antennas, b.users);
     let tri = |i: usize, j: usize| i * (i + 1) / 2 + j;
-    let (cr, ci) = (&mut wtr[a0 * k..(a0 + A) * k], &mut wti[a0 * k..(a0 + A) * k]);
+    let (cr, ci) = (
+        &mut wtr[a0 * k..(a0 + A) * k],
+        &mut wti[a0 * k..(a0 + A) * k],
+    );
     let zero = [[0f32; BATCH]; A];
     for i in 0..k {
         // z_i = (conj(h_i[a]) - sum_{p<i} L[i][p] z_p) / L[i][i], split accumulators.
@@ -955,7 +961,12 @@ pub(crate) mod tests {
     /// not checked.
     #[test]
     fn batch_matches_per_group_solver() {
-        for (m, k, valid) in [(64usize, 16usize, 16usize), (8, 2, 5), (5, 5, 16), (4, 1, 1)] {
+        for (m, k, valid) in [
+            (64usize, 16usize, 16usize),
+            (8, 2, 5),
+            (5, 5, 16),
+            (4, 1, 1),
+        ] {
             let chans: Vec<Vec<Cf32>> = (0..valid)
                 .map(|l| random_channel(m, k, (l * 7 + m + k) as u64))
                 .collect();
@@ -973,8 +984,7 @@ pub(crate) mod tests {
                 for (l, h) in chans.iter().enumerate() {
                     let mut w = vec![Cf32::default(); m * k];
                     let mut ng = vec![0.0; k];
-                    zf_detector_at(Isa::Portable, h, m, k, &mut scratch, &mut w, &mut ng)
-                        .unwrap();
+                    zf_detector_at(Isa::Portable, h, m, k, &mut scratch, &mut w, &mut ng).unwrap();
                     let scale = w.iter().map(|v| v.norm()).fold(0.0, f32::max);
                     for u in 0..k {
                         for a in 0..m {

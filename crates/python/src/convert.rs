@@ -23,7 +23,12 @@ pub fn from_py<T: DeserializeOwned>(obj: &Bound<'_, PyAny>, what: &str) -> PyRes
         .import("json")?
         .call_method1("dumps", (obj,))?
         .extract()?;
-    serde_json::from_str(&text).map_err(|e| value(format!("{what}: {e}")))
+    serde_json::from_str(&text).map_err(|e| {
+        // The text is our own json.dumps of the object: its line and column say nothing.
+        let msg = e.to_string();
+        let msg = msg.rfind(" at line ").map_or(msg.as_str(), |i| &msg[..i]);
+        value(format!("{what}: {msg}"))
+    })
 }
 
 fn not_c_order(what: &str) -> PyErr {

@@ -26,7 +26,7 @@ pub enum Exhaustion {
 }
 
 /// Why no slot was handed out.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PoolError {
     #[error("buffer pool `{pool}` exhausted: all {slots} slots leased for {waited_ms} ms; raise the pool size or lower the offered load")]
     Exhausted {

@@ -64,6 +64,7 @@ pub(crate) trait Lanes: Copy {
 pub(crate) struct Portable<const FMA: bool>([f32; LANES]);
 
 impl<const FMA: bool> Portable<FMA> {
+    #[allow(clippy::needless_range_loop)]
     #[inline(always)]
     fn map2(self, o: Self, f: impl Fn(f32, f32) -> f32) -> Self {
         let mut r = [0.0; LANES];
@@ -74,6 +75,9 @@ impl<const FMA: bool> Portable<FMA> {
     }
 }
 
+// Lane loops index several arrays at once; iterators would hide that they are
+// the same 16 lanes.
+#[allow(clippy::needless_range_loop)]
 impl<const FMA: bool> Lanes for Portable<FMA> {
     #[inline(always)]
     unsafe fn load(p: *const f32) -> Self {
@@ -333,7 +337,10 @@ mod tests {
             }
         }
         if Isa::cpu() < Isa::Avx512 {
-            println!("SKIPPED: AVX-512 lanes (this CPU has {})", Isa::cpu().name());
+            println!(
+                "SKIPPED: AVX-512 lanes (this CPU has {})",
+                Isa::cpu().name()
+            );
         }
     }
 }

@@ -177,7 +177,9 @@ impl BatchFft {
         Ok(Self {
             n,
             plan: Plan::new(if two.is_some() { 1 } else { n }),
-            work: std::array::from_fn(|_| vec![Row::default(); two.as_ref().map_or(n, |t| t.n1 * (t.n2 + 1))]),
+            work: std::array::from_fn(|_| {
+                vec![Row::default(); two.as_ref().map_or(n, |t| t.n1 * (t.n2 + 1))]
+            }),
             two,
         })
     }
@@ -442,7 +444,12 @@ unsafe fn radix8<V: Lanes, const INV: bool>(
                     ld::<V>(x, i0 + 6 * sm),
                     ld::<V>(x, i0 + 7 * sm),
                 ];
-                let a = [add(v[0], v[4]), add(v[1], v[5]), add(v[2], v[6]), add(v[3], v[7])];
+                let a = [
+                    add(v[0], v[4]),
+                    add(v[1], v[5]),
+                    add(v[2], v[6]),
+                    add(v[3], v[7]),
+                ];
                 let d1 = w8::<V, INV>(sub(v[1], v[5]));
                 let b = [
                     sub(v[0], v[4]),
@@ -542,7 +549,8 @@ mod tests {
                 im[t].0[l] = rng.gen_range(-1.0..1.0);
             }
         }
-        let lane = |l: usize| -> Vec<Cf32> { (0..n).map(|t| Cf32::new(re[t].0[l], im[t].0[l])).collect() };
+        let lane =
+            |l: usize| -> Vec<Cf32> { (0..n).map(|t| Cf32::new(re[t].0[l], im[t].0[l])).collect() };
         let want: Vec<Vec<Cf32>> = (0..LANES)
             .map(|l| {
                 let x = lane(l);
@@ -550,7 +558,11 @@ mod tests {
                     naive(&x, if inverse { 1.0 } else { -1.0 })
                 } else {
                     let mut planner = FftPlanner::<f32>::new();
-                    let f = if inverse { planner.plan_fft_inverse(n) } else { planner.plan_fft_forward(n) };
+                    let f = if inverse {
+                        planner.plan_fft_inverse(n)
+                    } else {
+                        planner.plan_fft_forward(n)
+                    };
                     let mut y = x;
                     f.process(&mut y);
                     y
@@ -594,7 +606,10 @@ mod tests {
             }
         }
         if Isa::cpu() < Isa::Avx512 {
-            println!("SKIPPED: AVX-512 build (this CPU has {})", Isa::cpu().name());
+            println!(
+                "SKIPPED: AVX-512 build (this CPU has {})",
+                Isa::cpu().name()
+            );
         }
     }
 
@@ -605,42 +620,5 @@ mod tests {
         }
         let msg = BatchFft::new(300).unwrap_err().to_string();
         assert!(msg.contains("power-of-two") && msg.contains("300"), "{msg}");
-    }
-}
-#[cfg(test)]
-mod tmp_timing {
-    #[test]
-    #[ignore]
-    fn tmp_time() {
-        use super::*;
-        for n in [64usize, 256, 512, 1024, 2048] {
-            let mut fft = BatchFft::new(n).unwrap();
-            let mut re = vec![Row([0.5; LANES]); n];
-            let mut im = vec![Row([0.25; LANES]); n];
-            for isa in Isa::available() {
-                let mut best = f64::MAX;
-                for _ in 0..20 {
-                    let t = std::time::Instant::now();
-                    for _ in 0..50 {
-                        fft.input_mut().0[..n].copy_from_slice(&re);
-                        fft.input_mut().1[..n].copy_from_slice(&im);
-                        let _ = fft.run(isa, false);
-                    }
-                    best = best.min(t.elapsed().as_secs_f64() / 50.0 / 16.0);
-                }
-                let mut p = rustfft::FftPlanner::<f32>::new().plan_fft_forward(n);
-                let mut d = vec![radiohost_iq::Cf32::new(0.5, 0.2); n * 64];
-                let mut rb = f64::MAX;
-                for _ in 0..20 {
-                    let t = std::time::Instant::now();
-                    p.process(&mut d);
-                    rb = rb.min(t.elapsed().as_secs_f64() / 64.0);
-                }
-                let _ = &mut p;
-                println!("n {n} {} ours {:.3} us rustfft {:.3} us", isa.name(), best * 1e6, rb * 1e6);
-                re[0].0[0] += 1.0;
-                im[1].0[1] += 1.0;
-            }
-        }
     }
 }

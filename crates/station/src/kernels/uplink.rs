@@ -68,8 +68,8 @@ pub(super) fn zf(
     let (zb, pilots) = (cfg.zf_block, slot.pilot_freq.len());
     let (mut e, mut c) = (0.0, 0);
     // The estimator reads every pilot symbol as one `[symbol][antenna][subcarrier]`
-    // buffer; one pilot symbol is read in place, more are gathered first. It runs on
-    // all groups: O(M K groups), small beside the part's detectors.
+    // buffer; one pilot symbol is read in place, more are gathered first. It covers
+    // the whole band (O(M d)) in every `Zf<k>`: each extra part repeats it.
     if pilots == 1 {
         let f = read(&slot.pilot_freq[0]);
         (e, c) = (f.null_energy, f.null_bins);

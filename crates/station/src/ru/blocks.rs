@@ -28,7 +28,7 @@ use crate::pool::{BufferPool, Exhaustion};
 use crate::report::{FrameRecord, RunMeta, RunReport};
 use crate::runtime::{
     driver_channel, frame_pool, now_ns, run_driver, DecodedPayload, DeviceSpec, DriverConfig,
-    DriverMsg, DriverSender, Truth,
+    DriverMsg, DriverSender, FrameRefusal, Truth,
 };
 
 /// Counters of one block ingest.
@@ -57,8 +57,12 @@ pub enum BlockIngestError {
         antennas: usize,
         frame_len: usize,
     },
-    #[error("no frame slot came free for frame {frame} ({reason}); allow more frames in flight or decode faster")]
-    NoSlot { frame: FrameId, reason: String },
+    #[error("no frame slot came free for frame {frame} ({source}); allow more frames in flight or decode faster")]
+    NoSlot {
+        frame: FrameId,
+        #[source]
+        source: crate::pool::PoolError,
+    },
     #[error("the station's scheduler has stopped; no more frames can be taken")]
     DriverGone,
 }
@@ -129,18 +133,15 @@ impl BlockIngest {
                 antennas: m_n,
                 frame_len: fl,
             };
-            self.refuse(frame, e.to_string())?;
+            self.refuse(frame, Arc::new(e.clone()))?;
             return Err(e);
         }
         let slot = match self.pool.acquire() {
             Ok(slot) => slot,
             Err(e) => {
                 self.stats.refused += 1;
-                self.refuse(frame, e.to_string())?;
-                return Err(BlockIngestError::NoSlot {
-                    frame,
-                    reason: e.to_string(),
-                });
+                self.refuse(frame, Arc::new(e.clone()))?;
+                return Err(BlockIngestError::NoSlot { frame, source: e });
             }
         };
         let power: f64 = block
@@ -187,7 +188,7 @@ impl BlockIngest {
         Ok(())
     }
 
-    fn refuse(&self, frame: FrameId, reason: String) -> Result<(), BlockIngestError> {
+    fn refuse(&self, frame: FrameId, reason: FrameRefusal) -> Result<(), BlockIngestError> {
         self.events
             .send(DriverMsg::FrameRefused {
                 frame,

@@ -177,7 +177,7 @@ pub fn spawn_ingest(
                             let _ = events.send(DriverMsg::FrameRefused {
                                 frame: id,
                                 ru,
-                                reason: e.to_string(),
+                                reason: Arc::new(e),
                             });
                         }
                     }

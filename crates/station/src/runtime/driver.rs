@@ -272,7 +272,7 @@ pub fn run_driver(
                     latency_ns: 0,
                     decoded_ok: None,
                     uplink_bits: 0,
-                    reason: Some(reason),
+                    reason: Some(reason.to_string()),
                 }),
                 DriverMsg::FrameLost { frame, ru } => d.record(FrameRecord {
                     frame,

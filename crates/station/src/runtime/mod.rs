@@ -49,6 +49,10 @@ pub fn now_ns() -> Nanos {
     EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as Nanos
 }
 
+/// Why the ingest refused a frame: the typed error it met (a `PoolError`, a
+/// `BlockIngestError`), kept whole for the report.
+pub type FrameRefusal = Arc<dyn std::error::Error + Send + Sync>;
+
 /// A frame's ground truth, as generated (uplink payload, downlink payload, channel)
 /// and the generator index the emulated users' noise is keyed by.
 #[derive(Clone, Debug)]
@@ -67,11 +71,12 @@ pub enum DriverMsg {
         slot: Lease<FrameSlot>,
         truth: Option<Truth>,
     },
-    /// The ingest could not take a frame (buffer pool exhausted).
+    /// The ingest could not take a frame (buffer pool exhausted, a block of the
+    /// wrong shape).
     FrameRefused {
         frame: FrameId,
         ru: u16,
-        reason: String,
+        reason: FrameRefusal,
     },
     /// No packet of this frame reached the station (lost in the fronthaul).
     FrameLost { frame: FrameId, ru: u16 },
