@@ -59,6 +59,11 @@ fn long_commands_stop_on_ctrl_c_with_partial_results() {
             &[
                 "chanemu",
                 "bench",
+                // 10x the default blocks: the run must outlast the signal (it takes
+                // 1.5 s with the default on a quiet machine); a step is not cut
+                // short, so the SISO row (~5 s) still ends before the limit.
+                "--blocks",
+                "1000000",
                 "--no-gnuradio",
                 "--file-samples",
                 "0",

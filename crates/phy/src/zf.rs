@@ -12,6 +12,9 @@
 //! without pivoting; applying `L^-1` then `L^-H` to `H^H` row by row produces `W`
 //! directly, and `diag((H^H H)^-1) = ||w_k||^2` comes for free (it scales each
 //! user's post-equaliser noise).
+//!
+//! [`ZfBatch`] runs the same algorithm for 16 channels at once, one per f32 lane
+//! (what the pipelines use at AVX-512, one channel per ZF group).
 
 use radiohost_iq::Cf32;
 

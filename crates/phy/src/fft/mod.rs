@@ -20,8 +20,8 @@
 //! Passes are radix 8 (a radix-4 or radix-2 last pass for other powers of two),
 //! each reading one buffer and writing the other (natural order in, no bit
 //! reversal). Above 128 points the transform runs as two levels of sub-transforms
-//! that fit L1 ([`TwoLevel`]), its result rows in a permuted order that
-//! [`BatchFft::row`] maps. Transforms are unnormalised, as rustfft's.
+//! that fit L1 (`TwoLevel`), its result rows in a permuted order that
+//! `BatchFft::row` maps. Transforms are unnormalised, as rustfft's.
 
 pub(crate) mod lanes;
 
