@@ -148,12 +148,22 @@ impl KeepUp {
                 } else {
                     "so long that none reached the radio in time to be timed".to_string()
                 };
+                // Already real-time: the stall came from below the scheduler (the
+                // hypervisor, interrupts), so only a larger budget helps.
+                let advice = match s.rt_priority {
+                    Some(_) => "(the threads ran at SCHED_FIFO, so the stall came from below \
+                                the scheduler: hypervisor or interrupts); raise --offset"
+                        .to_string(),
+                    None => "(other processes time-slice the streamer and radio threads); run \
+                             with --rt-priority 50 (root or CAP_SYS_NICE), raise --offset or \
+                             lower --rate"
+                        .to_string(),
+                };
                 format!(
                     "the host did not keep up with the radio ({what}): processing takes only \
                      {:.0}% of a core ({per_packet_us:.1} us per {packet_us:.1} us packet), but \
                      packets waited for a CPU {waited}, against the --offset budget of {:.1} ms \
-                     (other processes time-slice the streamer and radio threads); run with \
-                     --rt-priority 50 (root or CAP_SYS_NICE), raise --offset or lower --rate",
+                     {advice}",
                     processing_load * 100.0,
                     offset_us / 1e3
                 )

@@ -122,7 +122,19 @@ pub fn run(a: RunArgs) -> Result<()> {
     let svg = a.svg.as_deref().map(crate::ui::SvgOut::new).transpose()?;
     let mut s = run_config(&a)?.setup()?;
     s.policy_params = read_policy_params(a.policy_params.as_deref())?;
-    let reports = run_policies(&s, &parse_policies(&a.policy)?)?;
+    let policies = parse_policies(&a.policy)?;
+    // Frames are due on a fixed schedule, so the run's length is known up front:
+    // the bar follows the clock against frames x period per policy.
+    let due_ms = (a.frame_period.as_secs_f64() * 1e3 * a.frames as f64 * policies.len() as f64)
+        .ceil() as u64;
+    let started = std::time::Instant::now();
+    let reports = crate::ui::with_progress(
+        "frames due (by the clock)",
+        due_ms.max(1),
+        !a.json,
+        || (started.elapsed().as_millis() as u64).min(due_ms),
+        || run_policies(&s, &policies),
+    )?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&reports)?);
     } else {
