@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use radiohost_phy::FrameConfig;
 use radiohost_station::calibration::Calibration;
+use radiohost_station::isa::DeviceKind;
 use radiohost_station::policy::PolicyParams;
 use radiohost_station::ru::TransportKind;
 use radiohost_station::setup::{
@@ -212,27 +213,35 @@ struct SimulateOptions {
 }
 
 impl Default for SimulateOptions {
+    /// The simulator's own defaults (`SimConfig::default`), in the CLI's spelling;
+    /// only the sweep's lists (policies, RUs, frames) are the command's.
     fn default() -> Self {
+        let d = SimConfig::default();
+        let narrow = |v: usize| u16::try_from(v).unwrap_or(u16::MAX);
         SimulateOptions {
             policies: "lroc,frame,symbol,task".into(),
-            devices: OneOrMany::One(4),
-            device_kind: "gpu".into(),
-            units: 132,
+            devices: OneOrMany::One(d.devices),
+            device_kind: match d.kind {
+                DeviceKind::Cpu => "cpu",
+                DeviceKind::Gpu => "gpu",
+            }
+            .into(),
+            units: d.units,
             rus: OneOrMany::Many(vec![1, 2, 4, 8]),
-            antennas: 64,
-            users: 16,
-            data_num: 1200,
-            fft_size: 2048,
-            parts: 16,
-            schedule: "PUUUUUUUUUUUUU".into(),
+            antennas: narrow(d.antennas),
+            users: narrow(d.users),
+            data_num: u32::try_from(d.data_num).unwrap_or(u32::MAX),
+            fft_size: u32::try_from(d.fft_size).unwrap_or(u32::MAX),
+            parts: narrow(d.parts),
+            schedule: d.schedule,
             frames: 2000,
-            frame_period: "1ms".into(),
-            deadline: "3ms".into(),
+            frame_period: format!("{}ns", d.frame_period_ns),
+            deadline: format!("{}ns", d.deadline_ns),
             churn: None,
             calibration: None,
             policy_params: None,
-            jitter: 0.1,
-            seed: 1,
+            jitter: d.jitter,
+            seed: d.seed,
         }
     }
 }
