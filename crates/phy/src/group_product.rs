@@ -498,38 +498,6 @@ mod tests {
         }
     }
 
-    /// Timing aid (not a check): `cargo test --release -p radiohost-phy --lib
-    /// group_product::tests::planar_timing -- --ignored --nocapture`.
-    #[test]
-    #[ignore]
-    fn planar_timing() {
-        let (m, k) = (64, 16);
-        let wt = values(k * m, 1);
-        let re: Vec<[f32; LANES]> = (0..m).map(|c| [c as f32 * 0.01; LANES]).collect();
-        let im = re.clone();
-        let mut out = vec![Cf32::default(); k * LANES];
-        for isa in Isa::available() {
-            let mut best = f64::MAX;
-            for _ in 0..50 {
-                let t = std::time::Instant::now();
-                for _ in 0..100 {
-                    GroupProduct::apply_planar(
-                        isa,
-                        Coefficients::detector(&wt, k, m),
-                        &re,
-                        &im,
-                        0..LANES,
-                        &mut out,
-                        LANES,
-                        0,
-                    );
-                }
-                best = best.min(t.elapsed().as_secs_f64() / 100.0);
-            }
-            println!("{isa:?}: {:.3} us per 64x16 slice product", best * 1e6);
-        }
-    }
-
     /// The planar entry point writes exactly its lanes, equal to the interleaved one.
     #[test]
     fn planar_slices_match_interleaved() {

@@ -509,29 +509,3 @@ mod tests {
         }
     }
 }
-
-#[cfg(test)]
-mod timing {
-    use super::*;
-    use crate::generator::Generator;
-
-    /// Timing aid (not a check): `cargo test --release -p radiohost-phy --lib
-    /// uplink::timing -- --ignored --nocapture`.
-    #[test]
-    #[ignore]
-    fn zf_stage_timing() {
-        let cfg = FrameConfig::from_json(include_str!("../configs/64x16.json")).unwrap();
-        let frame = Generator::new(&cfg).frame(0).unwrap();
-        for isa in Isa::available() {
-            let mut det = Detector::new(&cfg);
-            det.isa = isa;
-            let (mut zf, mut csi) = (Duration::MAX, Duration::MAX);
-            for _ in 0..30 {
-                det.process(&frame.samples).unwrap();
-                zf = zf.min(det.stages.zf);
-                csi = csi.min(det.stages.csi);
-            }
-            println!("{isa:?}: zf {zf:?}, csi {csi:?}");
-        }
-    }
-}

@@ -1026,45 +1026,6 @@ pub(crate) mod tests {
         }
     }
 
-    /// Timing aid (not a check): `cargo test --release -p radiohost-phy --lib
-    /// zf::tests::batch_timing -- --ignored --nocapture`.
-    #[test]
-    #[ignore]
-    fn batch_timing() {
-        let (m, k) = (64, 16);
-        let mut io = TestIo::new(m, k);
-        let chans: Vec<Vec<Cf32>> = (0..BATCH).map(|l| random_channel(m, k, l as u64)).collect();
-        for (l, h) in chans.iter().enumerate() {
-            for (e, v) in h.iter().enumerate() {
-                io.hr[e][l] = v.re;
-                io.hi[e][l] = v.im;
-            }
-        }
-        let mut b = ZfBatch::new(m, k);
-        let mut s = ZfScratch::new(k);
-        let (mut w, mut ng) = (vec![Cf32::default(); m * k], vec![0.0; k]);
-        for isa in Isa::available() {
-            let (mut best_b, mut best_s) = (f64::MAX, f64::MAX);
-            for _ in 0..20 {
-                let t = std::time::Instant::now();
-                for _ in 0..20 {
-                    b.solve_at(isa, io.io(), BATCH).unwrap();
-                }
-                best_b = best_b.min(t.elapsed().as_secs_f64() / 20.0 / BATCH as f64);
-                let t = std::time::Instant::now();
-                for h in &chans {
-                    zf_detector_at(isa, h, m, k, &mut s, &mut w, &mut ng).unwrap();
-                }
-                best_s = best_s.min(t.elapsed().as_secs_f64() / BATCH as f64);
-            }
-            println!(
-                "{isa:?}: batch {:.2} us/group, single {:.2} us",
-                best_b * 1e6,
-                best_s * 1e6
-            );
-        }
-    }
-
     /// The AVX2 and AVX-512 builds agree with the portable one.
     #[test]
     fn every_isa_matches_portable() {
