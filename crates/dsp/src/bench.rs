@@ -431,7 +431,22 @@ pub const STEPS: u64 = 7;
 /// the scalar MAC kernel, the naive FIR, the floors, GNU Radio when it ran);
 /// `progress` hears each of the [`STEPS`] steps before it runs. Once `stop` is
 /// set (Ctrl-C) no further step starts and the rows so far return.
+/// A `dir` the run had to create is removed afterwards (when empty: the
+/// recordings in it are removed as each comparison ends).
 pub fn run_bench(
+    a: &BenchConfig,
+    stop: &AtomicBool,
+    progress: impl FnMut(&str),
+) -> Result<BenchReport, BenchError> {
+    let made_dir = !a.dir.exists();
+    let report = run_steps(a, stop, progress);
+    if made_dir {
+        let _ = std::fs::remove_dir(&a.dir);
+    }
+    report
+}
+
+fn run_steps(
     a: &BenchConfig,
     stop: &AtomicBool,
     mut progress: impl FnMut(&str),

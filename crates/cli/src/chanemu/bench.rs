@@ -48,7 +48,6 @@ pub struct BenchArgs {
 
 pub fn run_bench(a: BenchArgs) -> Result<()> {
     let bar = ui::Progress::new("chanemu bench", STEPS, !a.json);
-    let own_dir = a.dir.is_none();
     let config = BenchConfig {
         blocks: a.blocks,
         block: a.block,
@@ -62,10 +61,6 @@ pub fn run_bench(a: BenchArgs) -> Result<()> {
     };
     let report = bench(&config, &ui::stop_flag(), |m| bar.begin(m));
     drop(bar);
-    if own_dir {
-        // The bench removes its files; the directory it made goes too (if empty).
-        let _ = std::fs::remove_dir(&config.dir);
-    }
     let report = report?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
