@@ -87,13 +87,29 @@ impl TxChain {
 
     /// Second half of [`Self::symbol`]: scrambling and QAM of the encoded bits.
     pub fn modulate(&mut self, c_init: u32, data_symbol_index: usize, symbols: &mut [Cf32]) {
-        let sb = self.bits.len();
-        let bits = &mut self.bits;
-        self.sequences.with(c_init, data_symbol_index * sb, |g| {
-            g.scramble_bits(bits);
-            (sb, ())
-        });
+        self.scramble(c_init, data_symbol_index);
         self.modulator.modulate(&self.bits, symbols);
+    }
+
+    /// [`Self::modulate`] into planar slices: symbol `i` to lane `i % 16` of
+    /// `re[(i / 16) * stride]` / `im[..]` (see [`Modulator::modulate_planar`]).
+    pub fn modulate_planar(
+        &mut self,
+        c_init: u32,
+        data_symbol_index: usize,
+        re: &mut [[f32; crate::group_product::LANES]],
+        im: &mut [[f32; crate::group_product::LANES]],
+        stride: usize,
+    ) {
+        self.scramble(c_init, data_symbol_index);
+        self.modulator.modulate_planar(&self.bits, re, im, stride);
+    }
+
+    /// Scramble the encoded bits as data symbol `data_symbol_index` of `c_init`.
+    fn scramble(&mut self, c_init: u32, data_symbol_index: usize) {
+        let sb = self.bits.len();
+        self.sequences
+            .scramble_bits(c_init, data_symbol_index * sb, &mut self.bits);
     }
 }
 
@@ -172,11 +188,8 @@ impl RxChain {
             .demodulate(symbols, noise_var, &mut self.llrs);
         let used = self.blocks_per_symbol * self.tx_bits;
         let sb = self.llrs.len();
-        let llrs = &mut self.llrs[..used];
-        self.sequences.with(c_init, data_symbol_index * sb, |g| {
-            g.descramble_llrs(llrs);
-            (used, ())
-        });
+        self.sequences
+            .descramble_llrs(c_init, data_symbol_index * sb, &mut self.llrs[..used]);
     }
 
     /// Second half of [`Self::symbol`]: LDPC decoding and CRC of the blocks whose

@@ -4,10 +4,12 @@
 //!
 //! Two paths: per antenna (rustfft, any FFT size: [`FrontEnd::antenna`],
 //! [`FrontEnd::antenna_planar`], [`Synthesizer::symbol`]) and, for power-of-two
-//! sizes on AVX-512 CPUs, every antenna of a frame at once ([`FrontEnd::frame_planar`],
-//! [`FrontEnd::frame_rows`]): 16 antennas per transform of [`crate::fft`], the
-//! ci16 conversion and the subcarrier gather fused into the 16 x 16 transposes
-//! around it.
+//! sizes on AVX-512 CPUs, every antenna at once ([`FrontEnd::frame_planar`],
+//! [`FrontEnd::frame_rows`], [`Synthesizer::antennas_ci16`]): 16 antennas per
+//! transform of [`crate::fft`], the ci16 conversion and the subcarrier gather or
+//! scatter in 16 x 16 transposes around it (the transmit side's in [`synth`]).
+
+mod synth;
 
 use std::ops::Range;
 
@@ -420,6 +422,7 @@ fn store<V: Lanes>(v: V, row: &mut Row) {
 #[derive(Debug)]
 pub struct Synthesizer {
     fft: OfdmFft,
+    batched: Option<synth::BatchedSynth>,
     freq: Vec<Cf32>,
     time: Vec<Cf32>,
     cp_len: usize,
@@ -431,6 +434,7 @@ impl Synthesizer {
     pub fn new(cfg: &FrameConfig) -> Self {
         Self {
             fft: OfdmFft::new(cfg.fft_size),
+            batched: synth::BatchedSynth::new(cfg),
             freq: vec![Cf32::default(); cfg.fft_size],
             time: vec![Cf32::default(); cfg.symbol_len()],
             cp_len: cfg.cp_len,
@@ -441,10 +445,11 @@ impl Synthesizer {
 
     /// One symbol of every antenna, quantised: `data` holds `antennas` rows of
     /// `data_num` subcarriers; antenna `m`'s `cp_len + fft_size` samples go to
-    /// `out[m * out_stride + offset..]`, each `Ci16::from_cf32` of what
-    /// [`Self::symbol`] computes. (Antenna by antenna: a 16-antenna batched
-    /// inverse through [`crate::fft`] measured 1.2x slower than this here, see
-    /// docs/BENCHMARKS.md.)
+    /// `out[m * out_stride + offset..]`: what [`Self::symbol`] computes, rounded
+    /// to nearest and saturated to ci16. With AVX-512 and a power-of-two size, 16
+    /// antennas per batched inverse transform ([`synth`]; each sample within one
+    /// quantiser step of the per-antenna path); otherwise antenna by antenna, each
+    /// `Ci16::from_cf32` of [`Self::symbol`].
     ///
     /// # Panics
     /// If `data` or `out` is too short (caller bugs).
@@ -458,6 +463,18 @@ impl Synthesizer {
         offset: usize,
     ) {
         let (d, len) = (self.data_num, self.time.len());
+        assert!(data.len() >= antennas * d, "antennas_ci16: data too short");
+        if antennas == 0 {
+            return;
+        }
+        assert!(
+            out.len() >= (antennas - 1) * out_stride + offset + len,
+            "antennas_ci16: output too short"
+        );
+        if let Some(b) = self.batched.as_mut().filter(|_| Isa::detect() >= Isa::Avx512) {
+            b.antennas_ci16(data, antennas, gain, out, out_stride, offset);
+            return;
+        }
         let mut time = std::mem::take(&mut self.time);
         for m in 0..antennas {
             self.symbol(&data[m * d..(m + 1) * d], gain, &mut time);
@@ -587,6 +604,8 @@ mod tests {
         let len = cfg.symbol_len();
         let (stride, offset) = (2 * len, len);
         let mut synth = Synthesizer::new(&cfg);
+        // The per-antenna path (the batched one is checked against it below).
+        synth.batched = None;
         let mut got = vec![Ci16::new(1, 1); 3 * stride];
         synth.antennas_ci16(&data, 3, 2.0, &mut got, stride, offset);
         let mut time = vec![Cf32::default(); len];
@@ -597,6 +616,59 @@ mod tests {
             assert!(got[m * stride..m * stride + offset]
                 .iter()
                 .all(|&v| v == Ci16::new(1, 1)));
+        }
+    }
+
+    #[test]
+    fn batched_synthesis_matches_per_antenna_path() {
+        // 20 antennas: a partial group; 200 subcarriers: a partial 8-subcarrier
+        // block; prefixes of 32 (whole blocks), 36 and 72 (a block straddling the
+        // prefix's start); a band wrapping past DC; the 64x16 frame's shape.
+        for (antennas, fft, data, cp, start) in [
+            (20, 256, 200, 32, None),
+            (64, 2048, 1200, 144, None),
+            (5, 1024, 600, 72, Some(700)),
+            (16, 512, 316, 36, None),
+        ] {
+            let mut cfg = config(antennas, fft, data, cp);
+            if let Some(s) = start {
+                cfg.data_start = s;
+            }
+            let mut rng = ChaCha8Rng::seed_from_u64(fft as u64);
+            let d = cfg.data_num;
+            let x: Vec<Cf32> = (0..antennas * d)
+                .map(|_| Cf32::new(rng.gen_range(-1.0..1.0), rng.gen_range(-1.0..1.0)))
+                .collect();
+            // Each component's rms at 0.35 of full scale: about 0.5% saturate.
+            let gain = 0.5 / (d as f32 / fft as f32 * 2.0 / 3.0).sqrt();
+            let len = cfg.symbol_len();
+            let (stride, offset) = (len + 40, 24);
+            let mut reference = Synthesizer::new(&cfg);
+            reference.batched = None;
+            let mut want = vec![Ci16::new(3, 3); antennas * stride];
+            reference.antennas_ci16(&x, antennas, gain, &mut want, stride, offset);
+            for isa in builds() {
+                let mut synth = Synthesizer::new(&cfg);
+                synth.batched.as_mut().unwrap().isa = isa;
+                let mut got = vec![Ci16::new(3, 3); antennas * stride];
+                synth.batched.as_mut().unwrap().antennas_ci16(
+                    &x, antennas, gain, &mut got, stride, offset,
+                );
+                let what = format!("{antennas}x{fft} cp {cp} {}", isa.name());
+                // The two transforms round differently (about 1e-6 of the rms):
+                // a sample may land on the other side of a quantiser step, never
+                // further; the samples outside the symbols are untouched.
+                let mut off_by_one = 0;
+                let mut saturated = 0;
+                for (at, (g, w)) in got.iter().zip(&want).enumerate() {
+                    let (dr, di) = (g.re as i32 - w.re as i32, g.im as i32 - w.im as i32);
+                    assert!(dr.abs() <= 1 && di.abs() <= 1, "{what}: sample {at}: {g:?} vs {w:?}");
+                    off_by_one += (dr != 0) as usize + (di != 0) as usize;
+                    saturated += (w.re == i16::MAX || w.re == i16::MIN) as usize;
+                }
+                assert!(off_by_one * 100 < got.len(), "{what}: {off_by_one} samples differ");
+                assert!(saturated > 0, "{what}: the test should reach saturation");
+            }
         }
     }
 

@@ -253,9 +253,11 @@ fn product_slice(
         lanes: std::ops::Range<usize>, out: &mut [Cf32], out_stride: usize, s0: usize) => slice_portable)
 }
 
-/// The AVX-512 build: the same loops with the row blocks written in intrinsics. (Left
-/// to itself, LLVM vectorises the coefficient loop of the portable body with
-/// gathers and scatters at AVX-512, eight times slower than the AVX2 build.)
+/// The AVX-512 build, in intrinsics: each block of rows is accumulated in registers
+/// and written straight to the interleaved output (gain, re/im interleave and the
+/// lane range in masked stores). (Left to itself, LLVM vectorises the coefficient
+/// loop of the portable body with gathers and scatters at AVX-512, eight times
+/// slower than its AVX2 build; and the portable output loop is scalar.)
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
 unsafe fn slice_avx512(
@@ -267,47 +269,37 @@ unsafe fn slice_avx512(
     out_stride: usize,
     s0: usize,
 ) {
-    slice_body::<true, true>(a, re, im, lanes, out, out_stride, s0)
-}
-
-#[inline(always)]
-fn slice_portable<const FMA: bool>(
-    a: &Coefficients<'_>,
-    re: &[[f32; LANES]],
-    im: &[[f32; LANES]],
-    lanes: std::ops::Range<usize>,
-    out: &mut [Cf32],
-    out_stride: usize,
-    s0: usize,
-) {
-    slice_body::<FMA, false>(a, re, im, lanes, out, out_stride, s0)
-}
-
-#[inline(always)]
-fn slice_body<const FMA: bool, const AVX512: bool>(
-    a: &Coefficients<'_>,
-    re: &[[f32; LANES]],
-    im: &[[f32; LANES]],
-    lanes: std::ops::Range<usize>,
-    out: &mut [Cf32],
-    out_stride: usize,
-    s0: usize,
-) {
+    // Float masks of the two 8-subcarrier halves (two floats per subcarrier).
+    let lane_mask = ((1u32 << lanes.end) - 1) & !((1u32 << lanes.start) - 1);
+    let spread = |bits: u32| -> u16 {
+        (0..8).fold(0u16, |m, l| m | ((((bits >> l) & 1) as u16) * (3 << (2 * l))))
+    };
+    let masks = (spread(lane_mask & 0xFF), spread(lane_mask >> 8));
     let mut r0 = 0;
     while r0 + ROWS <= a.rows {
-        block::<ROWS, FMA, AVX512>(a, r0, re, im, out, out_stride, s0, lanes.clone());
+        // SAFETY: `product_slice` checked the output covers every row's lanes.
+        unsafe { block_avx512::<ROWS>(a, r0, re, im, out, out_stride, s0, masks) };
         r0 += ROWS;
     }
     while r0 < a.rows {
-        block::<1, FMA, AVX512>(a, r0, re, im, out, out_stride, s0, lanes.clone());
+        // SAFETY: as above.
+        unsafe { block_avx512::<1>(a, r0, re, im, out, out_stride, s0, masks) };
         r0 += 1;
     }
 }
 
-/// Rows `r0 .. r0 + R` of the product for one slice at `s0`, writing `lanes`.
-#[inline(always)]
+/// Rows `r0 .. r0 + R` of one slice, accumulated in AVX-512 registers and stored
+/// interleaved to `out[(r0 + j) * out_stride + s0 ..]` under `masks` (low and high
+/// eight subcarriers).
+///
+/// # Safety
+/// The CPU has AVX-512F; `(r0 + R - 1) * out_stride + s0 + l < out.len()` for every
+/// lane `l` the masks select.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+#[inline]
 #[allow(clippy::too_many_arguments)]
-fn block<const R: usize, const FMA: bool, const AVX512: bool>(
+unsafe fn block_avx512<const R: usize>(
     a: &Coefficients<'_>,
     r0: usize,
     re: &[[f32; LANES]],
@@ -315,37 +307,8 @@ fn block<const R: usize, const FMA: bool, const AVX512: bool>(
     out: &mut [Cf32],
     out_stride: usize,
     s0: usize,
-    lanes: std::ops::Range<usize>,
+    (mask_lo, mask_hi): (u16, u16),
 ) {
-    #[cfg(target_arch = "x86_64")]
-    let (acc_re, acc_im) = if AVX512 {
-        // SAFETY: `AVX512` is only set inside `apply_avx512`, which runs on CPUs with
-        // AVX-512 alone.
-        unsafe { products_avx512::<R>(a, r0, re, im) }
-    } else {
-        products::<R, FMA>(a, r0, re, im)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let (acc_re, acc_im) = products::<R, FMA>(a, r0, re, im);
-    for j in 0..R {
-        let row = (r0 + j) * out_stride + s0;
-        for l in lanes.clone() {
-            out[row + l] = Cf32::new(acc_re[j][l] * a.gain, acc_im[j][l] * a.gain);
-        }
-    }
-}
-
-type Rows<const R: usize> = ([[f32; LANES]; R], [[f32; LANES]; R]);
-
-/// `sum_c a(r0 + j, c) * v[c]` for `j < R`, in AVX-512 registers.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,fma")]
-unsafe fn products_avx512<const R: usize>(
-    a: &Coefficients<'_>,
-    r0: usize,
-    re: &[[f32; LANES]],
-    im: &[[f32; LANES]],
-) -> Rows<R> {
     use std::arch::x86_64::*;
     let mut ar = [_mm512_setzero_ps(); R];
     let mut ai = [_mm512_setzero_ps(); R];
@@ -366,16 +329,73 @@ unsafe fn products_avx512<const R: usize>(
             ai[j] = _mm512_fmadd_ps(wi, xr, ai[j]);
         }
     }
-    let mut out: Rows<R> = ([[0.0; LANES]; R], [[0.0; LANES]; R]);
+    let gain = _mm512_set1_ps(a.gain);
+    // Interleave re/im: low half takes subcarriers 0..8, high half 8..16.
+    let lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    let hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
     for j in 0..R {
-        // SAFETY: each destination is 16 floats.
+        let (vr, vi) = (_mm512_mul_ps(ar[j], gain), _mm512_mul_ps(ai[j], gain));
+        let row = (r0 + j) * out_stride + s0;
+        debug_assert!(row <= out.len());
+        // SAFETY: the caller guarantees every selected lane is inside `out`; masked
+        // lanes are not touched, and the high half is only addressed when it has a
+        // selected lane (so the pointer stays inside the slice).
         unsafe {
-            _mm512_storeu_ps(out.0[j].as_mut_ptr(), ar[j]);
-            _mm512_storeu_ps(out.1[j].as_mut_ptr(), ai[j]);
+            let p = out.as_mut_ptr().add(row).cast::<f32>();
+            if mask_lo != 0 {
+                _mm512_mask_storeu_ps(p, mask_lo, _mm512_permutex2var_ps(vr, lo, vi));
+            }
+            if mask_hi != 0 {
+                _mm512_mask_storeu_ps(p.add(16), mask_hi, _mm512_permutex2var_ps(vr, hi, vi));
+            }
         }
     }
-    out
 }
+
+#[inline(always)]
+fn slice_portable<const FMA: bool>(
+    a: &Coefficients<'_>,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+    lanes: std::ops::Range<usize>,
+    out: &mut [Cf32],
+    out_stride: usize,
+    s0: usize,
+) {
+    let mut r0 = 0;
+    while r0 + ROWS <= a.rows {
+        block::<ROWS, FMA>(a, r0, re, im, out, out_stride, s0, lanes.clone());
+        r0 += ROWS;
+    }
+    while r0 < a.rows {
+        block::<1, FMA>(a, r0, re, im, out, out_stride, s0, lanes.clone());
+        r0 += 1;
+    }
+}
+
+/// Rows `r0 .. r0 + R` of the product for one slice at `s0`, writing `lanes`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn block<const R: usize, const FMA: bool>(
+    a: &Coefficients<'_>,
+    r0: usize,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+    out: &mut [Cf32],
+    out_stride: usize,
+    s0: usize,
+    lanes: std::ops::Range<usize>,
+) {
+    let (acc_re, acc_im) = products::<R, FMA>(a, r0, re, im);
+    for j in 0..R {
+        let row = (r0 + j) * out_stride + s0;
+        for l in lanes.clone() {
+            out[row + l] = Cf32::new(acc_re[j][l] * a.gain, acc_im[j][l] * a.gain);
+        }
+    }
+}
+
+type Rows<const R: usize> = ([[f32; LANES]; R], [[f32; LANES]; R]);
 
 /// `sum_c a(r0 + j, c) * v[c]` for `j < R`, portable.
 #[inline(always)]

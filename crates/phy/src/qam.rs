@@ -116,14 +116,22 @@ impl AxisTable {
 #[derive(Clone, Debug)]
 pub struct Modulator {
     modulation: Modulation,
-    table: AxisTable,
+    /// Level of each axis label with axis bit `j` in bit `j` (least significant
+    /// first: the order the AVX-512 path extracts them in).
+    by_index: [f32; 16],
 }
 
 impl Modulator {
     pub fn new(modulation: Modulation) -> Self {
+        let q = modulation.bits_per_axis();
+        let mut by_index = [0.0; 16];
+        for (idx, level) in by_index.iter_mut().enumerate().take(1 << q) {
+            let bits: Vec<u8> = (0..q).map(|j| ((idx >> j) & 1) as u8).collect();
+            *level = pam_level(&bits) * modulation.scale();
+        }
         Self {
             modulation,
-            table: AxisTable::new(modulation),
+            by_index,
         }
     }
 
@@ -136,15 +144,186 @@ impl Modulator {
     /// # Panics
     /// If the lengths do not match (a caller bug).
     pub fn modulate(&self, bits: &[u8], symbols: &mut [Cf32]) {
+        self.modulate_at(Isa::detect(), bits, symbols);
+    }
+
+    /// [`Self::modulate`] built for `isa` (clamped to what the CPU has).
+    pub fn modulate_at(&self, isa: Isa, bits: &[u8], symbols: &mut [Cf32]) {
         let qm = self.modulation.bits_per_symbol();
         assert_eq!(bits.len(), symbols.len() * qm, "modulate: length mismatch");
-        for (sym, b) in symbols.iter_mut().zip(bits.chunks_exact(qm)) {
-            let (mut i_label, mut q_label) = (0usize, 0usize);
-            for pair in b.chunks_exact(2) {
-                i_label = (i_label << 1) | (pair[0] & 1) as usize;
-                q_label = (q_label << 1) | (pair[1] & 1) as usize;
-            }
-            *sym = Cf32::new(self.table.levels[i_label], self.table.levels[q_label]);
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if avx512_bits(isa) {
+            let full = symbols.len() / LANES;
+            let out = &mut symbols[..full * LANES];
+            let emit = |s: usize, re: &[f32; LANES], im: &[f32; LANES]| {
+                for (l, o) in out[s * LANES..(s + 1) * LANES].iter_mut().enumerate() {
+                    *o = Cf32::new(re[l], im[l]);
+                }
+            };
+            // SAFETY: `avx512_bits` checked the CPU features.
+            unsafe { levels_avx512(self, &bits[..full * LANES * qm], emit) };
+            done = full * LANES;
+        }
+        let (this, bits, symbols) = (self, &bits[done * qm..], &mut symbols[done..]);
+        dispatch!(isa, fn run(this: &Modulator, bits: &[u8], symbols: &mut [Cf32]) => modulate_body)
+    }
+
+    /// [`Self::modulate`] into planar slices of 16 symbols: symbol `i` goes to lane
+    /// `i % 16` of `re[(i / 16) * stride]` / `im[..]` (the layout the downlink
+    /// precoder reads: `[slice][user]` with `stride` users). Lanes past the last
+    /// symbol are zeroed.
+    ///
+    /// # Panics
+    /// If `bits` is not a whole number of symbols or the outputs are too short.
+    pub fn modulate_planar(
+        &self,
+        bits: &[u8],
+        re: &mut [[f32; LANES]],
+        im: &mut [[f32; LANES]],
+        stride: usize,
+    ) {
+        self.modulate_planar_at(Isa::detect(), bits, re, im, stride);
+    }
+
+    /// [`Self::modulate_planar`] built for `isa` (clamped to what the CPU has).
+    pub fn modulate_planar_at(
+        &self,
+        isa: Isa,
+        bits: &[u8],
+        re: &mut [[f32; LANES]],
+        im: &mut [[f32; LANES]],
+        stride: usize,
+    ) {
+        let qm = self.modulation.bits_per_symbol();
+        assert_eq!(bits.len() % qm, 0, "modulate: partial symbol");
+        let slices = (bits.len() / qm).div_ceil(LANES);
+        let rows = if slices == 0 { 0 } else { (slices - 1) * stride + 1 };
+        assert!(re.len() >= rows && im.len() >= rows, "modulate: output too short");
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if avx512_bits(isa) {
+            let full = bits.len() / qm / LANES;
+            let emit = |s: usize, r: &[f32; LANES], i: &[f32; LANES]| {
+                re[s * stride] = *r;
+                im[s * stride] = *i;
+            };
+            // SAFETY: `avx512_bits` checked the CPU features.
+            unsafe { levels_avx512(self, &bits[..full * LANES * qm], emit) };
+            done = full;
+        }
+        let this = self;
+        let from = (done * stride).min(re.len()).min(im.len());
+        let (bits, re, im) = (&bits[done * LANES * qm..], &mut re[from..], &mut im[from..]);
+        dispatch!(isa, fn run(this: &Modulator, bits: &[u8], re: &mut [[f32; LANES]],
+            im: &mut [[f32; LANES]], stride: usize) => modulate_planar_body)
+    }
+}
+
+/// Whether `isa` (within what the CPU has) runs [`levels_avx512`].
+#[cfg(target_arch = "x86_64")]
+fn avx512_bits(isa: Isa) -> bool {
+    isa.min(Isa::cpu()) == Isa::Avx512 && std::is_x86_feature_detected!("bmi2")
+}
+
+#[inline(always)]
+fn modulate_body<const FMA: bool>(this: &Modulator, bits: &[u8], symbols: &mut [Cf32]) {
+    let qm = this.modulation.bits_per_symbol();
+    for (sym, b) in symbols.iter_mut().zip(bits.chunks_exact(qm)) {
+        let (re, im) = symbol_levels(this, b);
+        *sym = Cf32::new(re, im);
+    }
+}
+
+#[inline(always)]
+fn modulate_planar_body<const FMA: bool>(
+    this: &Modulator,
+    bits: &[u8],
+    re: &mut [[f32; LANES]],
+    im: &mut [[f32; LANES]],
+    stride: usize,
+) {
+    let qm = this.modulation.bits_per_symbol();
+    let n = bits.len() / qm;
+    for s in 0..n.div_ceil(LANES) {
+        let (r, i) = (&mut re[s * stride], &mut im[s * stride]);
+        for l in 0..LANES {
+            let sym = s * LANES + l;
+            (r[l], i[l]) = if sym < n {
+                symbol_levels(this, &bits[sym * qm..(sym + 1) * qm])
+            } else {
+                (0.0, 0.0)
+            };
+        }
+    }
+}
+
+/// One symbol's levels from its `Qm` bits (even bits in-phase, odd quadrature).
+#[inline(always)]
+fn symbol_levels(this: &Modulator, b: &[u8]) -> (f32, f32) {
+    let (mut i_idx, mut q_idx) = (0usize, 0usize);
+    for (j, pair) in b.chunks_exact(2).enumerate() {
+        i_idx |= ((pair[0] & 1) as usize) << j;
+        q_idx |= ((pair[1] & 1) as usize) << j;
+    }
+    (this.by_index[i_idx], this.by_index[q_idx])
+}
+
+/// The levels of every 16 symbols of `bits` (a whole number of 16-symbol slices),
+/// handed to `emit(slice, re, im)`: each slice's bytes are packed into bit masks,
+/// split into in-phase and quadrature bit streams (`pext`), cut into one label per
+/// lane (variable shifts) and looked up in the 16-entry level table held in one
+/// register (`vpermps`).
+///
+/// # Safety
+/// The CPU has AVX-512 F/BW and BMI2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,bmi2")]
+unsafe fn levels_avx512(
+    this: &Modulator,
+    bits: &[u8],
+    mut emit: impl FnMut(usize, &[f32; LANES], &[f32; LANES]),
+) {
+    use std::arch::x86_64::*;
+    let qa = this.modulation.bits_per_axis();
+    let qm = 2 * qa;
+    let bytes = LANES * qm;
+    debug_assert_eq!(bits.len() % bytes, 0);
+    // SAFETY (whole body): every load below is masked to the slice's `bytes`.
+    unsafe {
+        let table = _mm512_loadu_ps(this.by_index.as_ptr());
+        let ones = _mm512_set1_epi8(1);
+        let q = qa as i64;
+        let cnt_lo = _mm512_set_epi64(7 * q, 6 * q, 5 * q, 4 * q, 3 * q, 2 * q, q, 0);
+        let cnt_hi = _mm512_add_epi64(cnt_lo, _mm512_set1_epi64(8 * q));
+        let label = _mm512_set1_epi32((1 << qa) - 1);
+        let lanes = |stream: u64| -> __m512 {
+            let v = _mm512_set1_epi64(stream as i64);
+            let lo = _mm512_cvtepi64_epi32(_mm512_srlv_epi64(v, cnt_lo));
+            let hi = _mm512_cvtepi64_epi32(_mm512_srlv_epi64(v, cnt_hi));
+            let idx = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
+            _mm512_permutexvar_ps(_mm512_and_si512(idx, label), table)
+        };
+        let first = bytes.min(64);
+        let (m0, m1) = (
+            u64::MAX >> (64 - first),
+            if bytes > 64 { u64::MAX >> (128 - bytes) } else { 0 },
+        );
+        const EVEN: u64 = 0x5555_5555_5555_5555;
+        let (mut re, mut im) = ([0f32; LANES], [0f32; LANES]);
+        for (s, chunk) in bits.chunks_exact(bytes).enumerate() {
+            let p = chunk.as_ptr().cast::<i8>();
+            let p0 = _mm512_mask_test_epi8_mask(m0, _mm512_maskz_loadu_epi8(m0, p), ones);
+            let p1 = if m1 != 0 {
+                _mm512_mask_test_epi8_mask(m1, _mm512_maskz_loadu_epi8(m1, p.add(64)), ones)
+            } else {
+                0
+            };
+            let i_bits = _pext_u64(p0, EVEN) | (_pext_u64(p1, EVEN) << 32);
+            let q_bits = _pext_u64(p0, EVEN << 1) | (_pext_u64(p1, EVEN << 1) << 32);
+            _mm512_storeu_ps(re.as_mut_ptr(), lanes(i_bits));
+            _mm512_storeu_ps(im.as_mut_ptr(), lanes(q_bits));
+            emit(s, &re, &im);
         }
     }
 }
@@ -322,6 +501,46 @@ mod tests {
             }
             let avg = energy / (1usize << qm) as f32;
             assert!((avg - 1.0).abs() < 1e-5, "{m:?} energy {avg}");
+        }
+    }
+
+    /// Every ISA build, interleaved and planar, maps every bit pattern as the
+    /// 38.211 formulas (first test) do, including a partial last slice.
+    #[test]
+    fn every_isa_and_planar_layout_match() {
+        for m in ALL {
+            let qm = m.bits_per_symbol();
+            let n = 16 * 5 + 7;
+            let bits: Vec<u8> = (0..n * qm).map(|i| ((i * 7 + i / 5) % 3 == 1) as u8).collect();
+            // The reference: each symbol alone through the literal recursion.
+            let want: Vec<Cf32> = bits
+                .chunks_exact(qm)
+                .map(|b| {
+                    let ib: Vec<u8> = b.iter().step_by(2).copied().collect();
+                    let qb: Vec<u8> = b.iter().skip(1).step_by(2).copied().collect();
+                    Cf32::new(pam_level(&ib), pam_level(&qb)) * m.scale()
+                })
+                .collect();
+            let md = Modulator::new(m);
+            for isa in Isa::available() {
+                let mut got = vec![Cf32::default(); n];
+                md.modulate_at(isa, &bits, &mut got);
+                assert_eq!(got, want, "{m:?} {isa:?}");
+                let stride = 3;
+                let rows = (n.div_ceil(LANES) - 1) * stride + 1;
+                let mut re = vec![[9.0; LANES]; rows];
+                let mut im = vec![[9.0; LANES]; rows];
+                md.modulate_planar_at(isa, &bits, &mut re, &mut im, stride);
+                for s in 0..n.div_ceil(LANES) {
+                    for l in 0..LANES {
+                        let (r, i) = (re[s * stride][l], im[s * stride][l]);
+                        match want.get(s * LANES + l) {
+                            Some(w) => assert_eq!(Cf32::new(r, i), *w, "{m:?} {isa:?} planar"),
+                            None => assert_eq!((r, i), (0.0, 0.0), "{m:?} {isa:?} tail"),
+                        }
+                    }
+                }
+            }
         }
     }
 

@@ -95,6 +95,20 @@ impl GoldSequence {
     /// XOR the sequence into `bits` (0/1 per element), continuing from the current
     /// position.
     pub fn scramble_bits(&mut self, bits: &mut [u8]) {
+        self.scramble_bits_at(Isa::detect(), bits);
+    }
+
+    /// [`Self::scramble_bits`] built for `isa` (clamped to what the CPU has).
+    pub fn scramble_bits_at(&mut self, isa: Isa, bits: &mut [u8]) {
+        let mut bits = bits;
+        #[cfg(target_arch = "x86_64")]
+        if isa.min(Isa::cpu()) == Isa::Avx512 {
+            let full = bits.len() / 64 * 64;
+            let (head, tail) = std::mem::take(&mut bits).split_at_mut(full);
+            // SAFETY: the CPU has AVX-512 F/BW (checked just above).
+            unsafe { scramble_avx512(self, head) };
+            bits = tail;
+        }
         for chunk in bits.chunks_mut(32) {
             let w = self.take_bits(chunk.len() as u32);
             for (i, b) in chunk.iter_mut().enumerate() {
@@ -107,6 +121,27 @@ impl GoldSequence {
     pub fn descramble_llrs(&mut self, llrs: &mut [f32]) {
         let this = self;
         dispatch!(Isa::detect(), fn run(this: &mut GoldSequence, llrs: &mut [f32]) => descramble_body)
+    }
+}
+
+/// 64 bits at a time: the sequence word is a byte mask, XORed in as ones.
+///
+/// # Safety
+/// The CPU has AVX-512 F/BW.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn scramble_avx512(seq: &mut GoldSequence, bits: &mut [u8]) {
+    use std::arch::x86_64::*;
+    let ones = _mm512_set1_epi8(1);
+    for chunk in bits.chunks_exact_mut(64) {
+        let w = seq.take_bits(32) as u64 | ((seq.take_bits(32) as u64) << 32);
+        let p = chunk.as_mut_ptr().cast::<i8>();
+        // SAFETY: `chunk` is 64 bytes.
+        unsafe {
+            let v = _mm512_loadu_si512(p.cast());
+            let x = _mm512_xor_si512(v, _mm512_maskz_mov_epi8(w, ones));
+            _mm512_storeu_si512(p.cast(), x);
+        }
     }
 }
 
@@ -129,13 +164,14 @@ fn descramble_body<const FMA: bool>(seq: &mut GoldSequence, llrs: &mut [f32]) {
     }
 }
 
-/// Each user's sequence kept where its last use ended, so that consecutive symbols
-/// continue it instead of regenerating it from `c(0)` (which costs a step per 32
-/// bits of offset: most of the descrambling time late in a frame).
+/// Each user's sequence kept as words from `c(0)` and grown on demand, so that
+/// every later frame scrambles with a table read (the sequence of a `c_init` never
+/// changes) instead of running the generator (32 bits per two register steps: most
+/// of the scrambling time).
 #[derive(Clone, Debug)]
 pub struct SequenceCache {
-    /// `(c_init, position, generator at that position)`.
-    entries: Vec<(u32, usize, GoldSequence)>,
+    /// `(c_init, words from c(0), generator positioned after the last word)`.
+    entries: Vec<(u32, Vec<u32>, GoldSequence)>,
 }
 
 /// Sequences a cache keeps (more users than this only cost regeneration).
@@ -150,38 +186,106 @@ impl Default for SequenceCache {
 }
 
 impl SequenceCache {
-    /// The sequence for `c_init` positioned at `c(offset)`; `f` uses it and returns
-    /// how many bits it consumed.
-    pub fn with<R>(
-        &mut self,
-        c_init: u32,
-        offset: usize,
-        f: impl FnOnce(&mut GoldSequence) -> (usize, R),
-    ) -> R {
+    /// The words of `c_init`'s sequence covering bits `0 .. end` plus three spare
+    /// words (so any 64 bits from a position below `end` can be read whole).
+    fn words(&mut self, c_init: u32, end: usize) -> &[u32] {
         let i = match self.entries.iter().position(|e| e.0 == c_init) {
-            Some(i) => {
-                let e = &mut self.entries[i];
-                if e.1 <= offset {
-                    e.2.skip(offset - e.1);
-                } else {
-                    e.2 = GoldSequence::new_at(c_init, offset);
-                }
-                i
-            }
+            Some(i) => i,
             None => {
                 if self.entries.len() == CACHE_ENTRIES {
                     self.entries.remove(0);
                 }
                 self.entries
-                    .push((c_init, offset, GoldSequence::new_at(c_init, offset)));
+                    .push((c_init, Vec::new(), GoldSequence::new(c_init)));
                 self.entries.len() - 1
             }
         };
-        let e = &mut self.entries[i];
-        let (used, r) = f(&mut e.2);
-        e.1 = offset + used;
-        r
+        let (_, words, g) = &mut self.entries[i];
+        let need = end.div_ceil(32) + 3;
+        while words.len() < need {
+            words.push(g.take_bits(32));
+        }
+        words
     }
+
+    /// XOR `c_init`'s sequence from `c(offset)` into `bits` (0/1 each).
+    pub fn scramble_bits(&mut self, c_init: u32, offset: usize, bits: &mut [u8]) {
+        let isa = Isa::detect();
+        let words = self.words(c_init, offset + bits.len());
+        let this = (words, offset);
+        dispatch!(isa, fn run(this: (&[u32], usize), bits: &mut [u8]) => scramble_table_body)
+    }
+
+    /// Flip the sign of each LLR whose bit of `c_init`'s sequence from `c(offset)` is
+    /// one.
+    pub fn descramble_llrs(&mut self, c_init: u32, offset: usize, llrs: &mut [f32]) {
+        let isa = Isa::detect();
+        let words = self.words(c_init, offset + llrs.len());
+        #[cfg(target_arch = "x86_64")]
+        if isa == Isa::Avx512 {
+            // SAFETY: `Isa::detect` found AVX-512 F/BW.
+            unsafe { descramble_table_avx512(words, offset, llrs) };
+            return;
+        }
+        let this = (words, offset);
+        dispatch!(isa, fn run(this: (&[u32], usize), llrs: &mut [f32]) => descramble_table_body)
+    }
+}
+
+/// 64 sequence bits from bit `pos` of `words` (which holds three words past it).
+#[inline(always)]
+fn seq64(words: &[u32], pos: usize) -> u64 {
+    let j = pos / 32;
+    let w = words[j] as u128 | (words[j + 1] as u128) << 32 | (words[j + 2] as u128) << 64;
+    (w >> (pos % 32)) as u64
+}
+
+#[inline(always)]
+fn scramble_table_body<const FMA: bool>((words, offset): (&[u32], usize), bits: &mut [u8]) {
+    for (c, chunk) in bits.chunks_mut(64).enumerate() {
+        let w = seq64(words, offset + 64 * c);
+        for (i, b) in chunk.iter_mut().enumerate() {
+            *b ^= ((w >> i) & 1) as u8;
+        }
+    }
+}
+
+#[inline(always)]
+fn descramble_table_body<const FMA: bool>((words, offset): (&[u32], usize), llrs: &mut [f32]) {
+    for (c, chunk) in llrs.chunks_mut(64).enumerate() {
+        let w = seq64(words, offset + 64 * c);
+        for (i, l) in chunk.iter_mut().enumerate() {
+            // Move the sequence bit into the float sign bit: no branch.
+            let flip = (((w >> i) & 1) as u32) << 31;
+            *l = f32::from_bits(l.to_bits() ^ flip);
+        }
+    }
+}
+
+/// 16 LLRs per step: the sequence bits are the mask of a sign-bit XOR.
+///
+/// # Safety
+/// The CPU has AVX-512 F/BW.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn descramble_table_avx512(words: &[u32], offset: usize, llrs: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let sign = _mm512_set1_epi32(i32::MIN);
+    let mut chunks = llrs.chunks_exact_mut(64);
+    for (c, chunk) in (&mut chunks).enumerate() {
+        let w = seq64(words, offset + 64 * c);
+        for q in 0..4 {
+            // SAFETY: `chunk` is 64 floats, so each quarter is 16.
+            unsafe {
+                let p = chunk.as_mut_ptr().add(16 * q).cast::<i32>();
+                let v = _mm512_loadu_si512(p.cast());
+                let x = _mm512_mask_xor_epi32(v, (w >> (16 * q)) as u16, v, sign);
+                _mm512_storeu_si512(p.cast(), x);
+            }
+        }
+    }
+    let done = llrs.len() / 64 * 64;
+    descramble_table_body::<true>((words, offset + done), &mut llrs[done..]);
 }
 
 /// `c_init` for PUSCH/PDSCH data scrambling (38.211 §6.3.1.1 / §7.3.1.1, one codeword):
@@ -214,9 +318,12 @@ mod tests {
     proptest! {
         #[test]
         fn word_generator_matches_recursion(c_init in 0u32..(1 << 31), len in 1usize..400) {
-            let mut bits = vec![0u8; len];
-            GoldSequence::new(c_init).scramble_bits(&mut bits);
-            prop_assert_eq!(bits, naive(c_init, len));
+            // Every ISA build (the AVX-512 one takes 64 bits per step, then the tail).
+            for isa in Isa::available() {
+                let mut bits = vec![0u8; len];
+                GoldSequence::new(c_init).scramble_bits_at(isa, &mut bits);
+                prop_assert_eq!(bits, naive(c_init, len), "{:?}", isa);
+            }
         }
     }
 
@@ -234,25 +341,30 @@ mod tests {
         }
     }
 
+    /// The cached table gives the generator's bits at any offset, for users in any
+    /// order, and descrambling through it inverts scrambling through it.
     #[test]
-    fn cache_continues_sequences_exactly() {
+    fn cache_matches_generator() {
         let mut cache = SequenceCache::default();
-        // Forward, repeated, backward and interleaved positions of two users.
         for (c_init, offset, n) in [
             (5u32, 0usize, 40usize),
             (9, 10, 7),
-            (5, 40, 33),
+            (5, 40, 333),
             (5, 100, 64),
             (9, 3, 5),
             (5, 100, 1),
+            (7, 4800 * 3, 4800),
         ] {
-            let got = cache.with(c_init, offset, |g| {
-                let first = g.take_bits(n.min(32) as u32);
-                g.skip(n.saturating_sub(32));
-                (n, first)
-            });
-            let want = GoldSequence::new_at(c_init, offset).take_bits(n.min(32) as u32);
+            let orig: Vec<u8> = (0..n).map(|i| (i % 3 == 0) as u8).collect();
+            let mut got = orig.clone();
+            cache.scramble_bits(c_init, offset, &mut got);
+            let mut want = orig.clone();
+            GoldSequence::new_at(c_init, offset).scramble_bits(&mut want);
             assert_eq!(got, want, "c_init {c_init} offset {offset}");
+            let mut llrs: Vec<f32> = got.iter().map(|&b| 1.0 - 2.0 * b as f32).collect();
+            cache.descramble_llrs(c_init, offset, &mut llrs);
+            let back: Vec<u8> = llrs.iter().map(|&l| (l < 0.0) as u8).collect();
+            assert_eq!(back, orig, "c_init {c_init} offset {offset}");
         }
     }
 

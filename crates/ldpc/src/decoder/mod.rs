@@ -15,6 +15,13 @@
 //! Check-to-variable messages are kept per edge as `i8` (one byte per lane), which for
 //! BG1 Zc=384 is 121 KiB and stays in L2.
 //!
+//! Degree-1 columns (BG1's and BG2's extension parity columns: one active row each)
+//! get a single message, so their extrinsic value is always the channel LLR: such an
+//! edge ("single", at most one per row, put last in its row) reads `t` from a copy of
+//! the channel LLRs kept in a second region of the APP buffer (`Dims::chan` further
+//! on), loads and stores no message, and its APP value is only written when someone
+//! reads it (the last iteration, or every iteration under early termination).
+//!
 //! All arithmetic is integer and saturating, defined once in [`scalar`]; the AVX2 and
 //! AVX-512 kernels perform the same operations lane by lane, so every level gives
 //! bit-identical results (tested).
@@ -155,6 +162,9 @@ pub(crate) enum Correction {
 pub(crate) struct Edge {
     pub base: usize,
     pub shift: usize,
+    /// The column has no other active edge: `t` is its channel LLR (see the module
+    /// docs), read at `base + Dims::chan`.
+    pub single: bool,
 }
 
 /// Geometry shared by kernels for one row block.
@@ -166,6 +176,11 @@ pub(crate) struct Dims {
     /// First iteration: every old message is zero (read as such, never loaded), which
     /// spares clearing the message memory before each block.
     pub first: bool,
+    /// Offset of the channel copy of a single edge's column from its APP column.
+    pub chan: usize,
+    /// Single edges write their APP values (the SIMD kernels skip their second pass
+    /// otherwise: nothing reads those values before the next write).
+    pub write_single: bool,
 }
 
 /// Zeroed bytes starting on a 64-byte boundary, so that vectors at multiples of 64 are
@@ -218,10 +233,30 @@ pub struct Decoder {
     corrector: x86_rows::Corrector,
     zpad: usize,
     stride: usize,
+    /// Columns with a single edge (see the module docs), per base-graph column.
+    single_col: Vec<bool>,
     app: Aligned,
     c2v: Aligned,
     work: Vec<i8>,
     syndrome: Vec<i8>,
+}
+
+/// Columns with exactly one edge among the first `rows` rows, at most one per row (the
+/// kernels handle one single edge per row; another such column is decoded as usual).
+fn single_columns(graph: &Graph, rows: usize) -> Vec<bool> {
+    let mut degree = vec![0usize; graph.bg.cols()];
+    for r in 0..rows {
+        for b in graph.row(r) {
+            degree[b.col] += 1;
+        }
+    }
+    let mut single = vec![false; graph.bg.cols()];
+    for r in 0..rows {
+        if let Some(b) = graph.row(r).iter().find(|b| degree[b.col] == 1) {
+            single[b.col] = true;
+        }
+    }
+    single
 }
 
 fn correction(ms: MinSum, llr_scale: f32) -> Result<Correction, LdpcError> {
@@ -246,15 +281,21 @@ impl Decoder {
         // Front pad, two copies of Zc, and room for whole-vector loads at any shift and
         // for mirror stores that spill past either end (see `x86`).
         let stride = FRONT_PAD + (p.zc + zpad).div_ceil(LANE_PAD) * LANE_PAD + LANE_PAD;
+        let single_col = single_columns(&graph, rows);
         let mut edges = Vec::new();
         let mut row_start = vec![0];
         for r in 0..rows {
+            let start = edges.len();
             for b in graph.row(r) {
                 edges.push(Edge {
                     base: b.col * stride + FRONT_PAD,
                     shift: b.shift,
+                    single: single_col[b.col],
                 });
             }
+            // The single edge last (kernels rely on it); the order of a row's edges does
+            // not change the arithmetic.
+            edges[start..].sort_by_key(|e| e.single);
             row_start.push(edges.len());
         }
         let max_deg = graph.max_row_degree();
@@ -293,7 +334,9 @@ impl Decoder {
             row_start,
             zpad,
             stride,
-            app: Aligned::zeroed(p.bg.cols() * stride),
+            // APP columns, then the channel copies of the single columns (`Dims::chan`).
+            app: Aligned::zeroed(2 * p.bg.cols() * stride),
+            single_col,
             work: vec![0; max_deg * LANE_PAD],
             syndrome: vec![0; zpad],
         };
@@ -301,12 +344,7 @@ impl Decoder {
         #[cfg(target_arch = "x86_64")]
         for r in 0..d.rows {
             let (a, b) = (d.row_start[r], d.row_start[r + 1]);
-            let dims = Dims {
-                zc: p.zc,
-                zpad,
-                wrap: wraps(p.zc),
-                first: false,
-            };
+            let dims = d.dims(false, true);
             let c2v = &d.c2v[a * zpad..b * zpad];
             x86::check_bounds(&d.app, &d.edges[a..b], c2v, &d.work, &dims, LANE_PAD);
         }
@@ -410,7 +448,9 @@ impl Decoder {
         let mut iterations = 0;
         let mut parity_ok = false;
         while iterations < self.cfg.max_iterations {
-            self.iterate(iterations == 0);
+            // Single edges' APP values are read by the syndrome and the output only.
+            let last = iterations + 1 == self.cfg.max_iterations;
+            self.iterate(iterations == 0, last || self.cfg.early_termination);
             iterations += 1;
             if self.cfg.early_termination {
                 parity_ok = self.syndrome_ok();
@@ -454,6 +494,9 @@ impl Decoder {
     /// says whether one was NaN; returns whether any was.
     fn load_channel(&mut self, mut put: impl FnMut(usize, &mut [i8]) -> bool) -> bool {
         let (zc, stride, total) = (self.p.zc, self.stride, self.p.tx_bits);
+        let (single_col, chan) = (&self.single_col, self.p.bg.cols() * stride);
+        // Where column `col` is loaded: single columns into their channel copy.
+        let column = |col: usize| col * stride + if single_col[col] { chan } else { 0 };
         let mut nan = false;
         // Writes `len` values starting at codeword position `pos`, column by column, from
         // the input starting at `src` (or `fill`).
@@ -463,7 +506,7 @@ impl Decoder {
                 while done < len {
                     let (col, lane) = (pos / zc, pos % zc);
                     let n = (zc - lane).min(len - done);
-                    let at = col * stride + FRONT_PAD + lane;
+                    let at = column(col) + FRONT_PAD + lane;
                     let dst = &mut app[at..at + n];
                     match src {
                         Some(s) => nan |= put(s + done, dst),
@@ -494,19 +537,27 @@ impl Decoder {
         }
         // Mirror: app[c][j + Zc] = app[c][j] for the lanes the layout mirrors.
         let mirrored = if wraps(zc) { LANE_PAD } else { zc };
-        for col in self.app.chunks_mut(stride) {
+        for c in 0..self.p.bg.cols() {
+            let col = &mut self.app[column(c)..column(c) + stride];
             col.copy_within(FRONT_PAD..FRONT_PAD + mirrored, FRONT_PAD + zc);
         }
         nan
     }
 
-    fn iterate(&mut self, first: bool) {
-        let dims = Dims {
+    /// The kernels' view of this decoder's layout.
+    fn dims(&self, first: bool, write_single: bool) -> Dims {
+        Dims {
             zc: self.p.zc,
             zpad: self.zpad,
             wrap: wraps(self.p.zc),
             first,
-        };
+            chan: self.p.bg.cols() * self.stride,
+            write_single,
+        }
+    }
+
+    fn iterate(&mut self, first: bool, write_single: bool) {
+        let dims = self.dims(first, write_single);
         for r in 0..self.rows {
             let (a, b) = (self.row_start[r], self.row_start[r + 1]);
             let edges = &self.edges[a..b];
@@ -546,16 +597,32 @@ impl Decoder {
                 }
                 #[cfg(target_arch = "x86_64")]
                 SimdLevel::Avx2 => {
-                    // SAFETY: level comes from runtime detection of avx2.
-                    unsafe {
-                        x86::layer_avx2(
-                            &mut self.app,
-                            edges,
-                            c2v,
-                            &mut self.work,
-                            &dims,
-                            self.correction,
-                        )
+                    let nvec = self.p.zc / LANE_PAD;
+                    // SAFETY: level comes from runtime detection of avx2; `new` checked
+                    // the bounds, and `windows` is this decoder's table.
+                    let done = dims.wrap
+                        && unsafe {
+                            x86_rows::layer_avx2(
+                                &mut self.app,
+                                edges,
+                                &self.windows[a * nvec..b * nvec],
+                                c2v,
+                                &dims,
+                                self.correction,
+                            )
+                        };
+                    if !done {
+                        // SAFETY: as above.
+                        unsafe {
+                            x86::layer_avx2(
+                                &mut self.app,
+                                edges,
+                                c2v,
+                                &mut self.work,
+                                &dims,
+                                self.correction,
+                            )
+                        }
                     }
                 }
                 _ => scalar::layer(&mut self.app, edges, c2v, &dims, self.correction),
@@ -566,13 +633,8 @@ impl Decoder {
     /// Hard decisions satisfy every active row.
     fn syndrome_ok(&mut self) -> bool {
         let rows = &self.row_start[..self.rows + 1];
+        let dims = self.dims(false, true);
         let (app, edges, acc) = (&self.app, &self.edges, &mut self.syndrome);
-        let dims = Dims {
-            zc: self.p.zc,
-            zpad: self.zpad,
-            wrap: wraps(self.p.zc),
-            first: false,
-        };
         #[cfg(target_arch = "x86_64")]
         if dims.wrap {
             let nvec = dims.zc / LANE_PAD;
@@ -636,19 +698,29 @@ unsafe fn quantize_avx512(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
         _mm512_set1_epi32(i32::MIN),
     );
     let mut nan: __mmask16 = 0;
-    let mut one = |x: __m512| {
-        nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
-        let v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x, scale), min), max);
-        // copysign(0.5, v) = (v & sign) | 0.5, one three-input logic instruction.
-        let half_v = _mm512_ternarylogic_epi32::<0xEA>(_mm512_castps_si512(v), sign, half);
-        _mm512_cvttps_epi32(_mm512_add_ps(v, _mm512_castsi512_ps(half_v)))
-    };
+    // A macro, not a closure: a closure is not always inlined, and then every vector
+    // goes through memory.
+    macro_rules! one {
+        ($x:expr) => {{
+            let x = $x;
+            nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
+            let v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x, scale), min), max);
+            // copysign(0.5, v) = (v & sign) | 0.5, one three-input logic instruction.
+            let half_v = _mm512_ternarylogic_epi32::<0xEA>(_mm512_castps_si512(v), sign, half);
+            _mm512_cvttps_epi32(_mm512_add_ps(v, _mm512_castsi512_ps(half_v)))
+        }};
+    }
     // The packs work within 128-bit lanes: lane L holds 4 values of each input in turn.
     let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
     let mut i = 0;
     while i + 64 <= n {
         let p = llr.as_ptr().add(i);
-        let [a, b, c, d] = [0, 16, 32, 48].map(|o| one(_mm512_loadu_ps(p.add(o))));
+        let [a, b, c, d] = [
+            one!(_mm512_loadu_ps(p)),
+            one!(_mm512_loadu_ps(p.add(16))),
+            one!(_mm512_loadu_ps(p.add(32))),
+            one!(_mm512_loadu_ps(p.add(48))),
+        ];
         let q = _mm512_packs_epi16(_mm512_packs_epi32(a, b), _mm512_packs_epi32(c, d));
         let q = _mm512_permutexvar_epi32(order, q);
         _mm512_storeu_si512(out.as_mut_ptr().add(i) as *mut __m512i, q);

@@ -41,9 +41,17 @@ pub(crate) fn correct(m: u8, c: Correction) -> u8 {
 /// clipped-off part; after convergence every iteration repeats this, the magnitudes
 /// drift down and, from about the sixth iteration (BG1 Zc=384 rate 1/3, early
 /// termination off), whole blocks flip.
+///
+/// Saturated means `|a| >= 127` (127, -127 and -128): symmetric, so that a kernel can
+/// test `|t|`, which it computes anyway, with one unsigned compare.
+///
+/// Once saturated, an APP value never changes again during a decode, so the message a
+/// row stores for a saturated `t` is never read (the next visit sees a saturated APP
+/// and subtracts nothing): kernels may store any value there (the AVX2 row kernel
+/// stores 0), and only the messages of unsaturated lanes must agree bit for bit.
 #[inline]
 pub(crate) fn saturated(a: i8) -> bool {
-    a == i8::MAX || a == i8::MIN
+    a.unsigned_abs() >= 127
 }
 
 /// Layered min-sum update of one row block.
@@ -52,7 +60,10 @@ pub(crate) fn saturated(a: i8) -> bool {
 /// [`saturated`]); `min1`, `min2` of `|t_e|` (as u8, so -128 gives 128) and the XOR of
 /// all `t_e` (its sign bit is the sign product); new
 /// `c2v_e = ±correct(min(|t_e| == min1 ? min2 : min1, 127))` with the sign of
-/// `t_e ^ product`; `app_e = sat(t_e + c2v_e)`, or `t_e` when `t_e` is saturated. An edge equal to `min1` gets `min2`:
+/// `t_e ^ product`; `app_e = sat(t_e + c2v_e)`, or `t_e` when `t_e` is saturated. A
+/// single edge (`Edge::single`) has `t_e` = its channel LLR instead (its message is not
+/// needed again; this kernel writes it and the APP value every time). An edge equal to
+/// `min1` gets `min2`:
 /// when the minimum is shared, `min2 == min1`, so no index is needed.
 pub(crate) fn layer(app: &mut [i8], edges: &[Edge], c2v: &mut [i8], dims: &Dims, corr: Correction) {
     let (zc, zpad) = (dims.zc, dims.zpad);
@@ -65,12 +76,16 @@ pub(crate) fn layer(app: &mut [i8], edges: &[Edge], c2v: &mut [i8], dims: &Dims,
     while i0 < zpad {
         let (mut min1, mut min2, mut sgn) = ([u8::MAX; BLOCK], [u8::MAX; BLOCK], [0i8; BLOCK]);
         for (e, ed) in edges.iter().enumerate() {
-            let a = &app[ed.base + window(ed.shift, i0, dims)..][..n];
             let te = &mut t[e][..n];
-            if dims.first {
+            if ed.single {
+                // The column's only message: t is its channel LLR.
+                te.copy_from_slice(&app[ed.base + dims.chan + window(ed.shift, i0, dims)..][..n]);
+            } else if dims.first {
                 // Old messages are all zero: t = a, saturated or not.
+                let a = &app[ed.base + window(ed.shift, i0, dims)..][..n];
                 te.copy_from_slice(a);
             } else {
+                let a = &app[ed.base + window(ed.shift, i0, dims)..][..n];
                 let old = &c2v[e * zpad + i0..][..n];
                 for i in 0..n {
                     te[i] = if saturated(a[i]) {

@@ -20,8 +20,10 @@ pub(crate) fn check_bounds(
     assert!(work.len() >= edges.len() * w);
     for ed in edges {
         assert!(ed.shift < dims.zc);
-        assert!(ed.base + ed.shift + dims.zpad <= app.len());
-        assert!(ed.base >= w && ed.base + 2 * dims.zc + w <= app.len());
+        // Single edges read their channel copy `chan` further on.
+        let end = ed.base + if ed.single { dims.chan } else { 0 };
+        assert!(end + ed.shift + dims.zpad <= app.len());
+        assert!(ed.base >= w && end + 2 * dims.zc + w <= app.len());
     }
 }
 
@@ -52,7 +54,7 @@ unsafe fn mirror_store(
 }
 
 #[target_feature(enable = "avx2")]
-fn correct256(m: __m256i, c: Correction) -> __m256i {
+pub(crate) fn correct256(m: __m256i, c: Correction) -> __m256i {
     match c {
         Correction::Offset(b) => _mm256_subs_epu8(m, _mm256_set1_epi8(b as i8)),
         Correction::Eighths(k) => {
@@ -83,10 +85,11 @@ fn correct256(m: __m256i, c: Correction) -> __m256i {
     }
 }
 
-/// All-ones lanes where `x` is saturated (127 or -128, see `scalar::saturated`).
+/// All-ones lanes where `abs_x` (`|x|` as u8) is saturated (>= 127, see
+/// `scalar::saturated`).
 #[inline(always)]
-unsafe fn saturated256(x: __m256i, max127: __m256i, min128: __m256i) -> __m256i {
-    _mm256_or_si256(_mm256_cmpeq_epi8(x, max127), _mm256_cmpeq_epi8(x, min128))
+unsafe fn saturated256(abs_x: __m256i, max127: __m256i) -> __m256i {
+    _mm256_cmpeq_epi8(_mm256_max_epu8(abs_x, max127), abs_x)
 }
 
 /// Copies `len` bytes between disjoint ranges with whole vectors (last one overlapping).
@@ -171,7 +174,6 @@ unsafe fn layer_avx2_impl<const FIRST: bool, const MODE: u8>(
     let one = _mm256_set1_epi8(1);
     let max127 = _mm256_set1_epi8(127);
     let all = _mm256_set1_epi8(-1);
-    let min128 = _mm256_set1_epi8(i8::MIN);
     let window = |shift: usize, i0: usize| {
         let q = shift + i0;
         if MODE == WRAPPED && q >= zc {
@@ -187,13 +189,15 @@ unsafe fn layer_avx2_impl<const FIRST: bool, const MODE: u8>(
     while i0 < lanes {
         let (mut min1, mut min2, mut sgn) = (all, all, _mm256_setzero_si256());
         for (e, ed) in edges.iter().enumerate() {
-            let a = _mm256_loadu_si256(appp.add(ed.base + window(ed.shift, i0)) as *const __m256i);
-            let t = if first {
+            // A single edge reads its channel copy, its t (see `scalar::layer`).
+            let src = ed.base + if ed.single { dims.chan } else { 0 };
+            let a = _mm256_loadu_si256(appp.add(src + window(ed.shift, i0)) as *const __m256i);
+            let t = if first || ed.single {
                 a
             } else {
                 let c = _mm256_loadu_si256(c2vp.add(e * zpad + i0) as *const __m256i);
                 // Saturated APP: subtract nothing (see `scalar::saturated`).
-                let sat = saturated256(a, max127, min128);
+                let sat = saturated256(_mm256_abs_epi8(a), max127);
                 _mm256_subs_epi8(a, _mm256_andnot_si256(sat, c))
             };
             _mm256_storeu_si256(wp.add(e * W) as *mut __m256i, t);
@@ -208,15 +212,20 @@ unsafe fn layer_avx2_impl<const FIRST: bool, const MODE: u8>(
         let m1 = _mm256_sign_epi8(correct256(_mm256_min_epu8(min1, max127), corr), sgn);
         let m2 = _mm256_sign_epi8(correct256(_mm256_min_epu8(min2, max127), corr), sgn);
         for (e, ed) in edges.iter().enumerate() {
+            if ed.single && !dims.write_single {
+                continue;
+            }
             let t = _mm256_loadu_si256(wp.add(e * W) as *const __m256i);
             let abs_t = _mm256_abs_epi8(t);
             let eq = _mm256_cmpeq_epi8(abs_t, min1);
             let mag = _mm256_blendv_epi8(m1, m2, eq);
             // |mag| <= 127: negating never overflows.
             let c = _mm256_sign_epi8(mag, _mm256_or_si256(t, one));
-            _mm256_storeu_si256(c2vp.add(e * zpad + i0) as *mut __m256i, c);
-            // Saturated t (127 or -128) is final: add nothing (`scalar::saturated`).
-            let tsat = saturated256(t, max127, min128);
+            if !ed.single {
+                _mm256_storeu_si256(c2vp.add(e * zpad + i0) as *mut __m256i, c);
+            }
+            // Saturated t (|t| >= 127) is final: add nothing (`scalar::saturated`).
+            let tsat = saturated256(abs_t, max127);
             let v = _mm256_adds_epi8(t, _mm256_andnot_si256(tsat, c));
             let q = window(ed.shift, i0);
             _mm256_storeu_si256(appp.add(ed.base + q) as *mut __m256i, v);
@@ -230,7 +239,7 @@ unsafe fn layer_avx2_impl<const FIRST: bool, const MODE: u8>(
         i0 += W;
     }
     if MODE == FIXUP {
-        for ed in edges {
+        for ed in edges.iter().filter(|ed| !ed.single || dims.write_single) {
             let col = appp.add(ed.base);
             copy_avx2(col, col.add(zc), ed.shift);
             copy_avx2(col.add(ed.shift + zc), col.add(ed.shift), zc - ed.shift);
@@ -330,18 +339,19 @@ unsafe fn layer_avx512_impl<const FIRST: bool>(
     let zero = _mm512_setzero_si512();
     let max127 = _mm512_set1_epi8(127);
     let all = _mm512_set1_epi8(-1);
-    let min128 = _mm512_set1_epi8(i8::MIN);
     let mut i0 = 0;
     while i0 < zpad {
         let (mut min1, mut min2, mut sgn) = (all, all, zero);
         for (e, ed) in edges.iter().enumerate() {
-            let a = _mm512_loadu_si512(appp.add(ed.base + ed.shift + i0) as *const __m512i);
-            let c = if first {
+            // A single edge reads its channel copy, its t (see `scalar::layer`).
+            let src = ed.base + if ed.single { dims.chan } else { 0 };
+            let a = _mm512_loadu_si512(appp.add(src + ed.shift + i0) as *const __m512i);
+            let c = if first || ed.single {
                 zero
             } else {
                 _mm512_loadu_si512(c2vp.add(e * zpad + i0) as *const __m512i)
             };
-            let unsat = _mm512_mask_cmpneq_epi8_mask(_mm512_cmpneq_epi8_mask(a, max127), a, min128);
+            let unsat = _mm512_cmplt_epu8_mask(_mm512_abs_epi8(a), max127);
             let t = _mm512_mask_subs_epi8(a, unsat, a, c);
             _mm512_storeu_si512(wp.add(e * W) as *mut __m512i, t);
             let m = _mm512_abs_epi8(t);
@@ -352,22 +362,25 @@ unsafe fn layer_avx512_impl<const FIRST: bool>(
         let m1 = correct512(_mm512_min_epu8(min1, max127), corr);
         let m2 = correct512(_mm512_min_epu8(min2, max127), corr);
         for (e, ed) in edges.iter().enumerate() {
+            if ed.single && !dims.write_single {
+                continue;
+            }
             let t = _mm512_loadu_si512(wp.add(e * W) as *const __m512i);
             let abs_t = _mm512_abs_epi8(t);
             let eq = _mm512_cmpeq_epi8_mask(abs_t, min1);
             let mag = _mm512_mask_blend_epi8(eq, m1, m2);
             let neg = _mm512_movepi8_mask(_mm512_xor_si512(t, sgn));
             let c = _mm512_mask_sub_epi8(mag, neg, zero, mag);
-            _mm512_storeu_si512(c2vp.add(e * zpad + i0) as *mut __m512i, c);
-            // Saturated t (127 or -128) is final: add nothing (`scalar::saturated`).
-            let unsat_t =
-                _mm512_mask_cmpneq_epi8_mask(_mm512_cmpneq_epi8_mask(t, max127), t, min128);
-            let v = _mm512_mask_adds_epi8(t, unsat_t, t, c);
+            if !ed.single {
+                _mm512_storeu_si512(c2vp.add(e * zpad + i0) as *mut __m512i, c);
+            }
+            // Saturated t (|t| >= 127) is final: add nothing (`scalar::saturated`).
+            let v = _mm512_mask_adds_epi8(t, _mm512_cmplt_epu8_mask(abs_t, max127), t, c);
             _mm512_storeu_si512(appp.add(ed.base + ed.shift + i0) as *mut __m512i, v);
         }
         i0 += W;
     }
-    for ed in edges {
+    for ed in edges.iter().filter(|ed| !ed.single || dims.write_single) {
         let col = appp.add(ed.base);
         copy_avx512(col, col.add(zc), ed.shift);
         copy_avx512(col.add(ed.shift + zc), col.add(ed.shift), zc - ed.shift);

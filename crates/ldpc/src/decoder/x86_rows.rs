@@ -13,7 +13,7 @@
 //! 128-entry table (AVX-512 VBMI; shifts and adds otherwise) and the sign product is
 //! applied to the two candidate magnitudes once instead of to every edge's message.
 
-use super::x86::correct512;
+use super::x86::{correct256, correct512};
 use super::{scalar, Correction, Dims, Edge, LANE_PAD};
 use std::arch::x86_64::*;
 
@@ -77,14 +77,43 @@ pub(crate) unsafe fn layer(
 ) -> bool {
     debug_assert!(dims.wrap && dims.zpad == dims.zc);
     debug_assert_eq!(windows.len(), edges.len() * dims.zc / 64);
+    // Only the last edge of a row can be single (see `decoder::single_columns`).
+    debug_assert!(edges.iter().rev().skip(1).all(|e| !e.single));
+    let single = Single {
+        write: dims.write_single,
+        chan: dims.chan,
+    };
+    let last_single = edges.last().is_some_and(|e| e.single);
+    // Every combination as constants: a run-time test in the unrolled code costs more
+    // (measured) than the code size.
     macro_rules! by_degree {
         ($($d:literal)*) => {
-            match (edges.len(), dims.first, corr.vbmi) {
+            match (edges.len(), dims.first, last_single, corr.vbmi) {
                 $(
-                    ($d, true, true) => row_vbmi::<true, $d>(app, windows, c2v, dims.zc, corr),
-                    ($d, false, true) => row_vbmi::<false, $d>(app, windows, c2v, dims.zc, corr),
-                    ($d, true, false) => row_bw::<true, $d>(app, windows, c2v, dims.zc, corr),
-                    ($d, false, false) => row_bw::<false, $d>(app, windows, c2v, dims.zc, corr),
+                    ($d, true, false, true) => {
+                        row_vbmi::<true, false, $d>(app, windows, c2v, dims.zc, corr, single)
+                    }
+                    ($d, false, false, true) => {
+                        row_vbmi::<false, false, $d>(app, windows, c2v, dims.zc, corr, single)
+                    }
+                    ($d, true, true, true) => {
+                        row_vbmi::<true, true, $d>(app, windows, c2v, dims.zc, corr, single)
+                    }
+                    ($d, false, true, true) => {
+                        row_vbmi::<false, true, $d>(app, windows, c2v, dims.zc, corr, single)
+                    }
+                    ($d, true, false, false) => {
+                        row_bw::<true, false, $d>(app, windows, c2v, dims.zc, corr, single)
+                    }
+                    ($d, false, false, false) => {
+                        row_bw::<false, false, $d>(app, windows, c2v, dims.zc, corr, single)
+                    }
+                    ($d, true, true, false) => {
+                        row_bw::<true, true, $d>(app, windows, c2v, dims.zc, corr, single)
+                    }
+                    ($d, false, true, false) => {
+                        row_bw::<false, true, $d>(app, windows, c2v, dims.zc, corr, single)
+                    }
                 )*
                 _ => return false,
             }
@@ -92,6 +121,141 @@ pub(crate) unsafe fn layer(
     }
     by_degree!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19);
     true
+}
+
+/// [`layer`] for AVX2: the same row kernel on 32-lane halves of each 64-lane window
+/// (registers hold one half of a row at a time). False (nothing done) when the degree
+/// has no kernel.
+///
+/// # Safety
+/// The CPU must support AVX2, `dims.wrap` must hold, and the buffers must pass
+/// `x86::check_bounds`.
+pub(crate) unsafe fn layer_avx2(
+    app: &mut [i8],
+    edges: &[Edge],
+    windows: &[u32],
+    c2v: &mut [i8],
+    dims: &Dims,
+    correction: Correction,
+) -> bool {
+    debug_assert!(dims.wrap && dims.zpad == dims.zc);
+    debug_assert_eq!(windows.len(), edges.len() * dims.zc / 64);
+    debug_assert!(edges.iter().rev().skip(1).all(|e| !e.single));
+    let single = Single {
+        write: dims.write_single,
+        chan: dims.chan,
+    };
+    let last_single = edges.last().is_some_and(|e| e.single);
+    macro_rules! by_degree {
+        ($($d:literal)*) => {
+            match (edges.len(), dims.first, last_single) {
+                $(
+                    ($d, true, false) => {
+                        row_avx2::<true, false, $d>(app, windows, c2v, dims.zc, correction, single)
+                    }
+                    ($d, false, false) => {
+                        row_avx2::<false, false, $d>(app, windows, c2v, dims.zc, correction, single)
+                    }
+                    ($d, true, true) => {
+                        row_avx2::<true, true, $d>(app, windows, c2v, dims.zc, correction, single)
+                    }
+                    ($d, false, true) => {
+                        row_avx2::<false, true, $d>(app, windows, c2v, dims.zc, correction, single)
+                    }
+                )*
+                _ => return false,
+            }
+        };
+    }
+    by_degree!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19);
+    true
+}
+
+/// AVX2 row kernel: for each 64-lane window, its two 32-lane halves one after the
+/// other, every operation as in `scalar::layer` (the saturation tests on `|x|`, the
+/// correction by shifts).
+#[target_feature(enable = "avx2")]
+unsafe fn row_avx2<const FIRST: bool, const LAST_SINGLE: bool, const D: usize>(
+    app: &mut [i8],
+    windows: &[u32],
+    c2v: &mut [i8],
+    zc: usize,
+    correction: Correction,
+    single: Single,
+) {
+    const W: usize = 64;
+    const H: usize = 32;
+    let appp = app.as_mut_ptr();
+    let c2vp = c2v.as_mut_ptr();
+    let zero = _mm256_setzero_si256();
+    let one = _mm256_set1_epi8(1);
+    let max127 = _mm256_set1_epi8(127);
+    let all = _mm256_set1_epi8(-1);
+    let (k126, k253) = (_mm256_set1_epi8(126), _mm256_set1_epi8(-3));
+    for k in 0..zc / W {
+        let win: &[u32; D] = windows[k * D..(k + 1) * D]
+            .try_into()
+            .expect("D windows per vector");
+        for h in [0, H] {
+            let c2vk = c2vp.add(k * D * W + h);
+            let mut t = [zero; D];
+            let (mut min1, mut min2, mut sgn) = (all, all, zero);
+            unroll!(D, |e| {
+                let is_single = LAST_SINGLE && e + 1 == D;
+                let at = (win[e] & OFFSET) as usize + h + if is_single { single.chan } else { 0 };
+                let a = _mm256_loadu_si256(appp.add(at) as *const __m256i);
+                t[e] = if FIRST || is_single {
+                    a
+                } else {
+                    let c = _mm256_load_si256(c2vk.add(e * W) as *const __m256i);
+                    // Saturated APP (|a| >= 127): subtract nothing (`scalar::saturated`).
+                    // a + 126 is 253..=255 exactly then (as u8); min/max/compare are
+                    // cheaper than |a| here.
+                    let x = _mm256_add_epi8(a, k126);
+                    let sat = _mm256_cmpeq_epi8(_mm256_max_epu8(x, k253), x);
+                    _mm256_subs_epi8(a, _mm256_andnot_si256(sat, c))
+                };
+                let m = _mm256_abs_epi8(t[e]);
+                min2 = _mm256_min_epu8(min2, _mm256_max_epu8(min1, m));
+                min1 = _mm256_min_epu8(min1, m);
+                sgn = _mm256_xor_si256(sgn, t[e]);
+            });
+            // The two candidate magnitudes; an edge's message is one of them with the sign
+            // of t ^ product.
+            let m1 = correct256(_mm256_min_epu8(min1, max127), correction);
+            let m2 = correct256(_mm256_min_epu8(min2, max127), correction);
+            unroll!(D, |e| {
+                let is_single = LAST_SINGLE && e + 1 == D;
+                // A single edge's value is only needed when someone reads it.
+                if !is_single || single.write {
+                    let t = t[e];
+                    let abs_t = _mm256_abs_epi8(t);
+                    // m2 >= m1: the larger one where |t| is the minimum, with logic and
+                    // max instead of a (slower) byte blend.
+                    let mag = _mm256_blendv_epi8(m1, m2, _mm256_cmpeq_epi8(abs_t, min1));
+                    // The sign of t ^ product (the low bit set, so never 0); |mag| <= 127:
+                    // negating never overflows.
+                    let s = _mm256_or_si256(_mm256_xor_si256(t, sgn), one);
+                    let c = _mm256_sign_epi8(mag, s);
+                    if !is_single {
+                        _mm256_store_si256(c2vk.add(e * W) as *mut __m256i, c);
+                    }
+                    // Saturated t (|t| >= 127) is final: add nothing (`scalar::saturated`).
+                    let sat = _mm256_cmpeq_epi8(_mm256_max_epu8(abs_t, max127), abs_t);
+                    let v = _mm256_adds_epi8(t, _mm256_andnot_si256(sat, c));
+                    let w = win[e];
+                    let p = appp.add((w & OFFSET) as usize + h);
+                    _mm256_storeu_si256(p as *mut __m256i, v);
+                    if w & MIRROR_UP != 0 {
+                        _mm256_storeu_si256(p.add(zc) as *mut __m256i, v);
+                    }
+                    if w & MIRROR_DOWN != 0 {
+                        _mm256_storeu_si256(p.sub(zc) as *mut __m256i, v);
+                    }
+                }
+            });
+        }
+    }
 }
 
 /// Where vector `k` of every edge of a row starts, `windows[k * degree + e]`: the
@@ -116,6 +280,15 @@ pub(crate) fn windows(edges: &[Edge], zc: usize) -> Vec<u32> {
     w
 }
 
+/// How the kernel treats a row's single edge (see `decoder::Edge::single`), when its
+/// `LAST_SINGLE` says the row has one (as the last edge): its `t` is read `chan` bytes
+/// further on, it has no message, and its second pass runs only when `write`.
+#[derive(Clone, Copy)]
+struct Single {
+    write: bool,
+    chan: usize,
+}
+
 /// Flags of a window offset (see [`windows`]).
 pub(crate) const MIRROR_UP: u32 = 1 << 31;
 pub(crate) const MIRROR_DOWN: u32 = 1 << 30;
@@ -128,101 +301,151 @@ const OFFSET: u32 = !(MIRROR_UP | MIRROR_DOWN);
 macro_rules! row_kernel {
     ($name:ident, $features:literal, $vbmi:literal) => {
         #[target_feature(enable = $features)]
-        unsafe fn $name<const FIRST: bool, const D: usize>(
+        unsafe fn $name<const FIRST: bool, const LAST_SINGLE: bool, const D: usize>(
             app: &mut [i8],
             windows: &[u32],
             c2v: &mut [i8],
             zc: usize,
             corr: &Corrector,
+            single: Single,
         ) {
             const W: usize = 64;
             let appp = app.as_mut_ptr();
             let zero = _mm512_setzero_si512();
             let max127 = _mm512_set1_epi8(127);
             let all = _mm512_set1_epi8(-1);
-            let min128 = _mm512_set1_epi8(i8::MIN);
+            let (k126, k253) = (_mm512_set1_epi8(126), _mm512_set1_epi8(-3));
             let table = corr.table.as_ptr();
             let (lo, hi) = (
                 _mm512_loadu_si512(table as *const __m512i),
                 _mm512_loadu_si512(table.add(64) as *const __m512i),
             );
-            for k in 0..zc / W {
-                let win: &[u32; D] = windows[k * D..(k + 1) * D]
+            let nvec = zc / W;
+            // The D windows and the messages of vector k.
+            let win = |k: usize| -> &[u32; D] {
+                windows[k * D..(k + 1) * D]
                     .try_into()
-                    .expect("D windows per vector");
-                let c2vk = c2v.as_mut_ptr().add(k * D * W);
-                let mut t = [zero; D];
-                let (mut min1, mut min2) = (all, all);
-                unroll!(D, |e| {
-                    let a =
-                        _mm512_loadu_si512(appp.add((win[e] & OFFSET) as usize) as *const __m512i);
-                    t[e] = if FIRST {
-                        a
+                    .expect("D windows per vector")
+            };
+            let c2vp = c2v.as_mut_ptr();
+            // First pass over vector k: every edge's extrinsic value t, then the two
+            // candidate messages (sign product applied) and the smallest |t|.
+            macro_rules! pass1 {
+                ($k:expr) => {{
+                    let (win, c2vk) = (win($k), c2vp.add($k * D * W));
+                    let mut t = [zero; D];
+                    let (mut min1, mut min2) = (all, all);
+                    unroll!(D, |e| {
+                        let is_single = LAST_SINGLE && e + 1 == D;
+                        let at =
+                            (win[e] & OFFSET) as usize + if is_single { single.chan } else { 0 };
+                        let a = _mm512_loadu_si512(appp.add(at) as *const __m512i);
+                        t[e] = if FIRST || is_single {
+                            a
+                        } else {
+                            let c = _mm512_load_si512(c2vk.add(e * W) as *const __m512i);
+                            // Saturated APP: subtract nothing (`scalar::saturated`).
+                            _mm512_mask_subs_epi8(a, unsaturated(a, k126, k253), a, c)
+                        };
+                        let m = _mm512_abs_epi8(t[e]);
+                        min2 = _mm512_min_epu8(min2, _mm512_max_epu8(min1, m));
+                        min1 = _mm512_min_epu8(min1, m);
+                    });
+                    // Sign product: XOR of all t, three inputs per instruction.
+                    let mut sgn = zero;
+                    unroll!(D, |e| {
+                        if e % 2 == 1 {
+                            sgn = _mm512_ternarylogic_epi64(sgn, t[e - 1], t[e], 0x96);
+                        } else if e + 1 == D {
+                            sgn = _mm512_xor_si512(sgn, t[e]);
+                        }
+                    });
+                    let (m1, m2) = (_mm512_min_epu8(min1, max127), _mm512_min_epu8(min2, max127));
+                    let (m1, m2) = if $vbmi {
+                        (
+                            _mm512_permutex2var_epi8(lo, m1, hi),
+                            _mm512_permutex2var_epi8(lo, m2, hi),
+                        )
                     } else {
-                        let c = _mm512_load_si512(c2vk.add(e * W) as *const __m512i);
-                        // Saturated APP: subtract nothing (`scalar::saturated`).
-                        let unsat = _mm512_mask_cmpneq_epi8_mask(
-                            _mm512_cmpneq_epi8_mask(a, max127),
-                            a,
-                            min128,
-                        );
-                        _mm512_mask_subs_epi8(a, unsat, a, c)
+                        (
+                            correct512(m1, corr.correction),
+                            correct512(m2, corr.correction),
+                        )
                     };
-                    let m = _mm512_abs_epi8(t[e]);
-                    min2 = _mm512_min_epu8(min2, _mm512_max_epu8(min1, m));
-                    min1 = _mm512_min_epu8(min1, m);
-                });
-                // Sign product: XOR of all t, three inputs per instruction.
-                let mut sgn = zero;
-                unroll!(D, |e| {
-                    if e % 2 == 1 {
-                        sgn = _mm512_ternarylogic_epi64(sgn, t[e - 1], t[e], 0x96);
-                    } else if e + 1 == D {
-                        sgn = _mm512_xor_si512(sgn, t[e]);
-                    }
-                });
-                let (m1, m2) = (_mm512_min_epu8(min1, max127), _mm512_min_epu8(min2, max127));
-                let (m1, m2) = if $vbmi {
-                    (
-                        _mm512_permutex2var_epi8(lo, m1, hi),
-                        _mm512_permutex2var_epi8(lo, m2, hi),
-                    )
-                } else {
-                    (
-                        correct512(m1, corr.correction),
-                        correct512(m2, corr.correction),
-                    )
-                };
-                // The magnitudes with the sign product applied; an edge's message is one
-                // of them with its own sign applied on top (the sign of t ^ product).
-                let neg = _mm512_movepi8_mask(sgn);
-                let m1 = _mm512_mask_sub_epi8(m1, neg, zero, m1);
-                let m2 = _mm512_mask_sub_epi8(m2, neg, zero, m2);
-                unroll!(D, |e| {
-                    let t = t[e];
-                    let abs_t = _mm512_abs_epi8(t);
-                    let eq = _mm512_cmpeq_epi8_mask(abs_t, min1);
-                    let mag = _mm512_mask_blend_epi8(eq, m1, m2);
-                    // |mag| <= 127: negating never overflows.
-                    let c = _mm512_mask_sub_epi8(mag, _mm512_movepi8_mask(t), zero, mag);
-                    _mm512_store_si512(c2vk.add(e * W) as *mut __m512i, c);
-                    // Saturated t is final: add nothing (`scalar::saturated`).
-                    let unsat =
-                        _mm512_mask_cmpneq_epi8_mask(_mm512_cmpneq_epi8_mask(t, max127), t, min128);
-                    let v = _mm512_mask_adds_epi8(t, unsat, t, c);
-                    let w = win[e];
-                    let p = appp.add((w & OFFSET) as usize);
-                    _mm512_storeu_si512(p as *mut __m512i, v);
-                    if w & MIRROR_UP != 0 {
-                        _mm512_storeu_si512(p.add(zc) as *mut __m512i, v);
-                    }
-                    if w & MIRROR_DOWN != 0 {
-                        _mm512_storeu_si512(p.sub(zc) as *mut __m512i, v);
-                    }
-                });
+                    // The magnitudes with the sign product applied; an edge's message is
+                    // one of them with its own sign on top (the sign of t ^ product).
+                    let neg = _mm512_movepi8_mask(sgn);
+                    let m1 = _mm512_mask_sub_epi8(m1, neg, zero, m1);
+                    let m2 = _mm512_mask_sub_epi8(m2, neg, zero, m2);
+                    (t, min1, m1, m2)
+                }};
+            }
+            // Second pass over vector k: new messages and APP values.
+            macro_rules! pass2 {
+                ($k:expr, $state:expr) => {{
+                    let (t, min1, m1, m2) = $state;
+                    let (win, c2vk) = (win($k), c2vp.add($k * D * W));
+                    unroll!(D, |e| {
+                        let is_single = LAST_SINGLE && e + 1 == D;
+                        // A single edge's value is only needed when someone reads it.
+                        if !is_single || single.write {
+                            let t = t[e];
+                            let abs_t = _mm512_abs_epi8(t);
+                            let eq = _mm512_cmpeq_epi8_mask(abs_t, min1);
+                            let mag = _mm512_mask_blend_epi8(eq, m1, m2);
+                            // |mag| <= 127: negating never overflows.
+                            let c = _mm512_mask_sub_epi8(mag, _mm512_movepi8_mask(t), zero, mag);
+                            if !is_single {
+                                _mm512_store_si512(c2vk.add(e * W) as *mut __m512i, c);
+                            }
+                            // Saturated t (|t| >= 127) is final: add nothing
+                            // (`scalar::saturated`).
+                            let unsat = _mm512_cmplt_epu8_mask(abs_t, max127);
+                            let v = _mm512_mask_adds_epi8(t, unsat, t, c);
+                            let w = win[e];
+                            let p = appp.add((w & OFFSET) as usize);
+                            _mm512_storeu_si512(p as *mut __m512i, v);
+                            if w & MIRROR_UP != 0 {
+                                _mm512_storeu_si512(p.add(zc) as *mut __m512i, v);
+                            }
+                            if w & MIRROR_DOWN != 0 {
+                                _mm512_storeu_si512(p.sub(zc) as *mut __m512i, v);
+                            }
+                        }
+                    });
+                }};
+            }
+            if D <= PIPELINE_MAX_DEGREE {
+                // Software pipelined: the first pass of vector k + 1 (a long dependency
+                // chain through min1) is issued before the second pass of vector k, so the
+                // two overlap. Vector k + 1 reads none of the lanes vector k writes (each
+                // lane has one window per row block), so the order is free.
+                let mut cur = pass1!(0);
+                for k in 0..nvec - 1 {
+                    let next = pass1!(k + 1);
+                    pass2!(k, cur);
+                    cur = next;
+                }
+                pass2!(nvec - 1, cur);
+            } else {
+                for k in 0..nvec {
+                    pass2!(k, pass1!(k));
+                }
             }
         }
     };
+}
+
+/// Rows of at most this degree are software pipelined (two vectors' `t` fit the 32
+/// registers).
+const PIPELINE_MAX_DEGREE: usize = 10;
+
+/// Lanes of `x` that are not saturated (|x| < 127, see `scalar::saturated`) without
+/// `|x|`: `x + 126` wraps 127, -128 and -127 to 253, 254 and 255, every other value
+/// below 253.
+#[inline(always)]
+unsafe fn unsaturated(x: __m512i, k126: __m512i, k253: __m512i) -> __mmask64 {
+    _mm512_cmplt_epu8_mask(_mm512_add_epi8(x, k126), k253)
 }
 
 row_kernel!(row_vbmi, "avx512f,avx512bw,avx512vbmi", true);

@@ -33,6 +33,8 @@ pub(crate) trait Lanes: Copy {
     fn mul_add(self, b: Self, c: Self) -> Self;
     /// `self * b - c`.
     fn mul_sub(self, b: Self, c: Self) -> Self;
+    /// `c - self * b`.
+    fn neg_mul_add(self, b: Self, c: Self) -> Self;
     /// Row `i` lane `j` becomes row `j` lane `i`.
     fn transpose(rows: &mut [Self; LANES]);
     /// 16 `Ci16` read as 32-bit words (their bits, not converted).
@@ -118,6 +120,14 @@ impl<const FMA: bool> Lanes for Portable<FMA> {
         let mut r = [0.0; LANES];
         for l in 0..LANES {
             r[l] = crate::simd::fmadd::<FMA>(self.0[l], b.0[l], -c.0[l]);
+        }
+        Self(r)
+    }
+    #[inline(always)]
+    fn neg_mul_add(self, b: Self, c: Self) -> Self {
+        let mut r = [0.0; LANES];
+        for l in 0..LANES {
+            r[l] = crate::simd::fmadd::<FMA>(-self.0[l], b.0[l], c.0[l]);
         }
         Self(r)
     }
@@ -219,6 +229,10 @@ mod avx512 {
             Self(unsafe { _mm512_fmsub_ps(self.0, b.0, c.0) })
         }
         #[inline(always)]
+        fn neg_mul_add(self, b: Self, c: Self) -> Self {
+            Self(unsafe { _mm512_fnmadd_ps(self.0, b.0, c.0) })
+        }
+        #[inline(always)]
         fn transpose(rows: &mut [Self; LANES]) {
             unsafe {
                 let mut r = [_mm512_setzero_ps(); 16];
@@ -308,6 +322,7 @@ mod tests {
         let b = V::splat(2.0);
         assert_eq!(a.mul_sub(b, V::splat(1.0)).to_array(), [5.0; LANES]);
         assert_eq!(a.mul_add(b, V::splat(1.0)).to_array(), [7.0; LANES]);
+        assert_eq!(a.neg_mul_add(b, V::splat(1.0)).to_array(), [-5.0; LANES]);
     }
 
     #[cfg(target_arch = "x86_64")]

@@ -83,7 +83,7 @@ pub fn spawn_ru(
     mut tx: Box<dyn PacketTx>,
     finished: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<std::io::Result<RuStats>> {
-    std::thread::spawn(move || {
+    spawn_named(format!("station-ru{ru}"), move || {
         let c = &ctx.cfg;
         let (fl, sl, nsym) = (c.frame_len(), c.symbol_len(), c.schedule.len() as u64);
         let symbols = ctx.shape.received_symbols();
@@ -131,4 +131,15 @@ pub fn spawn_ru(
         finished.store(true, Ordering::Release);
         result.map(|()| stats)
     })
+}
+
+/// Spawn `body` on a thread called `name` (names show in `perf` and `top -H`).
+pub(crate) fn spawn_named<T: Send + 'static>(
+    name: String,
+    body: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
+    std::thread::Builder::new()
+        .name(name)
+        .spawn(body)
+        .expect("the OS refused to start a station thread")
 }

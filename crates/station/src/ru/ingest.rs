@@ -68,7 +68,7 @@ pub fn spawn_ingest(
     finished: Arc<AtomicBool>,
     events: DriverSender,
 ) -> std::thread::JoinHandle<IngestStats> {
-    std::thread::spawn(move || {
+    super::emulator::spawn_named(format!("station-ingest{ru}"), move || {
         let c = &ctx.cfg;
         let (m_n, sl) = (c.antennas, c.symbol_len());
         let n_rx = ctx.shape.pilot_symbols.len() + ctx.shape.uplink_symbols.len();

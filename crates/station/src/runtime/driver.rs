@@ -64,7 +64,8 @@ pub struct DriverOutput {
     pub ignored_completions: u64,
     pub device_instrs: Vec<u64>,
     pub device_costs: Vec<DeviceCostLabel>,
-    /// Time the scheduler thread spent handling messages and polling the policy.
+    /// Time spent handling messages and polling the policy, on whichever thread
+    /// delivered them (workers, the ingest, the scheduler thread's timers).
     pub scheduler_busy_ns: Nanos,
     /// Dispatches sent to devices.
     pub dispatches: u64,
@@ -170,8 +171,133 @@ fn spawn_checker(
     (tx, h)
 }
 
-/// Run the scheduler loop until every radio unit's input has ended and every frame
-/// is accounted for.
+/// The driver's state: the policy, the devices and the open frames. While a run is
+/// on it lives behind the [`DriverSender`]'s lock, and every thread that reports to
+/// the driver (a worker's completion, the ingest's arrivals) runs the policy itself
+/// under that lock ([`DriverState::deliver`]): the next instruction is dispatched on
+/// the reporting thread, with no wake-up of a scheduler thread in between (a
+/// cross-core wake-up costs tens of microseconds on a VM, and a frame's critical
+/// path crosses dozens of instructions).
+pub(crate) struct DriverState {
+    policy: Box<dyn Policy>,
+    d: Driver,
+    changes: Vec<DeviceChange>,
+    deadline_ns: Nanos,
+    ingest_done: usize,
+    /// A device that could not start while handling a message: ends the run.
+    fatal: Option<StationError>,
+}
+
+impl DriverState {
+    /// Handle `msg`, then ask the policy for dispatches until it has none.
+    pub(crate) fn deliver(&mut self, msg: DriverMsg) {
+        let from = now_ns();
+        if let Err(e) = self.handle(msg) {
+            self.fatal.get_or_insert(e);
+        }
+        self.d.pump(&mut *self.policy);
+        self.d.out.scheduler_busy_ns += now_ns() - from;
+    }
+
+    /// Run the policy (its timers: over-commitment, deadlines) with no new message.
+    fn tick(&mut self) {
+        let from = now_ns();
+        self.d.pump(&mut *self.policy);
+        self.d.out.scheduler_busy_ns += now_ns() - from;
+    }
+
+    fn handle(&mut self, msg: DriverMsg) -> Result<(), StationError> {
+        let now = now_ns();
+        let (d, policy) = (&mut self.d, &mut *self.policy);
+        match msg {
+            DriverMsg::FrameArrived {
+                frame,
+                ru,
+                at,
+                slot,
+                truth,
+            } => {
+                d.out.first_arrival.get_or_insert(at);
+                while self.changes.first().is_some_and(|c| c.at_frame <= frame) {
+                    let c = self.changes.remove(0);
+                    d.change(policy, now, &c.action)?;
+                }
+                d.frames.insert(
+                    frame,
+                    Live {
+                        ru,
+                        arrival: at,
+                        slot,
+                        truth,
+                    },
+                );
+                policy.frame_arrived(now, frame, at + self.deadline_ns);
+            }
+            DriverMsg::FrameRefused { frame, ru, reason } => d.record(FrameRecord {
+                frame,
+                ru,
+                fate: FrameFate::Rejected,
+                latency_ns: 0,
+                decoded_ok: None,
+                uplink_bits: 0,
+                reason: Some(reason.to_string()),
+            }),
+            DriverMsg::FrameLost { frame, ru } => d.record(FrameRecord {
+                frame,
+                ru,
+                fate: FrameFate::Failed,
+                latency_ns: 0,
+                decoded_ok: None,
+                uplink_bits: 0,
+                reason: Some("lost in the fronthaul: no packet arrived".into()),
+            }),
+            DriverMsg::InputReady { frame, symbol } => {
+                if d.frames.contains_key(&frame) {
+                    policy.input_ready(now, frame, symbol);
+                }
+            }
+            DriverMsg::Completed {
+                device,
+                instr,
+                started,
+                finished,
+                result,
+            } => {
+                let live = d.devices.get(device as usize).is_some_and(Option::is_some);
+                if live {
+                    d.out.device_instrs[device as usize] += 1;
+                    d.report
+                        .stage(instr.opcode, finished.saturating_sub(started));
+                    policy.completed(now, instr, device, started, result);
+                } else {
+                    d.out.ignored_completions += 1;
+                }
+            }
+            DriverMsg::IngestDone { bad_packets, .. } => {
+                self.ingest_done += 1;
+                d.out.bad_packets += bad_packets;
+            }
+            DriverMsg::AddDevice(spec) => d.add_device(policy, &spec)?,
+            DriverMsg::RemoveDevice(id) => d.change(policy, now, &DeviceAction::Remove(id))?,
+            DriverMsg::DeviceFailed { device, fault } => {
+                d.out
+                    .notes
+                    .push(format!("device {device} failed: {fault}; removing it"));
+                d.change(policy, now, &DeviceAction::Remove(device))?
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How long the scheduler thread sleeps at most between looks at the policy's
+/// timers and the end of the input (the reporting threads do the rest).
+const TICK_NS: Nanos = 2_000_000;
+
+/// Run the driver until every radio unit's input has ended and every frame is
+/// accounted for. This thread starts the devices, installs the driver's state in
+/// `tx` (from then on the reporting threads run the policy, see [`DriverState`]),
+/// and wakes for the policy's timers and the end of the run.
 ///
 /// # Errors
 /// A device that could not start, or a panicked truth checker.
@@ -223,138 +349,79 @@ pub fn run_driver(
     }
     let mut changes = cfg.changes.clone();
     changes.sort_by_key(|c| c.at_frame);
-    let mut ingest_done = 0usize;
+    let state = DriverState {
+        policy,
+        d,
+        changes,
+        deadline_ns: cfg.deadline_ns,
+        ingest_done: 0,
+        fatal: None,
+    };
+    tx.install(state, &rx);
     let mut drain_since: Option<Nanos> = None;
-    loop {
-        let now = now_ns();
-        let wait = policy
-            .next_timeout()
-            .map_or(20_000_000, |t| t.saturating_sub(now))
-            .min(20_000_000);
-        let first = match rx.recv_timeout(Duration::from_nanos(wait)) {
+    let ended: Result<(), StationError> = loop {
+        let wait = tx
+            .with_state(|st| st.policy.next_timeout())
+            .flatten()
+            .map_or(TICK_NS, |t| t.saturating_sub(now_ns()))
+            .min(TICK_NS);
+        // After the install every report is delivered on its sender's thread; the
+        // inbox only wakes this thread for the timers.
+        let msg = match rx.recv_timeout(Duration::from_nanos(wait)) {
             Ok(m) => Some(m),
             Err(RecvTimeoutError::Timeout) => None,
-            Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Disconnected) => break Ok(()),
         };
-        let busy_from = now_ns();
-        let mut next = first;
-        // Batch: take everything already queued before asking the policy.
-        while let Some(msg) = next {
-            let now = now_ns();
+        let step = tx.with_state(|st| {
             match msg {
-                DriverMsg::FrameArrived {
-                    frame,
-                    ru,
-                    at,
-                    slot,
-                    truth,
-                } => {
-                    d.out.first_arrival.get_or_insert(at);
-                    while changes.first().is_some_and(|c| c.at_frame <= frame) {
-                        let c = changes.remove(0);
-                        d.change(&mut *policy, now, &c.action)?;
-                    }
-                    d.frames.insert(
-                        frame,
-                        Live {
-                            ru,
-                            arrival: at,
-                            slot,
-                            truth,
-                        },
-                    );
-                    policy.frame_arrived(now, frame, at + cfg.deadline_ns);
-                }
-                DriverMsg::FrameRefused { frame, ru, reason } => d.record(FrameRecord {
-                    frame,
-                    ru,
-                    fate: FrameFate::Rejected,
-                    latency_ns: 0,
-                    decoded_ok: None,
-                    uplink_bits: 0,
-                    reason: Some(reason.to_string()),
-                }),
-                DriverMsg::FrameLost { frame, ru } => d.record(FrameRecord {
-                    frame,
-                    ru,
-                    fate: FrameFate::Failed,
-                    latency_ns: 0,
-                    decoded_ok: None,
-                    uplink_bits: 0,
-                    reason: Some("lost in the fronthaul: no packet arrived".into()),
-                }),
-                DriverMsg::InputReady { frame, symbol } => {
-                    if d.frames.contains_key(&frame) {
-                        policy.input_ready(now, frame, symbol);
-                    }
-                }
-                DriverMsg::Completed {
-                    device,
-                    instr,
-                    started,
-                    finished,
-                    result,
-                } => {
-                    let live = d.devices.get(device as usize).is_some_and(Option::is_some);
-                    if live {
-                        d.out.device_instrs[device as usize] += 1;
-                        d.report
-                            .stage(instr.opcode, finished.saturating_sub(started));
-                        policy.completed(now, instr, device, started, result);
-                    } else {
-                        d.out.ignored_completions += 1;
-                    }
-                }
-                DriverMsg::IngestDone { bad_packets, .. } => {
-                    ingest_done += 1;
-                    d.out.bad_packets += bad_packets;
-                }
-                DriverMsg::AddDevice(spec) => d.add_device(&mut *policy, &spec)?,
-                DriverMsg::RemoveDevice(id) => {
-                    d.change(&mut *policy, now, &DeviceAction::Remove(id))?
-                }
-                DriverMsg::DeviceFailed { device, fault } => {
-                    d.out
-                        .notes
-                        .push(format!("device {device} failed: {fault}; removing it"));
-                    d.change(&mut *policy, now, &DeviceAction::Remove(device))?
-                }
+                Some(m) => st.deliver(m),
+                None => st.tick(),
             }
-            next = rx.try_recv().ok();
-        }
-        d.pump(&mut *policy);
-        d.out.scheduler_busy_ns += now_ns() - busy_from;
-        if ingest_done >= cfg.rus {
+            if let Some(e) = st.fatal.take() {
+                return Some(Err(e));
+            }
+            if st.ingest_done < cfg.rus {
+                return None;
+            }
             let now = now_ns();
             let since = *drain_since.get_or_insert(now);
-            if d.frames.is_empty() {
-                break;
+            if st.d.frames.is_empty() {
+                return Some(Ok(()));
             }
             if now.saturating_sub(since) > cfg.drain_timeout_ns {
-                let open: Vec<FrameId> = d.frames.keys().copied().collect();
-                d.out.notes.push(format!(
+                let open: Vec<FrameId> = st.d.frames.keys().copied().collect();
+                st.d.out.notes.push(format!(
                     "{} frames still open {} ms after the input ended: failed",
                     open.len(),
                     cfg.drain_timeout_ns / 1_000_000
                 ));
                 for f in open {
-                    d.finish(
+                    st.d.finish(
                         f,
                         FrameFate::Failed,
                         now,
                         Some("unfinished when the run ended".into()),
                     );
                 }
-                break;
+                return Some(Ok(()));
             }
+            None
+        });
+        if let Some(end) = step.flatten() {
+            break end;
         }
-    }
+    };
+    // Reports from now on go to the inbox (closed below) and are ignored.
+    let Some(DriverState { mut d, .. }) = tx.uninstall() else {
+        return Err(StationError::Panicked("scheduler state"));
+    };
     d.checker = None;
     // Workers blocked on a full inbox must see it closed before they are joined.
     drop(rx);
     for dev in d.devices.drain(..).flatten() {
         dev.shutdown();
     }
+    ended?;
     let (checked, payloads) = checker
         .join()
         .map_err(|_| StationError::Panicked("truth checker"))?;

@@ -1,6 +1,11 @@
 //! The real-time side of the station: CPU devices (pinned worker threads) and the
-//! driver loop, one scheduler thread that owns the `Box<dyn Policy>`.
+//! driver, the state that owns the `Box<dyn Policy>`.
 //!
+//! The driver's state sits behind a lock in the [`DriverSender`] every reporting
+//! thread holds: a worker reporting a completion, or the ingest reporting an
+//! arrival, runs the policy itself and dispatches what became ready, so no
+//! instruction waits for a scheduler thread to wake up (the scheduler thread only
+//! starts the devices and wakes for the policy's timers and the end of the run).
 //! The driver feeds the policy frame arrivals, `input_ready` and completions with a
 //! monotonic `now`, sends its [`crate::engine::Dispatch`]es to device work queues
 //! (bounded; `low_priority` goes to a second queue workers serve last; `after`
@@ -23,7 +28,7 @@ pub mod station;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SendError, SyncSender, TrySendError};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use radiohost_phy::generator::GeneratedFrame;
@@ -131,22 +136,36 @@ pub enum DeviceAction {
 /// ingest then falls behind the fronthaul, whose bounded ring drops and counts.
 pub const DRIVER_INBOX_CAPACITY: usize = 8192;
 
-/// The sending side of the scheduler thread's bounded inbox.
+/// The sending side of the driver: while [`run_driver`] runs, [`DriverSender::send`]
+/// delivers each message on the calling thread, under a lock, to the driver's state
+/// (the policy runs there and dispatches at once); before the driver starts (and
+/// for users of the bare channel, such as the calibration) messages go to its
+/// bounded inbox.
 #[derive(Clone)]
 pub struct DriverSender {
     tx: SyncSender<DriverMsg>,
     full_waits: Arc<AtomicU64>,
+    state: Arc<Mutex<Option<driver::DriverState>>>,
 }
 
 impl DriverSender {
-    /// Queue `msg`, waiting while the inbox is full.
+    /// Deliver `msg` to the running driver, or queue it, waiting while the inbox
+    /// is full.
     ///
     /// # Errors
-    /// The scheduler thread is gone; the message comes back.
+    /// The scheduler is gone; the message comes back.
     pub fn send(&self, msg: DriverMsg) -> Result<(), SendError<DriverMsg>> {
+        let mut state = self.lock_state();
+        if let Some(st) = state.as_mut() {
+            st.deliver(msg);
+            return Ok(());
+        }
+        // Queued under the lock, so a message queued before the driver installs its
+        // state is handled before any later message delivered directly.
         match self.tx.try_send(msg) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(msg)) => {
+                drop(state);
                 self.full_waits.fetch_add(1, Ordering::Relaxed);
                 self.tx.send(msg)
             }
@@ -158,14 +177,39 @@ impl DriverSender {
     pub fn full_waits(&self) -> u64 {
         self.full_waits.load(Ordering::Relaxed)
     }
+
+    fn lock_state(&self) -> MutexGuard<'_, Option<driver::DriverState>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Make `state` the receiver of every later send, after handling what the
+    /// inbox already holds.
+    fn install(&self, mut state: driver::DriverState, inbox: &Receiver<DriverMsg>) {
+        let mut slot = self.lock_state();
+        while let Ok(msg) = inbox.try_recv() {
+            state.deliver(msg);
+        }
+        *slot = Some(state);
+    }
+
+    /// Take the driver's state back; later sends go to the inbox.
+    fn uninstall(&self) -> Option<driver::DriverState> {
+        self.lock_state().take()
+    }
+
+    /// Run `f` on the installed state (None when there is none).
+    fn with_state<R>(&self, f: impl FnOnce(&mut driver::DriverState) -> R) -> Option<R> {
+        self.lock_state().as_mut().map(f)
+    }
 }
 
-/// The scheduler thread's bounded inbox ([`DRIVER_INBOX_CAPACITY`] messages).
+/// The driver's bounded inbox ([`DRIVER_INBOX_CAPACITY`] messages) and its sender.
 pub fn driver_channel() -> (DriverSender, Receiver<DriverMsg>) {
     let (tx, rx) = mpsc::sync_channel(DRIVER_INBOX_CAPACITY);
     let tx = DriverSender {
         tx,
         full_waits: Arc::new(AtomicU64::new(0)),
+        state: Arc::new(Mutex::new(None)),
     };
     (tx, rx)
 }

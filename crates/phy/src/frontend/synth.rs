@@ -1,0 +1,287 @@
+//! The transmit side's batched path: one inverse [`BatchFft`] per group of 16
+//! antennas, then a separate pass that scales, rounds and saturates each row of
+//! 16 antennas to ci16 words and transposes the words back to per-antenna time
+//! order, prefix included.
+//!
+//! The quantisation runs on the FFT's rows (16 antennas of one sample), before the
+//! transpose: one 16 x 16 transpose of 32-bit ci16 words per 16 samples instead
+//! of one for re and one for im. (Quantising after transposes of float rows, fused
+//! into the transform's last pass, measured 1.2x slower than rustfft per antenna:
+//! that per-sample quantise did not vectorise.) The input side transposes the
+//! precoder's interleaved `[antenna][subcarrier]` rows: 8 complex subcarriers of 16
+//! antennas are one 16 x 16 block of floats whose transpose is the re and im rows
+//! of those subcarriers, alternating.
+
+use radiohost_iq::{Cf32, Ci16};
+
+use crate::config::FrameConfig;
+use crate::fft::lanes::Lanes;
+use crate::fft::{dispatch_lanes, BatchFft, Row, LANES};
+use crate::ofdm::{bin_runs, data_bin};
+use crate::simd::Isa;
+
+/// `i16::MAX`: f32 full scale to ci16 (as `Ci16::from_cf32`).
+const FULL_SCALE: f32 = i16::MAX as f32;
+
+/// The batched inverse of a power-of-two size and the row maps around it.
+#[derive(Debug)]
+pub(super) struct BatchedSynth {
+    fft: BatchFft,
+    /// Input row ([`BatchFft::input_row`]) of every data subcarrier's bin.
+    data_rows: Vec<usize>,
+    /// Input rows of the other bins (zero).
+    null_rows: Vec<usize>,
+    /// Result row ([`BatchFft::row`]) of every time sample.
+    time_rows: Vec<usize>,
+    cp_len: usize,
+    /// Highest instruction set used (tests force each build).
+    pub(super) isa: Isa,
+}
+
+impl BatchedSynth {
+    /// `None` where the batched FFT cannot do the size (the per-antenna path runs).
+    pub(super) fn new(cfg: &FrameConfig) -> Option<Self> {
+        let n = cfg.fft_size;
+        if n < LANES {
+            return None;
+        }
+        let fft = BatchFft::new(n).ok()?;
+        let (start, num) = (cfg.data_start, cfg.data_num);
+        let null_rows = [(0, start), (start + num, n)]
+            .into_iter()
+            .flat_map(|(a, b)| bin_runs(n, a, b))
+            .flatten()
+            .map(|k| fft.input_row(k))
+            .collect();
+        Some(Self {
+            data_rows: (0..num)
+                .map(|i| fft.input_row(data_bin(n, start, i)))
+                .collect(),
+            null_rows,
+            time_rows: (0..n).map(|t| fft.row(t)).collect(),
+            cp_len: cfg.cp_len,
+            fft,
+            isa: Isa::Avx512,
+        })
+    }
+
+    /// As [`super::Synthesizer::antennas_ci16`]: `data` is `antennas` rows of
+    /// `data_num` subcarriers; antenna `m`'s symbol (prefix first) goes to
+    /// `out[m * out_stride + offset..]`. The caller checked the lengths.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn antennas_ci16(
+        &mut self,
+        data: &[Cf32],
+        antennas: usize,
+        gain: f32,
+        out: &mut [Ci16],
+        out_stride: usize,
+        offset: usize,
+    ) {
+        let scale = gain / (self.fft.size() as f32).sqrt() * FULL_SCALE;
+        let job = &mut SynthJob {
+            b: self,
+            data,
+            antennas,
+            scale,
+            out,
+            out_stride,
+            offset,
+        };
+        let isa = Isa::detect().min(job.b.isa);
+        dispatch_lanes!(isa, fn run(job: &mut SynthJob<'_>) => synth_batch)
+    }
+}
+
+/// One batched synthesis call.
+struct SynthJob<'a> {
+    b: &'a mut BatchedSynth,
+    data: &'a [Cf32],
+    antennas: usize,
+    /// `gain / sqrt(N)` times ci16 full scale.
+    scale: f32,
+    out: &'a mut [Ci16],
+    out_stride: usize,
+    offset: usize,
+}
+
+/// Per group of 16 antennas: data subcarriers into the transform's rows, the
+/// inverse transform, then [`Quantise::ci16_words`] per row and the words back
+/// to each antenna's samples.
+#[inline(always)]
+fn synth_batch<V: Quantise>(job: &mut SynthJob<'_>) {
+    let b = &mut *job.b;
+    let n = b.fft.size();
+    let d = b.data_rows.len();
+    let cp = b.cp_len;
+    let body = n - cp;
+    let scale = V::splat(job.scale);
+    for m0 in (0..job.antennas).step_by(LANES) {
+        let valid = LANES.min(job.antennas - m0);
+        let (xr, xi) = b.fft.input_mut();
+        let skip_null = std::env::var("SKIP_NULL").is_ok();
+        for &k in &b.null_rows {
+            if skip_null { break; }
+            xr[k] = Row::default();
+            xi[k] = Row::default();
+        }
+        // 8 subcarriers of 16 antennas (16 floats each) per transpose.
+        let skip_in = std::env::var("SKIP_IN").is_ok();
+        for i0 in (0..d).step_by(LANES / 2) {
+            if skip_in { break; }
+            let count = (LANES / 2).min(d - i0);
+            let mut rows = [V::zero(); LANES];
+            for (a, row) in rows.iter_mut().enumerate().take(valid) {
+                let src = &job.data[(m0 + a) * d + i0..][..count];
+                *row = if count == LANES / 2 {
+                    // SAFETY: `src` holds 8 complex = 16 f32.
+                    unsafe { V::load(src.as_ptr().cast()) }
+                } else {
+                    let mut pad = [Cf32::default(); LANES / 2];
+                    pad[..count].copy_from_slice(src);
+                    // SAFETY: as above.
+                    unsafe { V::load(pad.as_ptr().cast()) }
+                };
+            }
+            V::transpose(&mut rows);
+            for (l, &k) in b.data_rows[i0..i0 + count].iter().enumerate() {
+                store(rows[2 * l], &mut xr[k]);
+                store(rows[2 * l + 1], &mut xi[k]);
+            }
+        }
+        let side = b.fft.run_lanes::<V>(true);
+        let (fr, fi) = b.fft.buffers(side);
+        let skip_out = std::env::var("SKIP_OUT").is_ok();
+        for t0 in (0..n).step_by(LANES) {
+            if skip_out { break; }
+            let mut words = [V::zero(); LANES];
+            for (w, &k) in words.iter_mut().zip(&b.time_rows[t0..t0 + LANES]) {
+                *w = V::ci16_words(load::<V>(&fr[k]).mul(scale), load::<V>(&fi[k]).mul(scale));
+            }
+            V::transpose(&mut words);
+            for (a, w) in words.iter().enumerate().take(valid) {
+                let base = (m0 + a) * job.out_stride + job.offset;
+                let dst = &mut job.out[base + cp + t0..][..LANES];
+                // SAFETY: `dst` holds 16 ci16 = 16 x 32 bits.
+                unsafe { w.store(dst.as_mut_ptr().cast()) };
+                if t0 + LANES > body {
+                    // The prefix repeats the symbol's last `cp` samples.
+                    if t0 >= body {
+                        let dst = &mut job.out[base + t0 - body..][..LANES];
+                        // SAFETY: as above.
+                        unsafe { w.store(dst.as_mut_ptr().cast()) };
+                    } else {
+                        let words = w.to_array();
+                        let tail = &words[body - t0..];
+                        for (o, v) in job.out[base..base + tail.len()].iter_mut().zip(tail) {
+                            let w = v.to_bits();
+                            *o = Ci16::new(w as u16 as i16, (w >> 16) as u16 as i16);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Rounding to ci16 on top of [`Lanes`].
+pub(crate) trait Quantise: Lanes {
+    /// `re` and `im` (ci16 units) rounded to nearest (ties to even), saturated to
+    /// i16, as `Ci16` bit patterns (re in the low half-word).
+    fn ci16_words(re: Self, im: Self) -> Self;
+}
+
+impl<const FMA: bool> Quantise for crate::fft::lanes::Portable<FMA> {
+    #[inline(always)]
+    fn ci16_words(re: Self, im: Self) -> Self {
+        let (re, im) = (re.to_array(), im.to_array());
+        // `x + 1.5 * 2^23 - 1.5 * 2^23` rounds to nearest even for |x| < 2^22
+        // without a library call (this build may lack SSE4.1's `roundps`).
+        const MAGIC: f32 = 12_582_912.0;
+        let q = |v: f32| {
+            let c = v.clamp(i16::MIN as f32, i16::MAX as f32);
+            ((c + MAGIC) - MAGIC) as i16 as u16 as u32
+        };
+        let words: [f32; LANES] =
+            std::array::from_fn(|l| f32::from_bits(q(re[l]) | q(im[l]) << 16));
+        // SAFETY: `words` holds 16 f32.
+        unsafe { Self::load(words.as_ptr()) }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Quantise for crate::fft::lanes::Avx512 {
+    #[inline(always)]
+    fn ci16_words(re: Self, im: Self) -> Self {
+        use std::arch::x86_64::*;
+        let (re, im) = (re.to_array(), im.to_array());
+        // SAFETY: `Avx512` values exist only in AVX-512 builds (see its type); the
+        // arrays hold 16 f32. The round trip through them compiles away.
+        unsafe {
+            let (lo, hi) = (_mm512_set1_ps(i16::MIN as f32), _mm512_set1_ps(FULL_SCALE));
+            let re = _mm512_min_ps(_mm512_max_ps(_mm512_loadu_ps(re.as_ptr()), lo), hi);
+            let im = _mm512_min_ps(_mm512_max_ps(_mm512_loadu_ps(im.as_ptr()), lo), hi);
+            // Rounds by MXCSR: to nearest, ties to even.
+            let (r, i) = (_mm512_cvtps_epi32(re), _mm512_cvtps_epi32(im));
+            let w = _mm512_mask_blend_epi16(0xaaaa_aaaa, r, _mm512_slli_epi32::<16>(i));
+            let mut out = Row::default();
+            _mm512_storeu_ps(out.0.as_mut_ptr(), _mm512_castsi512_ps(w));
+            Self::load(out.0.as_ptr())
+        }
+    }
+}
+
+#[inline(always)]
+fn load<V: Lanes>(row: &Row) -> V {
+    // SAFETY: a row holds 16 f32.
+    unsafe { V::load(row.0.as_ptr()) }
+}
+
+#[inline(always)]
+fn store<V: Lanes>(v: V, row: &mut Row) {
+    // SAFETY: a row holds 16 f32.
+    unsafe { v.store(row.0.as_mut_ptr()) }
+}
+
+#[cfg(test)]
+mod timing_scratch {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    #[ignore]
+    fn scratch_timing() {
+        let cfg = FrameConfig::from_json(
+            r#"{"bs_ant_num": 64, "ue_ant_num": 16, "fft_size": 2048, "ofdm_data_num": 1200,
+            "cp_len": 144, "frame_schedule": "PUUUG", "modulation": "16QAM", "zc": 72}"#,
+        )
+        .unwrap();
+        let d = 1200;
+        let x: Vec<Cf32> = (0..64 * d)
+            .map(|i| Cf32::new((i % 7) as f32 * 0.1 - 0.3, (i % 5) as f32 * 0.1 - 0.2))
+            .collect();
+        let len = cfg.symbol_len();
+        let mut out = vec![Ci16::default(); 64 * len];
+        let mut s = super::super::Synthesizer::new(&cfg);
+        let best = |f: &mut dyn FnMut()| {
+            let mut b = f64::MAX;
+            for _ in 0..200 {
+                let t = Instant::now();
+                f();
+                b = b.min(t.elapsed().as_secs_f64());
+            }
+            b * 1e6 * 13.0
+        };
+        let full = best(&mut || s.antennas_ci16(&x, 64, 1.0, &mut out, len, 0));
+        let b = s.batched.as_mut().unwrap();
+        let fft_only = best(&mut || {
+            for _ in 0..4 {
+                b.fft.run(Isa::Avx512, true);
+            }
+        });
+        let mut r = super::super::Synthesizer::new(&cfg);
+        r.batched = None;
+        let reference = best(&mut || r.antennas_ci16(&x, 64, 1.0, &mut out, len, 0));
+        println!("per frame (13 symbols x 64 antennas): batched {full:.0} us, of which transforms {fft_only:.0}; per antenna (rustfft) {reference:.0}");
+    }
+}
