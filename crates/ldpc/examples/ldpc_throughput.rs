@@ -94,11 +94,12 @@ fn main() {
         let mbps = k / cpu / 1e6;
         let ratio = base.map(|b| mbps / b).unwrap_or(1.0);
         base.get_or_insert(mbps);
-        // Floor: vector instructions per edge and vector (the kernels' counts: AVX2 24
-        // with the extrinsic values stored and reloaded; AVX-512 ~19 with them held in
-        // registers: 2 loads, 14 ALU plus ~1 per-vector ALU share (correction lookup,
-        // signs), 2 stores plus a mirror store for a third of the vectors), 4 per
-        // cycle, lanes per vector; scalar: ~12 instructions per edge-lane update.
+        // Floor: vector instructions per edge and vector (the row kernels' counts, the
+        // extrinsic values held in registers: AVX-512 ~19: 2 loads, 14 ALU plus ~1
+        // per-vector ALU share (correction lookup, signs), 2 stores plus a mirror store
+        // for a third of the vectors; AVX2 ~24: the same loads and stores, ~19 ALU
+        // without mask registers; single-edge savings not counted), 4 per cycle, lanes
+        // per vector; scalar: ~12 instructions per edge-lane update.
         let (lanes, instr) = match level {
             SimdLevel::Avx512 => (64.0, 19.0),
             SimdLevel::Avx2 => (32.0, 24.0),

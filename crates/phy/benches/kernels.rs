@@ -8,10 +8,12 @@ use num_complex::Complex64;
 use radiohost_iq::Cf32;
 use radiohost_phy::bench::{naive_dft, naive_zf};
 use radiohost_phy::crc::{crc_bits, CrcKind};
+use radiohost_phy::fft::{BatchFft, Row, LANES};
 use radiohost_phy::generator::Generator;
 use radiohost_phy::ofdm::OfdmFft;
 use radiohost_phy::qam::{Demodulator, Modulation, Modulator};
 use radiohost_phy::scramble::GoldSequence;
+use radiohost_phy::simd::Isa;
 use radiohost_phy::uplink::{UplinkOutput, UplinkPipeline};
 use radiohost_phy::zf::{zf_detector, ZfScratch};
 use radiohost_phy::FrameConfig;
@@ -33,6 +35,21 @@ fn fft(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("rustfft_batch64", n), |b| {
             b.iter(|| fft.forward_batch(black_box(&mut data)))
         });
+    }
+    // The front end's 16-antenna transform (natural order in and out, so the
+    // copies in and out are timed too), per 16 transforms of rustfft above.
+    let isa = Isa::detect();
+    for n in [512usize, 1024, 2048, 4096] {
+        let mut fft = BatchFft::new(n).expect("a power of two");
+        let mut re: Vec<Row> = (0..n).map(|i| Row([(i % 7) as f32; LANES])).collect();
+        let mut im: Vec<Row> = (0..n).map(|i| Row([(i % 5) as f32; LANES])).collect();
+        g.throughput(Throughput::Elements((n * LANES) as u64));
+        for inverse in [false, true] {
+            let id = format!("{}_{}", if inverse { "inverse" } else { "forward" }, isa.name());
+            g.bench_function(BenchmarkId::new(format!("batch16_{id}"), n), |b| {
+                b.iter(|| fft.transform(isa, inverse, black_box(&mut re), black_box(&mut im)))
+            });
+        }
     }
     let n = 256;
     let x: Vec<Cf32> = (0..n).map(|i| Cf32::new(i as f32, 1.0)).collect();

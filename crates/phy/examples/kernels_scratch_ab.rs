@@ -1,7 +1,6 @@
 //! Temporary A/B timing harness (helper "kernels"; removed before the session ends).
 use radiohost_iq::Cf32;
-use radiohost_phy::qam::{Modulation, Modulator};
-use radiohost_phy::scramble::GoldSequence;
+use radiohost_phy::group_product::{Coefficients, GaussCoefficients, GroupProduct, LANES};
 use radiohost_phy::simd::Isa;
 use std::hint::black_box;
 use std::time::Instant;
@@ -17,20 +16,31 @@ fn best(reps: usize, mut f: impl FnMut()) -> f64 {
 }
 
 fn main() {
-    for m in [Modulation::Qam16, Modulation::Qam256] {
-        let qm = m.bits_per_symbol();
-        let n = 1200;
-        let mut bits: Vec<u8> = (0..n * qm).map(|i| ((i * 7 + i / 5) % 3 == 1) as u8).collect();
-        let md = Modulator::new(m);
-        let mut out = vec![Cf32::default(); n];
-        let mut re = vec![[0f32; 16]; 75 * 16];
-        let mut im = vec![[0f32; 16]; 75 * 16];
-        let mut g = GoldSequence::new(1234);
-        let ts = best(200, || g.scramble_bits(black_box(&mut bits)));
+    let (m, k) = (64usize, 16usize);
+    let slices = 75;
+    let w: Vec<Cf32> = (0..m * k).map(|i| Cf32::new((i % 7) as f32 * 0.1, (i % 5) as f32 * -0.1)).collect();
+    let re = vec![[0.3f32; LANES]; slices * m];
+    let im = vec![[0.2f32; LANES]; slices * m];
+    for (name, a, cols, rows) in [
+        ("equalize", Coefficients::detector(&w, k, m), m, k),
+        ("precode", Coefficients::precoder_transposed(&w, k, m, 0.5), k, m),
+    ] {
+        let mut g = GaussCoefficients::default();
+        g.fill(&a);
+        let d = slices * LANES;
+        let mut out = vec![Cf32::default(); rows * d];
         for isa in Isa::available() {
-            let ti = best(200, || md.modulate_at(isa, black_box(&bits), &mut out));
-            let tp = best(200, || md.modulate_planar_at(isa, black_box(&bits), &mut re, &mut im, 16));
-            println!("{m:?} {isa:?}: scramble {ts:.2} us, modulate {ti:.2} us, planar {tp:.2} us per user-symbol (x192 per frame)");
+            let t4 = best(30, || {
+                for s in 0..slices {
+                    GroupProduct::apply_planar(isa, a, black_box(&re[s * cols..(s + 1) * cols]), &im[s * cols..(s + 1) * cols], 0..16, &mut out, d, s * LANES);
+                }
+            });
+            let t3 = best(30, || {
+                for s in 0..slices {
+                    GroupProduct::apply_gauss(isa, &g, black_box(&re[s * cols..(s + 1) * cols]), &im[s * cols..(s + 1) * cols], 0..16, &mut out, d, s * LANES);
+                }
+            });
+            println!("{name} {isa:?}: 4-mult {t4:.1} us, 3-mult {t3:.1} us per symbol (x13 per frame)");
         }
     }
 }

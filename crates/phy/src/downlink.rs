@@ -23,7 +23,7 @@ use crate::config::{FrameConfig, SymbolKind};
 use crate::csi::pilot_sequence;
 use crate::frontend::{FrontEnd, Synthesizer};
 use crate::generator::TARGET_RMS;
-use crate::group_product::{GroupProduct, LANES};
+use crate::group_product::{GaussCoefficients, GroupProduct, LANES};
 use crate::simd::Isa;
 use crate::uplink::Detector;
 use crate::PhyError;
@@ -78,6 +78,9 @@ pub struct DownlinkPipeline {
     /// One symbol of every user, planar `[slice][user]` (what the precoder reads).
     user_re: Vec<[f32; LANES]>,
     user_im: Vec<[f32; LANES]>,
+    /// Each group's precoder (with `beta`) prepared for the three-multiplication
+    /// product.
+    precoders: Vec<GaussCoefficients>,
     ant_syms: Vec<Cf32>,
     stages: DownlinkStages,
 }
@@ -102,6 +105,7 @@ impl DownlinkPipeline {
             dl_syms: cfg.symbols_of(SymbolKind::Downlink),
             user_re: vec![[0.0; LANES]; rows],
             user_im: vec![[0.0; LANES]; rows],
+            precoders: vec![GaussCoefficients::default(); cfg.zf_groups()],
             ant_syms: vec![Cf32::default(); m * d],
             stages: DownlinkStages::default(),
             cfg: cfg.clone(),
@@ -170,6 +174,12 @@ impl DownlinkPipeline {
         let mut st = DownlinkStages::default();
         let mut t = Instant::now();
         st.detector = t - t0;
+        for (g, prepared) in self.precoders.iter_mut().enumerate() {
+            prepared.fill(&det.precoder(g, beta));
+        }
+        let now = Instant::now();
+        st.precode += now - t;
+        t = now;
         let mut lap = |slot: &mut Duration| {
             let now = Instant::now();
             *slot += now - t;
@@ -192,13 +202,13 @@ impl DownlinkPipeline {
             };
             for g in 0..det.groups() {
                 let (i0, n) = det.group_range(g);
-                let p = det.precoder(g, beta);
+                let p = &self.precoders[g];
                 // The 16-subcarrier slices this group covers, and its lanes in each.
                 for s in i0 / LANES..(i0 + n).div_ceil(LANES) {
                     let s0 = s * LANES;
                     let lanes = i0.max(s0) - s0..(i0 + n).min(s0 + LANES) - s0;
                     let rows = s * k_n..(s + 1) * k_n;
-                    GroupProduct::apply_planar(
+                    GroupProduct::apply_gauss(
                         isa,
                         p,
                         &user_re[rows.clone()],

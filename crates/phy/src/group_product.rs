@@ -129,6 +129,54 @@ pub fn transpose(m: &[Cf32], rows: usize, cols: usize, out: &mut [Cf32]) {
     }
 }
 
+/// A coefficient matrix prepared for three real multiplications per complex one
+/// (Gauss): with `T = sum_c wr (xr + xi)`, the product is
+/// `re = T - sum_c (wr + wi) xi`, `im = T + sum_c (wi - wr) xr`, so a row block
+/// costs three fused multiply-adds per coefficient instead of four. Preparing it
+/// costs a pass over the matrix, repaid when one group's matrix multiplies many
+/// slices (every symbol of a frame). Owned, refilled in place, no allocation once
+/// grown.
+#[derive(Clone, Debug, Default)]
+pub struct GaussCoefficients {
+    /// `wr`, `wr + wi` and `wi - wr` of every `a(r, c)`, row-major `[r][c]`.
+    wr: Vec<f32>,
+    sum: Vec<f32>,
+    diff: Vec<f32>,
+    rows: usize,
+    cols: usize,
+    gain: f32,
+}
+
+impl GaussCoefficients {
+    /// Prepare `a` (its gain included).
+    pub fn fill(&mut self, a: &Coefficients<'_>) {
+        let n = a.rows * a.cols;
+        for v in [&mut self.wr, &mut self.sum, &mut self.diff] {
+            v.resize(n, 0.0);
+        }
+        for r in 0..a.rows {
+            for c in 0..a.cols {
+                let (wr, wi) = a.at(r, c);
+                let i = r * a.cols + c;
+                (self.wr[i], self.sum[i], self.diff[i]) = (wr, wr + wi, wi - wr);
+            }
+        }
+        (self.rows, self.cols, self.gain) = (a.rows, a.cols, a.gain);
+    }
+
+    /// Rows and columns of the prepared matrix.
+    pub fn shape(&self) -> (usize, usize) {
+        (self.rows, self.cols)
+    }
+
+    /// `(wr, wr + wi, wi - wr)` of `a(r, c)`.
+    #[inline(always)]
+    fn at(&self, r: usize, c: usize) -> (f32, f32, f32) {
+        let i = r * self.cols + c;
+        (self.wr[i], self.sum[i], self.diff[i])
+    }
+}
+
 /// Planar scratch for one 16-subcarrier slice of the input (allocated once).
 #[derive(Clone, Debug, Default)]
 pub struct GroupProduct {
@@ -229,6 +277,47 @@ impl GroupProduct {
         let (re, im) = (&re[..a.cols], &im[..a.cols]);
         product_slice(isa, &a, re, im, lanes, out, out_stride, s0);
     }
+
+    /// [`Self::apply_planar`] with a prepared matrix (three multiplications per
+    /// complex one): `out[r * out_stride + s0 + l] = gain * sum_c a(r, c) v[c][l]`
+    /// for `l` in `lanes`, `v[c]` = (`re[c]`, `im[c]`).
+    ///
+    /// # Panics
+    /// If a slice is too short for the shapes given (caller bugs).
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply_gauss(
+        isa: Isa,
+        a: &GaussCoefficients,
+        re: &[[f32; LANES]],
+        im: &[[f32; LANES]],
+        lanes: std::ops::Range<usize>,
+        out: &mut [Cf32],
+        out_stride: usize,
+        s0: usize,
+    ) {
+        assert!(
+            re.len() >= a.cols && im.len() >= a.cols,
+            "group product: input too short"
+        );
+        assert!(lanes.end <= LANES, "group product: lanes");
+        if a.rows == 0 || lanes.is_empty() {
+            return;
+        }
+        assert!(
+            (a.rows - 1) * out_stride + s0 + lanes.end <= out.len(),
+            "group product: output too short"
+        );
+        let (re, im) = (&re[..a.cols], &im[..a.cols]);
+        #[cfg(target_arch = "x86_64")]
+        if isa.min(Isa::cpu()) == Isa::Avx512 {
+            // SAFETY: the CPU has AVX-512 (checked just above); the output covers
+            // every row's lanes (asserted above).
+            unsafe { gauss_avx512(a, re, im, lanes, out, out_stride, s0) };
+            return;
+        }
+        dispatch!(isa.min(Isa::Avx2), fn run(a: &GaussCoefficients, re: &[[f32; LANES]], im: &[[f32; LANES]],
+            lanes: std::ops::Range<usize>, out: &mut [Cf32], out_stride: usize, s0: usize) => gauss_portable)
+    }
 }
 
 /// Every output row of one planar slice, built for `isa`.
@@ -269,12 +358,7 @@ unsafe fn slice_avx512(
     out_stride: usize,
     s0: usize,
 ) {
-    // Float masks of the two 8-subcarrier halves (two floats per subcarrier).
-    let lane_mask = ((1u32 << lanes.end) - 1) & !((1u32 << lanes.start) - 1);
-    let spread = |bits: u32| -> u16 {
-        (0..8).fold(0u16, |m, l| m | ((((bits >> l) & 1) as u16) * (3 << (2 * l))))
-    };
-    let masks = (spread(lane_mask & 0xFF), spread(lane_mask >> 8));
+    let masks = interleaved_masks(&lanes);
     let mut r0 = 0;
     while r0 + ROWS <= a.rows {
         // SAFETY: `product_slice` checked the output covers every row's lanes.
@@ -307,7 +391,7 @@ unsafe fn block_avx512<const R: usize>(
     out: &mut [Cf32],
     out_stride: usize,
     s0: usize,
-    (mask_lo, mask_hi): (u16, u16),
+    masks: (u16, u16),
 ) {
     use std::arch::x86_64::*;
     let mut ar = [_mm512_setzero_ps(); R];
@@ -330,25 +414,10 @@ unsafe fn block_avx512<const R: usize>(
         }
     }
     let gain = _mm512_set1_ps(a.gain);
-    // Interleave re/im: low half takes subcarriers 0..8, high half 8..16.
-    let lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-    let hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
     for j in 0..R {
         let (vr, vi) = (_mm512_mul_ps(ar[j], gain), _mm512_mul_ps(ai[j], gain));
-        let row = (r0 + j) * out_stride + s0;
-        debug_assert!(row <= out.len());
-        // SAFETY: the caller guarantees every selected lane is inside `out`; masked
-        // lanes are not touched, and the high half is only addressed when it has a
-        // selected lane (so the pointer stays inside the slice).
-        unsafe {
-            let p = out.as_mut_ptr().add(row).cast::<f32>();
-            if mask_lo != 0 {
-                _mm512_mask_storeu_ps(p, mask_lo, _mm512_permutex2var_ps(vr, lo, vi));
-            }
-            if mask_hi != 0 {
-                _mm512_mask_storeu_ps(p.add(16), mask_hi, _mm512_permutex2var_ps(vr, hi, vi));
-            }
-        }
+        // SAFETY: as the caller guarantees.
+        unsafe { store_interleaved(out, (r0 + j) * out_stride + s0, masks, vr, vi) };
     }
 }
 
@@ -396,6 +465,153 @@ fn block<const R: usize, const FMA: bool>(
 }
 
 type Rows<const R: usize> = ([[f32; LANES]; R], [[f32; LANES]; R]);
+
+/// Float masks of the two 8-subcarrier halves of `lanes` in an interleaved
+/// output (two floats per subcarrier).
+fn interleaved_masks(lanes: &std::ops::Range<usize>) -> (u16, u16) {
+    let lane_mask = ((1u32 << lanes.end) - 1) & !((1u32 << lanes.start) - 1);
+    let spread = |bits: u32| -> u16 {
+        (0..8).fold(0u16, |m, l| m | ((((bits >> l) & 1) as u16) * (3 << (2 * l))))
+    };
+    (spread(lane_mask & 0xFF), spread(lane_mask >> 8))
+}
+
+/// Store one row's 16 planar results interleaved to `out[row..]` under `masks`.
+///
+/// # Safety
+/// The CPU has AVX-512F; every float the masks select lies inside `out` from `row`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn store_interleaved(
+    out: &mut [Cf32],
+    row: usize,
+    (mask_lo, mask_hi): (u16, u16),
+    vr: std::arch::x86_64::__m512,
+    vi: std::arch::x86_64::__m512,
+) {
+    use std::arch::x86_64::*;
+    let lo = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    let hi = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
+    debug_assert!(row <= out.len());
+    // SAFETY: the caller guarantees every selected float is inside `out`; masked
+    // floats are not touched, and the high half is only addressed when it has a
+    // selected lane (so the pointer stays inside the slice).
+    unsafe {
+        let p = out.as_mut_ptr().add(row).cast::<f32>();
+        if mask_lo != 0 {
+            _mm512_mask_storeu_ps(p, mask_lo, _mm512_permutex2var_ps(vr, lo, vi));
+        }
+        if mask_hi != 0 {
+            _mm512_mask_storeu_ps(p.add(16), mask_hi, _mm512_permutex2var_ps(vr, hi, vi));
+        }
+    }
+}
+
+/// The AVX-512 build of [`GroupProduct::apply_gauss`].
+///
+/// # Safety
+/// The CPU has AVX-512F; the output covers every row's selected lanes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn gauss_avx512(
+    a: &GaussCoefficients,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+    lanes: std::ops::Range<usize>,
+    out: &mut [Cf32],
+    out_stride: usize,
+    s0: usize,
+) {
+    let masks = interleaved_masks(&lanes);
+    let mut r0 = 0;
+    while r0 + ROWS <= a.rows {
+        // SAFETY: as the caller guarantees.
+        unsafe { gauss_block_avx512::<ROWS>(a, r0, re, im, out, out_stride, s0, masks) };
+        r0 += ROWS;
+    }
+    while r0 < a.rows {
+        // SAFETY: as above.
+        unsafe { gauss_block_avx512::<1>(a, r0, re, im, out, out_stride, s0, masks) };
+        r0 += 1;
+    }
+}
+
+/// Rows `r0 .. r0 + R` of one slice with three accumulators per row (`T`, the
+/// `wr + wi` sum and the `wi - wr` sum), stored interleaved.
+///
+/// # Safety
+/// As [`gauss_avx512`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+#[inline]
+#[allow(clippy::too_many_arguments)]
+unsafe fn gauss_block_avx512<const R: usize>(
+    a: &GaussCoefficients,
+    r0: usize,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+    out: &mut [Cf32],
+    out_stride: usize,
+    s0: usize,
+    masks: (u16, u16),
+) {
+    use std::arch::x86_64::*;
+    let mut t = [_mm512_setzero_ps(); R];
+    let mut s = [_mm512_setzero_ps(); R];
+    let mut d = [_mm512_setzero_ps(); R];
+    for c in 0..a.cols {
+        // SAFETY: `re[c]` and `im[c]` are 16 floats each.
+        let (xr, xi) = unsafe {
+            (
+                _mm512_loadu_ps(re[c].as_ptr()),
+                _mm512_loadu_ps(im[c].as_ptr()),
+            )
+        };
+        let xs = _mm512_add_ps(xr, xi);
+        for j in 0..R {
+            let (wr, ws, wd) = a.at(r0 + j, c);
+            t[j] = _mm512_fmadd_ps(_mm512_set1_ps(wr), xs, t[j]);
+            s[j] = _mm512_fmadd_ps(_mm512_set1_ps(ws), xi, s[j]);
+            d[j] = _mm512_fmadd_ps(_mm512_set1_ps(wd), xr, d[j]);
+        }
+    }
+    let gain = _mm512_set1_ps(a.gain);
+    for j in 0..R {
+        let vr = _mm512_mul_ps(_mm512_sub_ps(t[j], s[j]), gain);
+        let vi = _mm512_mul_ps(_mm512_add_ps(t[j], d[j]), gain);
+        // SAFETY: as the caller guarantees.
+        unsafe { store_interleaved(out, (r0 + j) * out_stride + s0, masks, vr, vi) };
+    }
+}
+
+#[inline(always)]
+fn gauss_portable<const FMA: bool>(
+    a: &GaussCoefficients,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+    lanes: std::ops::Range<usize>,
+    out: &mut [Cf32],
+    out_stride: usize,
+    s0: usize,
+) {
+    for r in 0..a.rows {
+        let (mut t, mut s, mut d) = ([0f32; LANES], [0f32; LANES], [0f32; LANES]);
+        for c in 0..a.cols {
+            let (wr, ws, wd) = a.at(r, c);
+            let (xr, xi) = (&re[c], &im[c]);
+            for l in 0..LANES {
+                t[l] = fmadd::<FMA>(wr, xr[l] + xi[l], t[l]);
+                s[l] = fmadd::<FMA>(ws, xi[l], s[l]);
+                d[l] = fmadd::<FMA>(wd, xr[l], d[l]);
+            }
+        }
+        let row = r * out_stride + s0;
+        for l in lanes.clone() {
+            out[row + l] = Cf32::new((t[l] - s[l]) * a.gain, (t[l] + d[l]) * a.gain);
+        }
+    }
+}
 
 /// `sum_c a(r0 + j, c) * v[c]` for `j < R`, portable.
 #[inline(always)]
@@ -514,6 +730,53 @@ mod tests {
                 // Outside the group nothing is written.
                 assert!(eq[..i0].iter().all(|v| *v == Cf32::default()));
                 assert!(tx[i0 + n..d].iter().all(|v| *v == Cf32::default()));
+            }
+        }
+    }
+
+    /// The prepared (three-multiplication) product equals the plain one for every
+    /// ISA, lane range and shape, within float rounding.
+    #[test]
+    fn gauss_matches_plain_product() {
+        for (m, k) in [(64, 16), (6, 3), (5, 1)] {
+            let w = values(k * m, 21);
+            let y = values(m * LANES, 23);
+            let re: Vec<[f32; LANES]> = (0..m)
+                .map(|c| std::array::from_fn(|l| y[c * LANES + l].re))
+                .collect();
+            let im: Vec<[f32; LANES]> = (0..m)
+                .map(|c| std::array::from_fn(|l| y[c * LANES + l].im))
+                .collect();
+            // Both directions: W (k x m) equalising, W^T (m x k) precoding with gain.
+            for a in [
+                Coefficients::detector(&w, k, m),
+                Coefficients::precoder_transposed(&w, k, m, 0.7),
+            ] {
+                let mut g = GaussCoefficients::default();
+                g.fill(&a);
+                assert_eq!(g.shape(), (a.rows, a.cols));
+                for isa in Isa::available() {
+                    for lanes in [0..16, 3..9, 15..16, 5..5] {
+                        let mut want = vec![Cf32::default(); a.rows * LANES];
+                        let mut got = vec![Cf32::default(); a.rows * LANES];
+                        GroupProduct::apply_planar(
+                            isa, a, &re, &im, lanes.clone(), &mut want, LANES, 0,
+                        );
+                        GroupProduct::apply_gauss(
+                            isa, &g, &re, &im, lanes.clone(), &mut got, LANES, 0,
+                        );
+                        let scale = want.iter().map(|v| v.norm()).fold(1e-6, f32::max);
+                        for (i, (x, y)) in got.iter().zip(&want).enumerate() {
+                            assert!(
+                                (x - y).norm() <= 1e-5 * scale,
+                                "{isa:?} {m}x{k} {lanes:?} entry {i}: {x} vs {y}"
+                            );
+                            if !lanes.contains(&(i % LANES)) {
+                                assert_eq!(*x, Cf32::default(), "{isa:?} wrote outside lanes");
+                            }
+                        }
+                    }
+                }
             }
         }
     }

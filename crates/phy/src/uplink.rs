@@ -15,7 +15,7 @@ use crate::coding::{user_c_init, BlockResult, RxChain};
 use crate::config::{FrameConfig, SymbolKind};
 use crate::csi::{group_channel, CsiEstimator};
 use crate::frontend::{planar_index, FrontEnd, SLICE};
-use crate::group_product::{transpose, Coefficients, GroupProduct};
+use crate::group_product::{transpose, Coefficients, GaussCoefficients, GroupProduct};
 use crate::simd::Isa;
 use crate::zf::{zf_detector, BatchIo, Lanes, ZfBatch, ZfScratch, BATCH};
 use crate::PhyError;
@@ -304,6 +304,8 @@ pub struct UplinkPipeline {
     /// Received data symbols, planar slices (see [`FrontEnd::antenna_planar`]).
     ul_re: Vec<[f32; SLICE]>,
     ul_im: Vec<[f32; SLICE]>,
+    /// Each group's equaliser prepared for the three-multiplication product.
+    equalizers: Vec<GaussCoefficients>,
     eq: Vec<Cf32>,
     nv: Vec<f32>,
     rx: RxChain,
@@ -324,6 +326,7 @@ impl UplinkPipeline {
             ul_re: vec![[0.0; SLICE]; ul_syms.len() * d.div_ceil(SLICE) * m],
             ul_im: vec![[0.0; SLICE]; ul_syms.len() * d.div_ceil(SLICE) * m],
             ul_syms,
+            equalizers: vec![GaussCoefficients::default(); cfg.zf_groups()],
             eq: vec![Cf32::default(); k * d],
             nv: vec![0.0; k * d],
             rx: RxChain::new(cfg)?,
@@ -381,17 +384,20 @@ impl UplinkPipeline {
             *slot += now - t;
             t = now;
         };
+        for (g, prepared) in self.equalizers.iter_mut().enumerate() {
+            prepared.fill(&det.equalizer(g));
+        }
         lap(&mut st.equalize);
         for u in 0..self.ul_syms.len() {
             for g in 0..det.groups() {
                 let (i0, n) = det.group_range(g);
-                let w = det.equalizer(g);
+                let w = &self.equalizers[g];
                 // The 16-subcarrier slices this group covers, and its lanes in each.
                 for s in i0 / SLICE..(i0 + n).div_ceil(SLICE) {
                     let s0 = s * SLICE;
                     let lanes = i0.max(s0) - s0..(i0 + n).min(s0 + SLICE) - s0;
                     let at = planar_index(u, s, 0, slices, m_n);
-                    GroupProduct::apply_planar(
+                    GroupProduct::apply_gauss(
                         isa,
                         w,
                         &self.ul_re[at..at + m_n],

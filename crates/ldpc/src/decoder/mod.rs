@@ -10,8 +10,8 @@
 //! works on whole vectors, and padding lanes compute garbage that never reaches a real
 //! lane. When a row block updates a column the kernel also restores the mirror (with
 //! direct stores where the layout allows it, else by a short fix-up copy afterwards).
-//! Saturation is absorbing: a saturated value is passed on and written back unchanged
-//! (see `scalar::saturated`).
+//! Saturation (`|x| >= 127`) is absorbing: a saturated value is passed on and written
+//! back unchanged (see `scalar::saturated`).
 //! Check-to-variable messages are kept per edge as `i8` (one byte per lane), which for
 //! BG1 Zc=384 is 121 KiB and stays in L2.
 //!
@@ -664,9 +664,9 @@ impl Decoder {
     }
 }
 
-/// Scales, clips to +-[`CHANNEL_LLR_MAX`] and rounds (half away from zero, as
-/// `f32::round`) channel LLRs into `out`; true if one was NaN (then `out` is garbage).
-/// Branch-free so it vectorises; the wrappers below compile it for wider vectors.
+/// Scales, clips to +-[`CHANNEL_LLR_MAX`] and rounds (half to even, as
+/// `f32::round_ties_even` and the vector conversions) channel LLRs into `out`; true if
+/// one was NaN (then `out` is garbage). Branch-free so it vectorises.
 #[inline(always)]
 fn quantize(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
     let max = CHANNEL_LLR_MAX as f32;
@@ -675,16 +675,17 @@ fn quantize(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
         nan |= x.is_nan();
         // NaN is clamped to NaN and converts to 0 below; the caller reports it.
         let v = (x * scale).clamp(-max, max);
-        let r = v + 0.5f32.copysign(v);
-        // Saturating float-to-int conversion (well defined for NaN too); |r| <= 64.
-        *q = r as i32 as i8;
+        // Saturating float-to-int conversion (well defined for NaN too); |v| <= 63.
+        *q = v.round_ties_even() as i32 as i8;
     }
     nan
 }
 
 /// `quantize` 64 values at a time (same float operations, so the same results): four
 /// vectors of 16 are converted, packed to bytes with saturating packs (the values are
-/// already within +-64, so nothing saturates) and put back in order with one permute.
+/// already within +-63, so nothing saturates) and put back in order with one permute.
+/// NaN is carried through the clamp (the operand order of `max`/`min`), converts to
+/// `i32::MIN` and packs to -128, which no number gives: one byte compare per 64 values.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw")]
 unsafe fn quantize_avx512(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
@@ -692,22 +693,16 @@ unsafe fn quantize_avx512(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
     let n = llr.len().min(out.len());
     let s = scale;
     let (scale, max) = (_mm512_set1_ps(s), _mm512_set1_ps(CHANNEL_LLR_MAX as f32));
-    let (min, half, sign) = (
-        _mm512_set1_ps(-(CHANNEL_LLR_MAX as f32)),
-        _mm512_set1_epi32(0.5f32.to_bits() as i32),
-        _mm512_set1_epi32(i32::MIN),
-    );
-    let mut nan: __mmask16 = 0;
+    let min = _mm512_set1_ps(-(CHANNEL_LLR_MAX as f32));
+    let nan_byte = _mm512_set1_epi8(i8::MIN);
+    let mut nan: __mmask64 = 0;
     // A macro, not a closure: a closure is not always inlined, and then every vector
     // goes through memory.
     macro_rules! one {
         ($x:expr) => {{
-            let x = $x;
-            nan |= _mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x);
-            let v = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(x, scale), min), max);
-            // copysign(0.5, v) = (v & sign) | 0.5, one three-input logic instruction.
-            let half_v = _mm512_ternarylogic_epi32::<0xEA>(_mm512_castps_si512(v), sign, half);
-            _mm512_cvttps_epi32(_mm512_add_ps(v, _mm512_castsi512_ps(half_v)))
+            // maxps/minps return their second operand when one is NaN.
+            let v = _mm512_min_ps(max, _mm512_max_ps(min, _mm512_mul_ps($x, scale)));
+            _mm512_cvt_roundps_epi32::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(v)
         }};
     }
     // The packs work within 128-bit lanes: lane L holds 4 values of each input in turn.
@@ -723,6 +718,7 @@ unsafe fn quantize_avx512(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
         ];
         let q = _mm512_packs_epi16(_mm512_packs_epi32(a, b), _mm512_packs_epi32(c, d));
         let q = _mm512_permutexvar_epi32(order, q);
+        nan |= _mm512_cmpeq_epi8_mask(q, nan_byte);
         _mm512_storeu_si512(out.as_mut_ptr().add(i) as *mut __m512i, q);
         i += 64;
     }
@@ -737,15 +733,11 @@ unsafe fn quantize_avx2(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
     let n = llr.len().min(out.len());
     let s = scale;
     let (scale, max) = (_mm256_set1_ps(s), _mm256_set1_ps(CHANNEL_LLR_MAX as f32));
-    let (min, half, sign) = (
-        _mm256_set1_ps(-(CHANNEL_LLR_MAX as f32)),
-        _mm256_set1_ps(0.5),
-        _mm256_set1_ps(-0.0),
-    );
+    let min = _mm256_set1_ps(-(CHANNEL_LLR_MAX as f32));
     let mut nan = _mm256_setzero_ps();
     let one = |x: __m256| {
         let v = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(x, scale), min), max);
-        let r = _mm256_add_ps(v, _mm256_or_ps(_mm256_and_ps(v, sign), half));
+        let r = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(v);
         _mm256_cvttps_epi32(r)
     };
     // packs works within 128-bit halves: this restores the order of the 8 i32 groups.
@@ -908,6 +900,8 @@ mod tests {
     #[test]
     fn quantizers_agree_with_the_portable_one() {
         let mut x: Vec<f32> = (-700..700).map(|i| i as f32 * 0.125 + 0.0625).collect();
+        // Exact halves after scaling by 4 (the ties).
+        x.extend((-600..600).map(|i| i as f32 * 0.125));
         x.extend((-2000..2000).map(|i| (i as f32 * 0.37 + 0.01) * 0.25));
         x.extend([
             0.0,
@@ -937,6 +931,38 @@ mod tests {
                     // SAFETY: AVX-512F/BW detected.
                     assert!(!unsafe { quantize_avx512(x, 4.0, &mut got) });
                     assert_eq!(got, expected, "avx512, {n} values");
+                } else {
+                    println!("SKIPPED: AVX-512 quantiser (CPU lacks AVX-512BW)");
+                }
+            }
+        }
+    }
+
+    /// Every quantiser reports a NaN wherever it is: in a whole vector (first, middle,
+    /// last lane) or in the portable tail.
+    #[test]
+    fn quantizers_report_nan_at_any_position() {
+        let n = 64 * 3 + 5;
+        for at in [0, 1, 31, 63, 64, 100, 191, 192, n - 1] {
+            let mut x: Vec<f32> = (0..n).map(|i| (i as f32 - 90.0) * 0.7).collect();
+            x[at] = f32::NAN;
+            let mut out = vec![0i8; n];
+            assert!(quantize(&x, 4.0, &mut out), "portable, NaN at {at}");
+            #[cfg(target_arch = "x86_64")]
+            {
+                if SimdLevel::Avx2.resolve() == SimdLevel::Avx2 {
+                    // SAFETY: AVX2 detected.
+                    assert!(
+                        unsafe { quantize_avx2(&x, 4.0, &mut out) },
+                        "avx2, NaN at {at}"
+                    );
+                } else {
+                    println!("SKIPPED: AVX2 quantiser (CPU lacks AVX2)");
+                }
+                if SimdLevel::Avx512.resolve() == SimdLevel::Avx512 {
+                    // SAFETY: AVX-512F/BW detected.
+                    let found = unsafe { quantize_avx512(&x, 4.0, &mut out) };
+                    assert!(found, "avx512, NaN at {at}");
                 } else {
                     println!("SKIPPED: AVX-512 quantiser (CPU lacks AVX-512BW)");
                 }

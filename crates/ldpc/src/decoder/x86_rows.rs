@@ -1,17 +1,21 @@
-//! AVX-512BW kernel for the wrapped layout (Zc a multiple of 64, see the module docs of
-//! `decoder`): the scalar kernel's arithmetic, one 64-lane vector of a row block at a
-//! time, with the row's extrinsic values held in registers (the row degree is a
-//! compile-time constant, so the per-edge loops unroll and `t` is never stored and
-//! reloaded). Each new APP vector costs one store, plus a mirror store for the (at most
-//! two per edge) vectors that touch the first 64 lanes or wrap (the same stores as
-//! `x86::mirror_store` makes, decided in advance by [`windows`]).
+//! Row kernels for the wrapped layout (Zc a multiple of 64, see the module docs of
+//! `decoder`), AVX-512BW and AVX2: the scalar kernel's arithmetic, one 64-lane vector
+//! of a row block at a time (AVX2: its two 32-lane halves in turn), with the row's
+//! extrinsic values held in registers (the row degree is a compile-time constant, so
+//! the per-edge loops unroll and `t` is never stored and reloaded; BG1's degree-19 rows
+//! do spill some). Each new APP vector costs one store, plus a mirror store for the (at
+//! most two per edge) vectors that touch the first 64 lanes or wrap (the same stores as
+//! `x86::mirror_store` makes, decided in advance by [`windows`]). A row's single edge
+//! (`decoder::Edge::single`) is its last one; whether a row has one is a compile-time
+//! constant as well.
 //!
-//! The kernel is bound by vector instruction issue. On Zen 4 (which runs a 512-bit
+//! The kernels are bound by vector instruction issue. On Zen 4 (which runs a 512-bit
 //! operation as two 256-bit halves) saturating adds, absolute values, byte permutes and
 //! compares into mask registers issue once per cycle, min/max/logic/blend twice
 //! (measured), so per vector the check-node correction is one byte permute into a
 //! 128-entry table (AVX-512 VBMI; shifts and adds otherwise) and the sign product is
-//! applied to the two candidate magnitudes once instead of to every edge's message.
+//! applied to the two candidate magnitudes once instead of to every edge's message;
+//! saturation tests are one compare each (on `|t|`, or on `a + 126`).
 
 use super::x86::{correct256, correct512};
 use super::{scalar, Correction, Dims, Edge, LANE_PAD};

@@ -158,17 +158,29 @@ pub(super) unsafe fn dft16<V: Lanes, const INV: bool, const TW: bool, const F: u
     }
     // SAFETY: every row below is `base + m stride` with `m < 16`.
     unsafe {
-        let mut a = [[(V::zero(), V::zero()); 4]; 4];
-        for m1 in 0..4 {
-            let u = [0, 1, 2, 3].map(|m2| x.ld::<V>(base + (m1 + 4 * m2) * stride));
-            let y = d4::<V, INV, F>(m1 as u8, u, one);
-            for k1 in 0..4 {
-                a[k1][m1] = times_w16::<V, INV>(y[k1], m1 * k1);
-            }
-        }
-        for (k1, col) in a.into_iter().enumerate() {
-            let y = d4::<V, INV, F>(4 + k1 as u8, col, one);
-            for (k2, z) in y.into_iter().enumerate() {
+        let ld4 = |m1: usize| {
+            [
+                x.ld::<V>(base + m1 * stride),
+                x.ld::<V>(base + (m1 + 4) * stride),
+                x.ld::<V>(base + (m1 + 8) * stride),
+                x.ld::<V>(base + (m1 + 12) * stride),
+            ]
+        };
+        let y = [
+            d4::<V, INV, F>(0, ld4(0), one),
+            d4::<V, INV, F>(1, ld4(1), one),
+            d4::<V, INV, F>(2, ld4(2), one),
+            d4::<V, INV, F>(3, ld4(3), one),
+        ];
+        for k1 in 0..4 {
+            let col = [
+                y[0][k1],
+                times_w16::<V, INV>(y[1][k1], k1),
+                times_w16::<V, INV>(y[2][k1], 2 * k1),
+                times_w16::<V, INV>(y[3][k1], 3 * k1),
+            ];
+            let z = d4::<V, INV, F>(4 + k1 as u8, col, one);
+            for (k2, &z) in z.iter().enumerate() {
                 let k = k1 + 4 * k2;
                 put::<V, INV, TW>(x, base + k * stride, k, tw, z);
             }
@@ -192,7 +204,16 @@ pub(super) unsafe fn dft8<V: Lanes, const INV: bool, const TW: bool, const F: u8
     const R: f32 = std::f32::consts::FRAC_1_SQRT_2;
     // SAFETY: every row below is `base + m stride` with `m < 8`.
     unsafe {
-        let v = [0, 1, 2, 3, 4, 5, 6, 7].map(|m| x.ld::<V>(base + m * stride));
+        let v = [
+            x.ld::<V>(base),
+            x.ld::<V>(base + stride),
+            x.ld::<V>(base + 2 * stride),
+            x.ld::<V>(base + 3 * stride),
+            x.ld::<V>(base + 4 * stride),
+            x.ld::<V>(base + 5 * stride),
+            x.ld::<V>(base + 6 * stride),
+            x.ld::<V>(base + 7 * stride),
+        ];
         let r = V::splat(R);
         let (a0r, b0r) = bf::<V, false>(v[0].0, v[4].0, one);
         let (a0i, b0i) = bf::<V, false>(v[0].1, v[4].1, one);
@@ -244,8 +265,13 @@ pub(super) unsafe fn dft4_at<V: Lanes, const INV: bool, const TW: bool>(
 ) {
     // SAFETY: every row below is `base + m stride` with `m < 4`.
     unsafe {
-        let u = [0, 1, 2, 3].map(|m| x.ld::<V>(base + m * stride));
-        for (k, z) in dft4::<V, INV, false>(u, one).into_iter().enumerate() {
+        let u = [
+            x.ld::<V>(base),
+            x.ld::<V>(base + stride),
+            x.ld::<V>(base + 2 * stride),
+            x.ld::<V>(base + 3 * stride),
+        ];
+        for (k, &z) in dft4::<V, INV, false>(u, one).iter().enumerate() {
             put::<V, INV, TW>(x, base + k * stride, k, tw, z);
         }
     }

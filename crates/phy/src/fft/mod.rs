@@ -140,6 +140,8 @@ pub struct BatchFft {
     block: usize,
     /// Rows between first-level blocks (`block`, plus one of padding).
     block_stride: usize,
+    /// [`Self::row`] of every output.
+    rows: Vec<u32>,
     /// `re`, `im`: the input, and in place the result.
     work: [Vec<Row>; 2],
 }
@@ -165,13 +167,26 @@ impl BatchFft {
         let first = plan.passes[0].radix;
         let block = n / first;
         let block_stride = if block > 1 { block + 1 } else { block };
-        Ok(Self {
+        let mut fft = Self {
             n,
             plan,
             block,
             block_stride,
+            rows: Vec::new(),
             work: std::array::from_fn(|_| vec![Row::default(); first * block_stride]),
-        })
+        };
+        fft.rows = (0..n)
+            .map(|k| {
+                let (mut at, mut rest, mut len) = (0, k, n);
+                for p in &fft.plan.passes {
+                    len /= p.radix;
+                    at += (rest % p.radix) * len;
+                    rest /= p.radix;
+                }
+                fft.physical(at) as u32
+            })
+            .collect();
+        Ok(fft)
     }
 
     pub fn size(&self) -> usize {
@@ -181,19 +196,15 @@ impl BatchFft {
     /// The buffer row of logical row `i` (the padding between blocks).
     #[inline]
     fn physical(&self, i: usize) -> usize {
-        i / self.block * self.block_stride + i % self.block
+        // `block` is a power of two.
+        (i >> self.block.trailing_zeros()) * self.block_stride + (i & (self.block - 1))
     }
 
     /// The row of the result buffer that holds output `k` (bin or time sample):
     /// `k`'s digits in the passes' radices, reversed.
+    #[inline]
     pub(crate) fn row(&self, k: usize) -> usize {
-        let (mut at, mut rest, mut len) = (0, k, self.n);
-        for p in &self.plan.passes {
-            len /= p.radix;
-            at += (rest % p.radix) * len;
-            rest /= p.radix;
-        }
-        self.physical(at)
+        self.rows[k] as usize
     }
 
     /// The row of the input buffer that input `t` goes to.
@@ -215,11 +226,10 @@ impl BatchFft {
             self.work[1][at] = im[t];
         }
         let side = self.run(isa, inverse);
-        for k in 0..self.n {
-            let at = self.row(k);
-            let (r, i) = self.buffers(side);
-            re[k] = r[at];
-            im[k] = i[at];
+        let (r, i) = self.buffers(side);
+        for (k, &at) in self.rows.iter().enumerate() {
+            re[k] = r[at as usize];
+            im[k] = i[at as usize];
         }
     }
 

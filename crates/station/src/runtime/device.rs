@@ -36,6 +36,9 @@ struct Queues {
     parked: HashMap<Instr, Vec<Job>>,
     /// Jobs in `parked`, all keys together.
     parked_jobs: usize,
+    /// Workers waiting on `work` (a push notifies only when one is: a futex wake
+    /// is a system call, and most pushes come from a worker that is itself busy).
+    idle: usize,
     removed: bool,
 }
 
@@ -163,8 +166,11 @@ impl CpuDevice {
         } else {
             q.normal.push_back(job);
         }
+        let wake = q.idle > 0;
         drop(q);
-        self.shared.work.notify_one();
+        if wake {
+            self.shared.work.notify_one();
+        }
         Ok(())
     }
 
@@ -234,7 +240,9 @@ fn worker_loop(sh: &Shared, ctx: &KernelContext, mut scratch: Scratch, events: &
                         q.running.push(j.instr);
                         break j;
                     }
+                    q.idle += 1;
                     q = sh.work.wait(q).unwrap_or_else(|e| e.into_inner());
+                    q.idle -= 1;
                 }
             }
         };
@@ -264,8 +272,9 @@ fn worker_loop(sh: &Shared, ctx: &KernelContext, mut scratch: Scratch, events: &
                     next = Some(first);
                 }
             }
+            let wake = requeued && q.idle > 0;
             drop(q);
-            if requeued {
+            if wake {
                 sh.work.notify_all();
             }
         }
