@@ -6,7 +6,16 @@
 //! and the CPU codec read the same entries; the tests check the lifted graph against
 //! radiohost-ldpc's encoder and parity check.
 
-use radiohost_ldpc::{base_graph_entries, lifting_set_index, BaseGraph, CodeParams};
+use radiohost_ldpc::{
+    base_graph_entries, lifting_set_index, single_edge_columns, BaseGraph, CodeParams,
+};
+
+/// Flag in an edge's `shift`: the edge is its row's single edge (its column has no
+/// other active row: `radiohost_ldpc::single_edge_columns`), whose extrinsic value is
+/// the channel LLR. Shifts are below Zc <= 384, so the bit is free.
+pub const SINGLE_EDGE: i16 = 0x4000;
+/// The shift itself, without [`SINGLE_EDGE`].
+pub const SHIFT_MASK: i16 = 0x3fff;
 
 /// The lifted graph of the active rows of one code, as the kernels read it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -15,7 +24,8 @@ pub struct LiftedGraph {
     pub zc: usize,
     /// Active rows (radiohost-ldpc's `CodeParams::active_rows`).
     pub rows: usize,
-    /// Edge columns and shifts, row after row; `row_start[r]..row_start[r + 1]`.
+    /// Edge columns and shifts (with [`SINGLE_EDGE`] set on single edges), row after
+    /// row; `row_start[r]..row_start[r + 1]`.
     pub col: Vec<i16>,
     pub shift: Vec<i16>,
     pub row_start: Vec<i16>,
@@ -67,11 +77,12 @@ impl LiftedGraph {
     pub fn new(p: &CodeParams) -> Result<Self, GraphError> {
         let rows = lifted_rows(p.bg, p.zc)?;
         let active = p.active_rows();
+        let single = single_edge_columns(p);
         let (mut col, mut shift, mut row_start) = (Vec::new(), Vec::new(), vec![0i16]);
         for r in &rows[..active] {
             for &(c, s) in r {
                 col.push(c as i16);
-                shift.push(s as i16);
+                shift.push(s as i16 | if single[c] { SINGLE_EDGE } else { 0 });
             }
             row_start.push(col.len() as i16);
         }
@@ -227,7 +238,8 @@ pub fn decode_like_kernel(
         } else {
             seg2_start + t - seg1_len
         };
-        app[pos] = (v + 0.5f32.copysign(v)) as i32;
+        // Half to even, as radiohost-ldpc's quantiser.
+        app[pos] = v.round_ties_even() as i32;
     }
     let sat = |v: i32| v.clamp(-128, 127);
     let correct = |m: i32| -> i32 {
@@ -251,7 +263,11 @@ pub fn decode_like_kernel(
         r
     };
     let mut c2v = vec![0i32; g.edges() * zc];
-    let at = |e: usize, i: usize| g.col[e] as usize * zc + (i + g.shift[e] as usize) % zc;
+    let at =
+        |e: usize, i: usize| g.col[e] as usize * zc + (i + (g.shift[e] & SHIFT_MASK) as usize) % zc;
+    let single = |e: usize| g.shift[e] & SINGLE_EDGE != 0;
+    // radiohost-ldpc's saturation: |v| >= 127, absorbing.
+    let saturated = |v: i32| v.abs() >= 127;
     let syndrome = |app: &[i32]| {
         (0..g.rows).all(|r| {
             (0..zc).all(|i| {
@@ -268,10 +284,14 @@ pub fn decode_like_kernel(
         for r in 0..g.rows {
             let edges = g.row_start[r] as usize..g.row_start[r + 1] as usize;
             for i in 0..zc {
+                // A single edge's t is its channel LLR, kept in its message slot from
+                // the first iteration on (it needs no message).
                 let t_of = |app: &[i32], c2v: &[i32], e: usize| {
                     let a = app[at(e, i)];
-                    if first || a == 127 || a == -128 {
+                    if first || (!single(e) && saturated(a)) {
                         a
+                    } else if single(e) {
+                        c2v[e * zc + i]
                     } else {
                         sat(a - c2v[e * zc + i])
                     }
@@ -288,13 +308,9 @@ pub fn decode_like_kernel(
                     let t = t_of(&app, &c2v, e);
                     let mag = if t.abs() == min1 { m2 } else { m1 };
                     let msg = if (t ^ sgn) < 0 { -mag } else { mag };
-                    c2v[e * zc + i] = msg;
+                    c2v[e * zc + i] = if single(e) { t } else { msg };
                     // A saturated t is final (radiohost-ldpc's absorbing saturation).
-                    app[at(e, i)] = if t == 127 || t == -128 {
-                        t
-                    } else {
-                        sat(t + msg)
-                    };
+                    app[at(e, i)] = if saturated(t) { t } else { sat(t + msg) };
                 }
             }
         }
@@ -358,10 +374,13 @@ mod tests {
     #[test]
     fn kernel_decoding_matches_the_ldpc_crate() {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(11);
+        // Near the threshold too (BG1 rate 1/3: 42 single edges, LLRs that saturate).
         for (bg, zc, rate, sigma) in [
             (BaseGraph::Bg2, 52, 1.0 / 3.0, 0.8),
             (BaseGraph::Bg1, 64, 0.5, 0.7),
             (BaseGraph::Bg2, 16, 0.25, 2.5),
+            (BaseGraph::Bg1, 128, 1.0 / 3.0, 1.05),
+            (BaseGraph::Bg2, 64, 0.2, 1.2),
         ] {
             let p = CodeParams::for_rate(bg, zc, rate).unwrap();
             let g = LiftedGraph::new(&p).unwrap();

@@ -366,3 +366,19 @@ fn bad_inputs_give_typed_errors() {
         .to_string();
     assert!(msg.contains("17"), "{msg}");
 }
+
+/// The decoder's single edges are BG1's extension parity columns of the active rows
+/// (22 + r for row r >= 4), nothing else, at every rate.
+#[test]
+fn single_edge_columns_are_the_active_extension_columns() {
+    for rate in [1.0 / 3.0, 0.5, 0.8] {
+        let p = CodeParams::for_rate(BaseGraph::Bg1, 384, rate).unwrap();
+        let rows = p.active_rows();
+        let expect: Vec<bool> = (0..68).map(|c| c >= 26 && c < 22 + rows).collect();
+        assert_eq!(
+            radiohost_ldpc::single_edge_columns(&p),
+            expect,
+            "rate {rate}"
+        );
+    }
+}

@@ -45,7 +45,11 @@ fn fft(c: &mut Criterion) {
         let mut im: Vec<Row> = (0..n).map(|i| Row([(i % 5) as f32; LANES])).collect();
         g.throughput(Throughput::Elements((n * LANES) as u64));
         for inverse in [false, true] {
-            let id = format!("{}_{}", if inverse { "inverse" } else { "forward" }, isa.name());
+            let id = format!(
+                "{}_{}",
+                if inverse { "inverse" } else { "forward" },
+                isa.name()
+            );
             g.bench_function(BenchmarkId::new(format!("batch16_{id}"), n), |b| {
                 b.iter(|| fft.transform(isa, inverse, black_box(&mut re), black_box(&mut im)))
             });

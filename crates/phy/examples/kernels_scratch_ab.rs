@@ -18,12 +18,19 @@ fn best(reps: usize, mut f: impl FnMut()) -> f64 {
 fn main() {
     let (m, k) = (64usize, 16usize);
     let slices = 75;
-    let w: Vec<Cf32> = (0..m * k).map(|i| Cf32::new((i % 7) as f32 * 0.1, (i % 5) as f32 * -0.1)).collect();
+    let w: Vec<Cf32> = (0..m * k)
+        .map(|i| Cf32::new((i % 7) as f32 * 0.1, (i % 5) as f32 * -0.1))
+        .collect();
     let re = vec![[0.3f32; LANES]; slices * m];
     let im = vec![[0.2f32; LANES]; slices * m];
     for (name, a, cols, rows) in [
         ("equalize", Coefficients::detector(&w, k, m), m, k),
-        ("precode", Coefficients::precoder_transposed(&w, k, m, 0.5), k, m),
+        (
+            "precode",
+            Coefficients::precoder_transposed(&w, k, m, 0.5),
+            k,
+            m,
+        ),
     ] {
         let mut g = GaussCoefficients::default();
         g.fill(&a);
@@ -32,15 +39,35 @@ fn main() {
         for isa in Isa::available() {
             let t4 = best(30, || {
                 for s in 0..slices {
-                    GroupProduct::apply_planar(isa, a, black_box(&re[s * cols..(s + 1) * cols]), &im[s * cols..(s + 1) * cols], 0..16, &mut out, d, s * LANES);
+                    GroupProduct::apply_planar(
+                        isa,
+                        a,
+                        black_box(&re[s * cols..(s + 1) * cols]),
+                        &im[s * cols..(s + 1) * cols],
+                        0..16,
+                        &mut out,
+                        d,
+                        s * LANES,
+                    );
                 }
             });
             let t3 = best(30, || {
                 for s in 0..slices {
-                    GroupProduct::apply_gauss(isa, &g, black_box(&re[s * cols..(s + 1) * cols]), &im[s * cols..(s + 1) * cols], 0..16, &mut out, d, s * LANES);
+                    GroupProduct::apply_gauss(
+                        isa,
+                        &g,
+                        black_box(&re[s * cols..(s + 1) * cols]),
+                        &im[s * cols..(s + 1) * cols],
+                        0..16,
+                        &mut out,
+                        d,
+                        s * LANES,
+                    );
                 }
             });
-            println!("{name} {isa:?}: 4-mult {t4:.1} us, 3-mult {t3:.1} us per symbol (x13 per frame)");
+            println!(
+                "{name} {isa:?}: 4-mult {t4:.1} us, 3-mult {t3:.1} us per symbol (x13 per frame)"
+            );
         }
     }
 }

@@ -7,7 +7,7 @@
 //! sizes on AVX-512 CPUs, every antenna at once ([`FrontEnd::frame_planar`],
 //! [`FrontEnd::frame_rows`], [`Synthesizer::antennas_ci16`]): 16 antennas per
 //! transform of [`crate::fft`], the ci16 conversion and the subcarrier gather or
-//! scatter in 16 x 16 transposes around it (the transmit side's in [`synth`]).
+//! scatter in 16 x 16 transposes around it (the transmit side's in `frontend/synth.rs`).
 
 mod synth;
 
@@ -447,7 +447,7 @@ impl Synthesizer {
     /// `data_num` subcarriers; antenna `m`'s `cp_len + fft_size` samples go to
     /// `out[m * out_stride + offset..]`: what [`Self::symbol`] computes, rounded
     /// to nearest and saturated to ci16. With AVX-512 and a power-of-two size, 16
-    /// antennas per batched inverse transform ([`synth`]; each sample within one
+    /// antennas per batched inverse transform (`frontend/synth.rs`; each sample within one
     /// quantiser step of the per-antenna path); otherwise antenna by antenna, each
     /// `Ci16::from_cf32` of [`Self::symbol`].
     ///
@@ -471,7 +471,11 @@ impl Synthesizer {
             out.len() >= (antennas - 1) * out_stride + offset + len,
             "antennas_ci16: output too short"
         );
-        if let Some(b) = self.batched.as_mut().filter(|_| Isa::detect() >= Isa::Avx512) {
+        if let Some(b) = self
+            .batched
+            .as_mut()
+            .filter(|_| Isa::detect() >= Isa::Avx512)
+        {
             b.antennas_ci16(data, antennas, gain, out, out_stride, offset);
             return;
         }
@@ -651,9 +655,11 @@ mod tests {
                 let mut synth = Synthesizer::new(&cfg);
                 synth.batched.as_mut().unwrap().isa = isa;
                 let mut got = vec![Ci16::new(3, 3); antennas * stride];
-                synth.batched.as_mut().unwrap().antennas_ci16(
-                    &x, antennas, gain, &mut got, stride, offset,
-                );
+                synth
+                    .batched
+                    .as_mut()
+                    .unwrap()
+                    .antennas_ci16(&x, antennas, gain, &mut got, stride, offset);
                 let what = format!("{antennas}x{fft} cp {cp} {}", isa.name());
                 // The two transforms round differently (about 1e-6 of the rms):
                 // a sample may land on the other side of a quantiser step, never
@@ -662,11 +668,17 @@ mod tests {
                 let mut saturated = 0;
                 for (at, (g, w)) in got.iter().zip(&want).enumerate() {
                     let (dr, di) = (g.re as i32 - w.re as i32, g.im as i32 - w.im as i32);
-                    assert!(dr.abs() <= 1 && di.abs() <= 1, "{what}: sample {at}: {g:?} vs {w:?}");
+                    assert!(
+                        dr.abs() <= 1 && di.abs() <= 1,
+                        "{what}: sample {at}: {g:?} vs {w:?}"
+                    );
                     off_by_one += (dr != 0) as usize + (di != 0) as usize;
                     saturated += (w.re == i16::MAX || w.re == i16::MIN) as usize;
                 }
-                assert!(off_by_one * 100 < got.len(), "{what}: {off_by_one} samples differ");
+                assert!(
+                    off_by_one * 100 < got.len(),
+                    "{what}: {off_by_one} samples differ"
+                );
                 assert!(saturated > 0, "{what}: the test should reach saturation");
             }
         }

@@ -198,8 +198,15 @@ impl Modulator {
         let qm = self.modulation.bits_per_symbol();
         assert_eq!(bits.len() % qm, 0, "modulate: partial symbol");
         let slices = (bits.len() / qm).div_ceil(LANES);
-        let rows = if slices == 0 { 0 } else { (slices - 1) * stride + 1 };
-        assert!(re.len() >= rows && im.len() >= rows, "modulate: output too short");
+        let rows = if slices == 0 {
+            0
+        } else {
+            (slices - 1) * stride + 1
+        };
+        assert!(
+            re.len() >= rows && im.len() >= rows,
+            "modulate: output too short"
+        );
         let mut done = 0;
         #[cfg(target_arch = "x86_64")]
         if avx512_bits(isa) {
@@ -307,7 +314,11 @@ unsafe fn levels_avx512(
         let first = bytes.min(64);
         let (m0, m1) = (
             u64::MAX >> (64 - first),
-            if bytes > 64 { u64::MAX >> (128 - bytes) } else { 0 },
+            if bytes > 64 {
+                u64::MAX >> (128 - bytes)
+            } else {
+                0
+            },
         );
         const EVEN: u64 = 0x5555_5555_5555_5555;
         let (mut re, mut im) = ([0f32; LANES], [0f32; LANES]);
@@ -511,7 +522,9 @@ mod tests {
         for m in ALL {
             let qm = m.bits_per_symbol();
             let n = 16 * 5 + 7;
-            let bits: Vec<u8> = (0..n * qm).map(|i| ((i * 7 + i / 5) % 3 == 1) as u8).collect();
+            let bits: Vec<u8> = (0..n * qm)
+                .map(|i| ((i * 7 + i / 5) % 3 == 1) as u8)
+                .collect();
             // The reference: each symbol alone through the literal recursion.
             let want: Vec<Cf32> = bits
                 .chunks_exact(qm)

@@ -86,7 +86,8 @@ pub struct RunReport {
     pub device_instrs: Vec<u64>,
     /// Every device that took part, with where its costs came from.
     pub device_costs: Vec<DeviceCostLabel>,
-    /// Share of the run the scheduler thread was busy (policy and messaging).
+    /// Share of the run spent scheduling (handling reports and running the policy),
+    /// summed over the threads that do it (workers, ingest, the scheduler thread).
     pub scheduler_busy: f64,
     /// Scheduler time per dispatched instruction (policy cost), microseconds.
     pub scheduler_us_per_dispatch: f64,

@@ -150,7 +150,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         print_breakdown(&reports);
         for r in &reports {
             println!(
-                "scheduler ({}): busy {:.0}% of the run, {:.1} us per dispatched instruction",
+                "scheduling ({}): {:.0}% of the run (on the reporting threads), {:.1} us per dispatched instruction",
                 r.policy,
                 100.0 * r.scheduler_busy,
                 r.scheduler_us_per_dispatch

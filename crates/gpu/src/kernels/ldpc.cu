@@ -12,7 +12,12 @@
 // block with shift s touches bit (i + s) mod Zc of its column.
 
 __device__ __forceinline__ int sat_i8(int v) { return max(-128, min(127, v)); }
-__device__ __forceinline__ bool is_saturated(int a) { return a == 127 || a == -128; }
+// radiohost-ldpc's saturation: |a| >= 127 (absorbing).
+__device__ __forceinline__ bool is_saturated(int a) { return abs(a) >= 127; }
+// e_shift: the shift, with SINGLE_EDGE set on a row's single edge (its column has no
+// other active row; its extrinsic value is the channel LLR), as in ldpc_graph.rs.
+#define SINGLE_EDGE 0x4000
+#define SHIFT_MASK 0x3fff
 __device__ __forceinline__ int correct_magnitude(int m, int kind, int value) {
     if (kind == 1) return max(m - value, 0);  // offset
     int r = 0;                                // value/8 as shifts (radiohost-ldpc)
@@ -38,7 +43,7 @@ __device__ bool syndrome_ok(const signed char* app, const short* e_col, const sh
         for (int i = threadIdx.x; i < zc; i += blockDim.x) {
             int x = 0;
             for (int e = row_start[r]; e < row_start[r + 1]; ++e) {
-                int pos = i + e_shift[e];
+                int pos = i + (e_shift[e] & SHIFT_MASK);
                 if (pos >= zc) pos -= zc;
                 x ^= app[e_col[e] * zc + pos];
             }
@@ -70,7 +75,8 @@ extern "C" __global__ void ldpc_decode(const float* __restrict__ llr, const shor
         float x = in[t];
         if (isnan(x)) { nan_seen = 1; x = 0.0f; }
         const float v = fminf(fmaxf(x * llr_scale, -63.0f), 63.0f);
-        app[tx_position(t, 2 * zc, seg1_end, seg2_start)] = (signed char)(int)(v + copysignf(0.5f, v));
+        // Half to even, as radiohost-ldpc's quantiser.
+        app[tx_position(t, 2 * zc, seg1_end, seg2_start)] = (signed char)__float2int_rn(v);
     }
     nan_seen = __syncthreads_or(nan_seen);
     int iterations = 0;
@@ -82,10 +88,14 @@ extern "C" __global__ void ldpc_decode(const float* __restrict__ llr, const shor
             for (int i = tid; i < zc; i += nt) {
                 int min1 = 255, min2 = 255, sgn = 0;
                 for (int e = e0; e < e1; ++e) {
-                    int pos = i + e_shift[e];
+                    const bool single = e_shift[e] & SINGLE_EDGE;
+                    int pos = i + (e_shift[e] & SHIFT_MASK);
                     if (pos >= zc) pos -= zc;
                     const int a = app[e_col[e] * zc + pos];
-                    const int t = first ? a : (is_saturated(a) ? a : sat_i8(a - c2v[e * zc + i]));
+                    // A single edge's t is its channel LLR, kept in its message slot.
+                    const int t = first ? a
+                                  : single ? c2v[e * zc + i]
+                                  : (is_saturated(a) ? a : sat_i8(a - c2v[e * zc + i]));
                     const int m = abs(t);
                     min2 = min(min2, max(min1, m));
                     min1 = min(min1, m);
@@ -96,14 +106,17 @@ extern "C" __global__ void ldpc_decode(const float* __restrict__ llr, const shor
                 // Lanes own distinct positions within a row, so t is recomputed from the
                 // unchanged app value instead of being kept per edge.
                 for (int e = e0; e < e1; ++e) {
-                    int pos = i + e_shift[e];
+                    const bool single = e_shift[e] & SINGLE_EDGE;
+                    int pos = i + (e_shift[e] & SHIFT_MASK);
                     if (pos >= zc) pos -= zc;
                     signed char* ap = &app[e_col[e] * zc + pos];
                     const int a = *ap;
-                    const int t = first ? a : (is_saturated(a) ? a : sat_i8(a - c2v[e * zc + i]));
+                    const int t = first ? a
+                                  : single ? c2v[e * zc + i]
+                                  : (is_saturated(a) ? a : sat_i8(a - c2v[e * zc + i]));
                     const int mag = abs(t) == min1 ? m2 : m1;
                     const int msg = ((t ^ sgn) < 0) ? -mag : mag;
-                    c2v[e * zc + i] = (signed char)msg;
+                    c2v[e * zc + i] = (signed char)(single ? t : msg);
                     // A saturated t is final (absorbing), as in radiohost-ldpc.
                     *ap = (signed char)(is_saturated(t) ? t : sat_i8(t + msg));
                 }

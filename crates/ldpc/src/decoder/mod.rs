@@ -241,6 +241,15 @@ pub struct Decoder {
     syndrome: Vec<i8>,
 }
 
+/// The base-graph columns the decoder treats as single (see the module docs of the
+/// decoder): per active row, the first column (in column order) that no other active
+/// row has. Their extrinsic value is the channel LLR; another decoder of this crate's
+/// arithmetic (e.g. a GPU kernel) must treat the same columns so.
+pub fn single_edge_columns(p: &CodeParams) -> Vec<bool> {
+    let graph = Graph::new(p.bg, p.zc).expect("CodeParams holds a valid lifting size");
+    single_columns(&graph, p.active_rows())
+}
+
 /// Columns with exactly one edge among the first `rows` rows, at most one per row (the
 /// kernels handle one single edge per row; another such column is decoded as usual).
 fn single_columns(graph: &Graph, rows: usize) -> Vec<bool> {

@@ -54,10 +54,7 @@ fn cmul<V: Lanes, const INV: bool>(z: C<V>, wr: V, wi: V) -> C<V> {
 /// `(a + b, a - b)`; with `F` the difference runs on the FMA pipe.
 #[inline(always)]
 fn bf<V: Lanes, const F: bool>(a: V, b: V, one: V) -> (V, V) {
-    (
-        a.add(b),
-        if F { one.neg_mul_add(b, a) } else { a.sub(b) },
-    )
+    (a.add(b), if F { one.neg_mul_add(b, a) } else { a.sub(b) })
 }
 
 /// The 4-point DFT (`exp(-2 pi i / 4)` forward, its conjugate inverse).
@@ -172,6 +169,8 @@ pub(super) unsafe fn dft16<V: Lanes, const INV: bool, const TW: bool, const F: u
             d4::<V, INV, F>(2, ld4(2), one),
             d4::<V, INV, F>(3, ld4(3), one),
         ];
+        // `k1` picks column `k1` of all four `y` and is the twiddles' exponent.
+        #[allow(clippy::needless_range_loop)]
         for k1 in 0..4 {
             let col = [
                 y[0][k1],

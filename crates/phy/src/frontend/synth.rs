@@ -119,16 +119,12 @@ fn synth_batch<V: Quantise>(job: &mut SynthJob<'_>) {
     for m0 in (0..job.antennas).step_by(LANES) {
         let valid = LANES.min(job.antennas - m0);
         let (xr, xi) = b.fft.input_mut();
-        let skip_null = std::env::var("SKIP_NULL").is_ok();
         for &k in &b.null_rows {
-            if skip_null { break; }
             xr[k] = Row::default();
             xi[k] = Row::default();
         }
         // 8 subcarriers of 16 antennas (16 floats each) per transpose.
-        let skip_in = std::env::var("SKIP_IN").is_ok();
         for i0 in (0..d).step_by(LANES / 2) {
-            if skip_in { break; }
             let count = (LANES / 2).min(d - i0);
             let mut rows = [V::zero(); LANES];
             for (a, row) in rows.iter_mut().enumerate().take(valid) {
@@ -151,9 +147,7 @@ fn synth_batch<V: Quantise>(job: &mut SynthJob<'_>) {
         }
         let side = b.fft.run_lanes::<V>(true);
         let (fr, fi) = b.fft.buffers(side);
-        let skip_out = std::env::var("SKIP_OUT").is_ok();
         for t0 in (0..n).step_by(LANES) {
-            if skip_out { break; }
             let mut words = [V::zero(); LANES];
             for (w, &k) in words.iter_mut().zip(&b.time_rows[t0..t0 + LANES]) {
                 *w = V::ci16_words(load::<V>(&fr[k]).mul(scale), load::<V>(&fi[k]).mul(scale));
@@ -163,8 +157,7 @@ fn synth_batch<V: Quantise>(job: &mut SynthJob<'_>) {
                 let base = (m0 + a) * job.out_stride + job.offset;
                 let dst = &mut job.out[base + cp + t0..][..LANES];
                 // SAFETY: `dst` holds 16 ci16 = 16 x 32 bits.
-                if std::env::var_os("NT").is_some() { unsafe { w.store_stream(dst.as_mut_ptr().cast()) } } else {
-                unsafe { w.store(dst.as_mut_ptr().cast()) }};
+                unsafe { w.store(dst.as_mut_ptr().cast()) };
                 if t0 + LANES > body {
                     // The prefix repeats the symbol's last `cp` samples.
                     if t0 >= body {
@@ -190,7 +183,6 @@ pub(crate) trait Quantise: Lanes {
     /// `re` and `im` (ci16 units) rounded to nearest (ties to even), saturated to
     /// i16, as `Ci16` bit patterns (re in the low half-word).
     fn ci16_words(re: Self, im: Self) -> Self;
-    unsafe fn store_stream(self, p: *mut f32) { unsafe { self.store(p) } }
 }
 
 impl<const FMA: bool> Quantise for crate::fft::lanes::Portable<FMA> {
@@ -231,15 +223,6 @@ impl Quantise for crate::fft::lanes::Avx512 {
             Self::load(out.0.as_ptr())
         }
     }
-    #[inline(always)]
-    unsafe fn store_stream(self, p: *mut f32) {
-        use std::arch::x86_64::*;
-        let a = self.to_array();
-        unsafe {
-            let v = _mm512_loadu_ps(a.as_ptr());
-            if (p as usize) % 64 == 0 { _mm512_stream_ps(p, v) } else { _mm512_storeu_ps(p, v) }
-        }
-    }
 }
 
 #[inline(always)]
@@ -252,53 +235,4 @@ fn load<V: Lanes>(row: &Row) -> V {
 fn store<V: Lanes>(v: V, row: &mut Row) {
     // SAFETY: a row holds 16 f32.
     unsafe { v.store(row.0.as_mut_ptr()) }
-}
-
-#[cfg(test)]
-mod timing_scratch {
-    use super::*;
-    use std::time::Instant;
-
-    #[test]
-    #[ignore]
-    fn scratch_timing() {
-        let cfg = FrameConfig::from_json(
-            r#"{"bs_ant_num": 64, "ue_ant_num": 16, "fft_size": 2048, "ofdm_data_num": 1200,
-            "cp_len": 144, "frame_schedule": "PUUUUUUUUUUUUU", "modulation": "16QAM", "zc": 72}"#,
-        )
-        .unwrap();
-        let d = 1200;
-        let x: Vec<Cf32> = (0..64 * d)
-            .map(|i| Cf32::new((i % 7) as f32 * 0.1 - 0.3, (i % 5) as f32 * 0.1 - 0.2))
-            .collect();
-        let len = cfg.symbol_len();
-        let mut out = vec![Ci16::default(); 64 * len];
-        let mut s = super::super::Synthesizer::new(&cfg);
-        let best = |f: &mut dyn FnMut()| {
-            let mut b = f64::MAX;
-            for _ in 0..200 {
-                let t = Instant::now();
-                f();
-                b = b.min(t.elapsed().as_secs_f64());
-            }
-            b * 1e6 * 13.0
-        };
-        let full = best(&mut || s.antennas_ci16(&x, 64, 1.0, &mut out, len, 0));
-        let b = s.batched.as_mut().unwrap();
-        let fft_only = best(&mut || {
-            for _ in 0..4 {
-                b.fft.run(Isa::Avx512, true);
-            }
-        });
-        let mut r = super::super::Synthesizer::new(&cfg);
-        r.batched = None;
-        let reference = best(&mut || r.antennas_ci16(&x, 64, 1.0, &mut out, len, 0));
-        let x16: Vec<Ci16> = (0..64 * cfg.frame_len()).map(|i| Ci16::new((i % 37) as i16 * 100 - 1800, (i % 23) as i16 * 90 - 1000)).collect();
-        let syms: Vec<usize> = (1..14).collect();
-        let mut f = super::super::FrontEnd::new(&cfg);
-        let (mut re, mut im) = (vec![[0f32; 16]; 13 * 75 * 64], vec![[0f32; 16]; 13 * 75 * 64]);
-        let up = best(&mut || { f.frame_planar(&x16, 64, &syms, &mut re, &mut im); }) / 13.0 * 14.0 / 13.0;
-        println!("uplink front end per frame (14 symbols): {up:.0} us");
-        println!("per frame (13 symbols x 64 antennas): batched {full:.0} us, of which transforms {fft_only:.0}; per antenna (rustfft) {reference:.0}");
-    }
 }

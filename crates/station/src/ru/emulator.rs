@@ -118,7 +118,7 @@ pub fn spawn_ru(
                         let n = encode(&h, samples, &mut pkt).map_err(|e| {
                             std::io::Error::new(std::io::ErrorKind::InvalidInput, e)
                         })?;
-                        if tx.send(&pkt[..n])? {
+                        if tx.send(&mut pkt, n)? {
                             stats.packets += 1;
                         } else {
                             stats.dropped += 1;

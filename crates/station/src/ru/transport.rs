@@ -1,6 +1,8 @@
 //! Fronthaul transports: loopback UDP, or an in-process bounded ring of packet
 //! buffers (allocated once; a full ring drops the packet and counts it, as a NIC
-//! would, rather than stalling the radio).
+//! would, rather than stalling the radio). The ring moves buffers, not bytes: the
+//! sender's filled buffer goes on the ring in exchange for a free one, and the
+//! receiver's buffer goes back to the free list in exchange for the packet's.
 
 use std::io;
 use std::net::UdpSocket;
@@ -41,20 +43,24 @@ pub enum Recv {
 
 /// Sending half (the radio unit's side).
 pub trait PacketTx: Send {
-    /// Send one packet; `false` if it was dropped (ring full).
+    /// Send the packet `pkt[..len]`; `false` if it was dropped (ring full). The
+    /// transport may keep `pkt` and hand back another buffer at least as long (the
+    /// ring does: no copy), whose contents are then unspecified.
     ///
     /// # Errors
     /// A socket error.
-    fn send(&mut self, pkt: &[u8]) -> io::Result<bool>;
+    fn send(&mut self, pkt: &mut Vec<u8>, len: usize) -> io::Result<bool>;
 }
 
 /// Receiving half (the station's side).
 pub trait PacketRx: Send {
-    /// Receive one packet into `buf`, waiting at most `timeout`.
+    /// Receive one packet into `buf[..n]`, waiting at most `timeout`. The transport
+    /// may swap `buf` for the buffer the packet arrived in (the ring does: no copy),
+    /// which may differ in length; UDP cuts a datagram longer than `buf`.
     ///
     /// # Errors
     /// A socket error.
-    fn recv(&mut self, buf: &mut [u8], timeout: Duration) -> io::Result<Recv>;
+    fn recv(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> io::Result<Recv>;
 }
 
 struct RingTx {
@@ -68,8 +74,8 @@ struct RingRx {
 }
 
 impl PacketTx for RingTx {
-    fn send(&mut self, pkt: &[u8]) -> io::Result<bool> {
-        let mut buf = match self.free.try_recv() {
+    fn send(&mut self, pkt: &mut Vec<u8>, len: usize) -> io::Result<bool> {
+        let mut spare = match self.free.try_recv() {
             Ok(b) => b,
             Err(TryRecvError::Empty) => return Ok(false),
             Err(TryRecvError::Disconnected) => {
@@ -79,26 +85,26 @@ impl PacketTx for RingTx {
                 ))
             }
         };
-        if buf.len() < pkt.len() {
-            buf.resize(pkt.len(), 0);
+        // The filled buffer goes on the ring and a free one comes back to the sender.
+        let len = len.min(pkt.len());
+        if spare.len() < pkt.len() {
+            spare.resize(pkt.len(), 0);
         }
-        buf[..pkt.len()].copy_from_slice(pkt);
+        std::mem::swap(pkt, &mut spare);
         // Never blocks: the ring holds as many slots as there are buffers.
-        self.full
-            .send((buf, pkt.len()))
-            .map(|()| true)
-            .map_err(|_| {
-                io::Error::new(io::ErrorKind::BrokenPipe, "fronthaul ring receiver is gone")
-            })
+        self.full.send((spare, len)).map(|()| true).map_err(|_| {
+            io::Error::new(io::ErrorKind::BrokenPipe, "fronthaul ring receiver is gone")
+        })
     }
 }
 
 impl PacketRx for RingRx {
-    fn recv(&mut self, buf: &mut [u8], timeout: Duration) -> io::Result<Recv> {
+    fn recv(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> io::Result<Recv> {
         match self.full.recv_timeout(timeout) {
-            Ok((pkt, n)) => {
-                let n = n.min(buf.len());
-                buf[..n].copy_from_slice(&pkt[..n]);
+            Ok((mut pkt, n)) => {
+                // The packet's buffer becomes the receiver's; its old one goes back
+                // to the free list.
+                std::mem::swap(buf, &mut pkt);
                 // The sender may be gone; then the buffer is simply freed.
                 let _ = self.free.try_send(pkt);
                 Ok(Recv::Packet(n))
@@ -136,8 +142,8 @@ struct UdpTx(UdpSocket);
 struct UdpRx(UdpSocket);
 
 impl PacketTx for UdpTx {
-    fn send(&mut self, pkt: &[u8]) -> io::Result<bool> {
-        match self.0.send(pkt) {
+    fn send(&mut self, pkt: &mut Vec<u8>, len: usize) -> io::Result<bool> {
+        match self.0.send(&pkt[..len.min(pkt.len())]) {
             Ok(_) => Ok(true),
             // Loopback with a full receive buffer: the packet is lost, count it.
             Err(e)
@@ -154,7 +160,7 @@ impl PacketTx for UdpTx {
 }
 
 impl PacketRx for UdpRx {
-    fn recv(&mut self, buf: &mut [u8], timeout: Duration) -> io::Result<Recv> {
+    fn recv(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> io::Result<Recv> {
         self.0
             .set_read_timeout(Some(timeout.max(Duration::from_micros(1))))?;
         match self.0.recv(buf) {
@@ -206,27 +212,35 @@ pub fn link(
 mod tests {
     use super::*;
 
+    fn send(tx: &mut Box<dyn PacketTx>, bytes: &[u8]) -> bool {
+        let mut pkt = vec![0u8; 8];
+        pkt[..bytes.len()].copy_from_slice(bytes);
+        tx.send(&mut pkt, bytes.len()).unwrap()
+    }
+
     #[test]
     fn ring_is_bounded_and_recycles_buffers() {
         let (mut tx, mut rx) = ring(2, 8);
-        assert!(tx.send(b"one").unwrap());
-        assert!(tx.send(b"two").unwrap());
-        assert!(!tx.send(b"three").unwrap(), "a full ring drops");
-        let mut buf = [0u8; 16];
+        assert!(send(&mut tx, b"one"));
+        assert!(send(&mut tx, b"two"));
+        assert!(!send(&mut tx, b"three"), "a full ring drops");
+        let mut buf = vec![0u8; 16];
         assert_eq!(
             rx.recv(&mut buf, Duration::from_millis(10)).unwrap(),
             Recv::Packet(3)
         );
         assert_eq!(&buf[..3], b"one");
-        assert!(tx.send(b"four").unwrap());
+        assert!(send(&mut tx, b"four"));
         assert_eq!(
             rx.recv(&mut buf, Duration::from_millis(10)).unwrap(),
             Recv::Packet(3)
         );
+        assert_eq!(&buf[..3], b"two");
         assert_eq!(
             rx.recv(&mut buf, Duration::from_millis(10)).unwrap(),
             Recv::Packet(4)
         );
+        assert_eq!(&buf[..4], b"four");
         assert_eq!(
             rx.recv(&mut buf, Duration::from_millis(1)).unwrap(),
             Recv::Timeout
@@ -239,10 +253,28 @@ mod tests {
     }
 
     #[test]
+    fn ring_send_hands_back_a_buffer_as_long_as_the_packet_buffer() {
+        let (mut tx, mut rx) = ring(4, 8);
+        let mut pkt = vec![7u8; 32];
+        assert!(tx.send(&mut pkt, 32).unwrap());
+        assert!(
+            pkt.len() >= 32,
+            "the sender can encode the next packet in place"
+        );
+        let mut buf = vec![0u8; 8];
+        // The receiver takes the packet's own buffer, whatever its own length.
+        assert_eq!(
+            rx.recv(&mut buf, Duration::from_millis(10)).unwrap(),
+            Recv::Packet(32)
+        );
+        assert!(buf[..32].iter().all(|&b| b == 7));
+    }
+
+    #[test]
     fn udp_loopback_carries_packets() {
         let (mut tx, mut rx) = udp().unwrap();
-        assert!(tx.send(b"hello").unwrap());
-        let mut buf = [0u8; 16];
+        assert!(send(&mut tx, b"hello"));
+        let mut buf = vec![0u8; 16];
         assert_eq!(
             rx.recv(&mut buf, Duration::from_secs(2)).unwrap(),
             Recv::Packet(5)
