@@ -1,7 +1,8 @@
 //! BLER over BPSK + AWGN versus Eb/N0 (the curve documented in docs/BENCHMARKS.md, LDPC section).
 //!
-//! `cargo run --release -p radiohost-ldpc --example ldpc_bler -- BG ZC RATE EBN0_FROM EBN0_TO STEP BLOCKS [MINSUM] [ITERS] [SCALE]`
-//! MINSUM is a normalisation factor (`0.75`) or `o` and an offset in LLR units (`o0.5`).
+//! `cargo run --release -p radiohost-ldpc --example ldpc_bler -- BG ZC RATE EBN0_FROM EBN0_TO STEP BLOCKS [MINSUM] [ITERS] [SCALE] [ET]`
+//! MINSUM is a normalisation factor (`0.75`) or `o` and an offset in LLR units (`o0.5`);
+//! ET 0 turns early termination off (every block runs ITERS iterations).
 //! e.g. `... -- 1 384 0.3333 0 2.5 0.25 200`
 
 use radiohost_ldpc::{BaseGraph, CodeParams, Decoder, DecoderConfig, Encoder, MinSum};
@@ -27,6 +28,7 @@ fn main() {
     };
     let iters = arg(8, 10.0) as usize;
     let scale = arg(9, 4.0) as f32;
+    let early_termination = arg(10, 1.0) != 0.0;
     let p = match CodeParams::for_rate(bg, zc, rate) {
         Ok(p) => p,
         Err(e) => {
@@ -37,13 +39,14 @@ fn main() {
     let cfg = DecoderConfig {
         max_iterations: iters,
         min_sum,
+        early_termination,
         ..Default::default()
     };
     let mut enc = Encoder::new(p);
     let mut dec = Decoder::new(p, cfg);
     dec.set_llr_scale(scale).unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(2024);
-    println!("# {bg} Zc={zc} K={} E={} rate={:.4} min_sum={min_sum:?} iters={iters} scale={scale} blocks={blocks}", p.payload_bits, p.tx_bits, p.rate());
+    println!("# {bg} Zc={zc} K={} E={} rate={:.4} min_sum={min_sum:?} iters={iters} scale={scale} early_termination={early_termination} blocks={blocks}", p.payload_bits, p.tx_bits, p.rate());
     println!("# Eb/N0[dB]  BLER      BER        avg_iters");
     let mut tx = vec![0u8; p.tx_bits];
     let mut out = vec![0u8; p.payload_bits];

@@ -404,6 +404,10 @@ fn a_mixed_pool_places_frames_whole_on_both_kinds_of_device() {
             },
         );
         s.verify_downlink = true;
+        // Frames faster than one device decodes them, so the placement needs both
+        // (at 1 ms an 8x2 frame is done before the next arrives and one device can
+        // take them all).
+        s.frame_period_ns = 100_000;
         let per_frame = FrameDag::build(&s.ctx.shape).len() as u64;
         let policy = make_policy(name, &s.ctx.shape, &PolicyParams::default()).unwrap();
         let r = bounded(Duration::from_secs(120), move || {

@@ -224,7 +224,7 @@ pub struct Decoder {
     /// Edges of the active rows, row after row; `row_start` as in [`Graph`].
     edges: Vec<Edge>,
     row_start: Vec<usize>,
-    /// Wrapped layout: the AVX-512 kernel's window table, per row from
+    /// Wrapped layout: the row kernels' window table (AVX-512 and AVX2), per row from
     /// `row_start[r] * Zc / 64` (see `x86_rows::windows`).
     #[cfg(target_arch = "x86_64")]
     windows: Vec<u32>,
