@@ -20,6 +20,8 @@ use crate::fft::{dispatch_lanes, BatchFft, Row, LANES};
 use crate::ofdm::{bin_runs, data_bin};
 use crate::simd::Isa;
 
+use super::{load, store};
+
 /// `i16::MAX`: f32 full scale to ci16 (as `Ci16::from_cf32`).
 const FULL_SCALE: f32 = i16::MAX as f32;
 
@@ -223,16 +225,4 @@ impl Quantise for crate::fft::lanes::Avx512 {
             Self::load(out.0.as_ptr())
         }
     }
-}
-
-#[inline(always)]
-fn load<V: Lanes>(row: &Row) -> V {
-    // SAFETY: a row holds 16 f32.
-    unsafe { V::load(row.0.as_ptr()) }
-}
-
-#[inline(always)]
-fn store<V: Lanes>(v: V, row: &mut Row) {
-    // SAFETY: a row holds 16 f32.
-    unsafe { v.store(row.0.as_mut_ptr()) }
 }
