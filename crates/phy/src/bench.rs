@@ -2,12 +2,15 @@
 //! with the physical floor (the best the core could do) and a baseline measured in
 //! the same run: what `radiohost phy bench` runs.
 //!
-//! Floors are estimates written down before optimising:
-//! * compute-bound kernels: their arithmetic over the core's peak rate (`cpu MHz`
-//!   from /proc/cpuinfo x FMA pipes x vector lanes), reported as the throughput that
-//!   rate would give;
+//! Floors are estimates written down before optimising, over rates measured in the
+//! same run:
+//! * compute-bound kernels: their arithmetic over the core's peak f32 FMA rate, or
+//!   for LDPC its i8 vector operations over the peak i8 rate ([`peak`]), reported
+//!   as the throughput that rate would give;
 //! * memory-bound kernels (demodulation): bytes moved over the copy bandwidth
-//!   measured in this run.
+//!   measured in this run;
+//! * a frame stage that both computes and streams (FFT, equalisation, precoding):
+//!   the larger of the two.
 
 use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +31,9 @@ use crate::qam::{Demodulator, Modulation, Modulator};
 use crate::uplink::{ErrorCount, UplinkOutput, UplinkPipeline};
 use crate::zf::{zf_detector, ZfScratch};
 use crate::{FrameConfig, PhyError};
+
+mod peak;
+use peak::Peak;
 
 const CONFIG_64X16: &str = include_str!("../configs/64x16.json");
 const CONFIG_64X16_DOWNLINK: &str = include_str!("../configs/64x16_downlink.json");
@@ -67,11 +73,13 @@ pub struct StageRow {
     pub floor_basis: &'static str,
 }
 
-/// The whole benchmark: the assumed peak, the measured copy bandwidth and the rows.
+/// The whole benchmark: the measured peak, the measured copy bandwidth and the rows.
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchReport {
-    /// The core's assumed peak, in words.
+    /// The core's peak rates, measured in this run, in words.
     pub peak: String,
+    /// Measured peak f32 rate, flops per second.
+    pub peak_flops: f64,
     /// Measured copy bandwidth, bytes per second.
     pub copy_bandwidth: f64,
     pub rows: Vec<BenchRow>,
@@ -90,42 +98,6 @@ fn time_per_call(budget: f64, mut f: impl FnMut()) -> f64 {
     start.elapsed().as_secs_f64() / n as f64
 }
 
-/// The core's assumed peak: (flop/s f32, i8 vector lanes, clock Hz).
-struct Peak {
-    flops: f64,
-    i8_lanes: f64,
-    hz: f64,
-    what: String,
-}
-
-fn peak() -> Peak {
-    let mhz = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("cpu MHz"))
-                .and_then(|l| l.split(':').nth(1))
-                .and_then(|v| v.trim().parse::<f64>().ok())
-        })
-        .unwrap_or(2500.0);
-    // The level the kernels run at (a ceiling from `--isa` lowers the peak too).
-    let avx512 = crate::simd::Isa::detect() == crate::simd::Isa::Avx512;
-    let lanes = if avx512 { 16.0 } else { 8.0 };
-    let hz = mhz * 1e6;
-    Peak {
-        // Two FMA pipes, two flops per FMA.
-        flops: hz * 2.0 * 2.0 * lanes,
-        i8_lanes: lanes * 4.0,
-        hz,
-        what: format!(
-            "{:.0} MHz, 2 FMA pipes x {} f32 lanes ({})",
-            mhz,
-            lanes,
-            if avx512 { "AVX-512" } else { "AVX2" }
-        ),
-    }
-}
-
 /// The steps [`run`] announces to its `progress` callback.
 pub const STEPS: u64 = 7;
 
@@ -138,7 +110,7 @@ pub fn run(
     mut progress: impl FnMut(&str),
 ) -> Result<BenchReport, PhyError> {
     let t = seconds.clamp(0.01, 60.0);
-    let pk = peak();
+    let pk = peak::measure(crate::simd::Isa::detect());
     let mut rows = Vec::new();
     let mut next = |what: &str| {
         let go = !stop.load(Ordering::Relaxed);
@@ -171,6 +143,7 @@ pub fn run(
         rows.push(downlink_row(t, &pk, bw)?);
     }
     Ok(BenchReport {
+        peak_flops: pk.flops,
         peak: pk.what,
         copy_bandwidth: bw,
         rows,
@@ -226,13 +199,13 @@ fn ldpc_rows(t: f64, pk: &Peak) -> Result<Vec<BenchRow>, PhyError> {
         black_box(scalar.decode(black_box(&llrs), &mut out).ok());
     });
     let info = p.payload_bits as f64;
-    // Floor: every edge-lane update ~6 i8 vector ops, 2 vector ops per cycle.
-    let dec_floor_s = BG1_EDGES * 384.0 * 5.0 * 6.0 / (pk.i8_lanes * 2.0) / pk.hz;
+    // Floor: every edge-lane update ~6 i8 vector lane-ops at the peak i8 rate.
+    let dec_floor_s = BG1_EDGES * 384.0 * 5.0 * 6.0 / pk.i8_ops;
     let enc_s = time_per_call(t, || {
         black_box(enc.encode(black_box(&payload), &mut coded).ok());
     });
-    // Encoder floor: one XOR-accumulate per edge-lane, 2 vector ops per cycle.
-    let enc_floor_s = BG1_EDGES * 384.0 / (pk.i8_lanes * 2.0) / pk.hz;
+    // Encoder floor: one XOR-accumulate per edge-lane at the peak i8 rate.
+    let enc_floor_s = BG1_EDGES * 384.0 / pk.i8_ops;
     Ok(vec![
         BenchRow {
             name: "ldpc_decode_bg1_z384_r1/3_5it".into(),
@@ -625,10 +598,36 @@ impl FrameFloors<'_> {
     fn memory(&self, bytes: f64) -> (f64, &'static str) {
         (bytes / self.bw, "memory")
     }
-    /// `symbols` FFTs (or IFFTs) per antenna: 5 N log2 N flops each.
+    /// The larger of a stage's compute and memory floors.
+    fn bound(&self, flops: f64, bytes: f64) -> (f64, &'static str) {
+        let (c, m) = (self.compute(flops), self.memory(bytes));
+        if m.0 > c.0 {
+            m
+        } else {
+            c
+        }
+    }
+    /// `symbols` FFTs per antenna (5 N log2 N flops each), each reading its N ci16
+    /// time samples (the cyclic prefix skipped) and writing its data subcarriers.
     fn fft(&self, symbols: usize) -> (f64, &'static str) {
-        let n = self.cfg.fft_size as f64;
-        self.compute(self.cfg.antennas as f64 * symbols as f64 * 5.0 * n * n.log2())
+        let c = self.cfg;
+        let n = c.fft_size as f64;
+        let count = c.antennas as f64 * symbols as f64;
+        self.bound(
+            count * 5.0 * n * n.log2(),
+            count * (4.0 * n + 8.0 * c.data_num as f64),
+        )
+    }
+    /// `symbols` IFFTs per antenna, each reading its data subcarriers and writing
+    /// the ci16 symbol with its cyclic prefix.
+    fn ifft(&self, symbols: usize) -> (f64, &'static str) {
+        let c = self.cfg;
+        let n = c.fft_size as f64;
+        let count = c.antennas as f64 * symbols as f64;
+        self.bound(
+            count * 5.0 * n * n.log2(),
+            count * (8.0 * c.data_num as f64 + 4.0 * (n + c.cp_len as f64)),
+        )
     }
     /// Group-centre CSI: per pilot symbol two pilots read per group, user and
     /// antenna, one channel entry written (8 B each).
@@ -646,21 +645,25 @@ impl FrameFloors<'_> {
         self.compute(self.cfg.zf_groups() as f64 * per_group)
     }
     /// Equalisation or precoding of `symbols` data symbols: K x M complex MACs per
-    /// subcarrier.
+    /// subcarrier, M antenna and K user symbols (8 B each) moved per subcarrier.
     fn product(&self, symbols: usize) -> (f64, &'static str) {
         let c = self.cfg;
-        self.compute(symbols as f64 * (c.data_num * c.users * c.antennas) as f64 * 8.0)
+        let per_symbol = c.data_num as f64;
+        self.bound(
+            symbols as f64 * per_symbol * (c.users * c.antennas) as f64 * 8.0,
+            symbols as f64 * per_symbol * (c.users + c.antennas) as f64 * 8.0,
+        )
     }
     /// LDPC: every edge-lane update of `iterations` (mean) iterations of `blocks`
-    /// blocks at ~6 i8 vector ops, two vector ops per cycle.
+    /// blocks at ~6 i8 vector lane-ops, at the peak i8 rate.
     fn decode(&self, blocks: f64, iterations: f64) -> (f64, &'static str) {
         let ops = blocks * BG1_EDGES * self.cfg.code.zc as f64 * iterations * 6.0;
-        (ops / (self.pk.i8_lanes * 2.0) / self.pk.hz, "ldpc")
+        (ops / self.pk.i8_ops, "ldpc")
     }
     /// LDPC encoding: one XOR-accumulate per edge-lane.
     fn encode(&self, blocks: f64) -> (f64, &'static str) {
         let ops = blocks * BG1_EDGES * self.cfg.code.zc as f64;
-        (ops / (self.pk.i8_lanes * 2.0) / self.pk.hz, "ldpc")
+        (ops / self.pk.i8_ops, "ldpc")
     }
 }
 
@@ -762,15 +765,19 @@ fn downlink_row(t: f64, pk: &Peak, bw: f64) -> Result<BenchRow, PhyError> {
     let dl_syms = cfg.count_of(SymbolKind::Downlink);
     let data_syms = dl_syms.saturating_sub(1);
     let (fft, csi, zf) = (f.fft(pilots), f.csi(), f.zf());
+    let detector_basis = [fft, csi, zf]
+        .into_iter()
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map_or("compute", |b| b.1);
     let users_syms = (data_syms * cfg.users * cfg.data_num) as f64;
     let qm = cfg.modulation.bits_per_symbol() as f64;
     let floors = [
-        (fft.0 + csi.0 + zf.0, "compute"),
+        (fft.0 + csi.0 + zf.0, detector_basis),
         f.encode(errors.blocks as f64),
         // Coded bits in (1 B each), symbols out (8 B).
         f.memory(users_syms * (qm + 8.0)),
         f.product(dl_syms),
-        f.fft(dl_syms),
+        f.ifft(dl_syms),
     ];
     let bits = (cfg.downlink_blocks() * cfg.block_payload_bits() * cfg.users) as f64;
     let note = format!(

@@ -202,22 +202,64 @@ impl RxChain {
         payload: &mut [u8],
         results: &mut [BlockResult],
     ) -> Result<(), LdpcError> {
-        let pb = self.payload_bits;
-        assert_eq!(
-            payload.len(),
-            pb * self.blocks_per_symbol,
-            "rx chain: payload size"
-        );
-        assert_eq!(
-            results.len(),
+        let (llrs, decoder) = (&self.llrs, &mut self.decoder);
+        let tx = self.tx_bits;
+        Self::decode_blocks(
+            self.payload_bits,
             self.blocks_per_symbol,
-            "rx chain: results size"
-        );
-        for b in 0..self.blocks_per_symbol {
-            let llr = &self.llrs[b * self.tx_bits..(b + 1) * self.tx_bits];
-            let DecodeOutcome { iterations, .. } = self.decoder.decode(llr, &mut self.block)?;
-            let ok = crc::check(CrcKind::Crc24B, &self.block);
-            payload[b * pb..(b + 1) * pb].copy_from_slice(&self.block[..pb]);
+            &mut self.block,
+            payload,
+            results,
+            |b, out| decoder.decode(&llrs[b * tx..(b + 1) * tx], out),
+        )
+    }
+
+    /// [`Self::decode`] from one data symbol's LLRs already descrambled and
+    /// quantised as the decoder's input (`symbol_bits` bytes, from
+    /// [`crate::qam::Demodulator::slice_llrs_i8`]).
+    ///
+    /// # Errors
+    /// An [`LdpcError`] if `llrs` is shorter than the symbol's code blocks.
+    pub fn decode_quantized(
+        &mut self,
+        llrs: &[i8],
+        payload: &mut [u8],
+        results: &mut [BlockResult],
+    ) -> Result<(), LdpcError> {
+        let (tx, decoder) = (self.tx_bits, &mut self.decoder);
+        let used = self.blocks_per_symbol * tx;
+        if llrs.len() < used {
+            return Err(LdpcError::LengthMismatch {
+                what: "quantised LLRs of a data symbol",
+                expected: used,
+                got: llrs.len(),
+            });
+        }
+        Self::decode_blocks(
+            self.payload_bits,
+            self.blocks_per_symbol,
+            &mut self.block,
+            payload,
+            results,
+            |b, out| decoder.decode_quantized(&llrs[b * tx..(b + 1) * tx], out),
+        )
+    }
+
+    /// Decode every block with `decode(block, out)` and check its CRC.
+    fn decode_blocks(
+        pb: usize,
+        blocks: usize,
+        block: &mut [u8],
+        payload: &mut [u8],
+        results: &mut [BlockResult],
+        mut decode: impl FnMut(usize, &mut [u8]) -> Result<DecodeOutcome, LdpcError>,
+    ) -> Result<(), LdpcError> {
+        assert_eq!(payload.len(), pb * blocks, "rx chain: payload size");
+        assert_eq!(results.len(), blocks, "rx chain: results size");
+        for b in 0..blocks {
+            let DecodeOutcome { iterations, .. } = decode(b, block)?;
+            let ok = crc::check(CrcKind::Crc24B, block);
+            payload[b * pb..(b + 1) * pb].copy_from_slice(&block[..pb]);
             results[b] = BlockResult {
                 crc_ok: ok,
                 iterations: iterations as u32,

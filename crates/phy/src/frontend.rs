@@ -33,8 +33,6 @@ struct Batched {
     bins: Vec<usize>,
     /// Result rows of the null subcarriers' bins.
     null_rows: Vec<usize>,
-    /// Input row ([`BatchFft::input_row`]) of every time sample.
-    time_in_rows: Vec<usize>,
     /// Highest instruction set used (tests force each build).
     isa: Isa,
 }
@@ -43,6 +41,9 @@ impl Batched {
     /// `None` where the batched FFT cannot do the size (the per-antenna path runs).
     fn new(cfg: &FrameConfig) -> Option<Self> {
         let n = cfg.fft_size;
+        if n < LANES {
+            return None;
+        }
         let fft = BatchFft::new(n).ok()?;
         let (start, num) = (cfg.data_start, cfg.data_num);
         let null_runs: Vec<Range<usize>> = [(0, start), (start + num, n)]
@@ -58,7 +59,6 @@ impl Batched {
                 .flat_map(|r| r.clone())
                 .map(|k| fft.row(k))
                 .collect(),
-            time_in_rows: (0..n).map(|t| fft.input_row(t)).collect(),
             fft,
             isa: Isa::Avx512,
         })
@@ -153,6 +153,42 @@ impl FrontEnd {
 
 /// Subcarriers per slice of the planar layout [`FrontEnd::antenna_planar`] writes.
 pub const SLICE: usize = crate::group_product::LANES;
+
+/// Planar output above which [`FrontEnd::frame_planar`] stores around the caches:
+/// more than the L2 cache (1 MiB on Zen 4) holds beside the FFT's work buffer, so
+/// it would be written back before the equaliser reads it, and a plain store
+/// would first read every line it fills. Measured on a 64x16 frame (13 symbols,
+/// 8 MB): the front end's own time falls by about 40% (docs/BENCHMARKS.md, PHY).
+const STREAM_BYTES: usize = 1 << 20;
+
+/// A zeroed buffer of planar slices (see [`FrontEnd::antenna_planar`]) aligned to
+/// cache lines, which [`FrontEnd::frame_planar`] can fill with streaming stores
+/// (a `Vec<[f32; 16]>` is aligned to 4 bytes only). Dereferences to the slices.
+#[derive(Clone, Debug)]
+pub struct PlanarBuf(Vec<Row>);
+
+impl PlanarBuf {
+    /// `len` slices of zeros.
+    pub fn zeroed(len: usize) -> Self {
+        Self(vec![Row::default(); len])
+    }
+}
+
+impl std::ops::Deref for PlanarBuf {
+    type Target = [[f32; SLICE]];
+    fn deref(&self) -> &[[f32; SLICE]] {
+        // SAFETY: `Row` is `repr(C)` around one `[f32; 16]` and 64 bytes long, so
+        // `len` rows are `len` slices.
+        unsafe { std::slice::from_raw_parts(self.0.as_ptr().cast(), self.0.len()) }
+    }
+}
+
+impl std::ops::DerefMut for PlanarBuf {
+    fn deref_mut(&mut self) -> &mut [[f32; SLICE]] {
+        // SAFETY: as in `deref`.
+        unsafe { std::slice::from_raw_parts_mut(self.0.as_mut_ptr().cast(), self.0.len()) }
+    }
+}
 
 /// Index of antenna `m`'s part of slice `s` of symbol `j` in the planar layout of
 /// [`FrontEnd::antenna_planar`] (`slices = ceil(data_num / 16)`).
@@ -334,6 +370,13 @@ impl FrontEnd {
 /// and the data subcarriers out through a transpose.
 #[inline(always)]
 fn front_batch<V: Lanes>(job: &mut FrontJob<'_>) -> (f64, usize) {
+    let stream = match &job.dest {
+        Dest::Planar { re, im } => {
+            let bytes = job.symbols.len() * job.batched.bins.len() * job.antennas * 8;
+            bytes > STREAM_BYTES && re.as_ptr().cast::<Row>().is_aligned() && im.as_ptr().cast::<Row>().is_aligned()
+        }
+        Dest::Rows(_) => false,
+    };
     let b = &mut *job.batched;
     let n = b.fft.size();
     let d = b.bins.len();
@@ -343,54 +386,29 @@ fn front_batch<V: Lanes>(job: &mut FrontJob<'_>) -> (f64, usize) {
         let valid = LANES.min(job.antennas - m0);
         for (j, &sym) in job.symbols.iter().enumerate() {
             let at = sym * job.symbol_len + job.cp_len;
-            let (xr, xi) = b.fft.input_mut();
-            for t0 in (0..n).step_by(LANES) {
-                let mut rows = [V::zero(); LANES];
-                for (a, row) in rows.iter_mut().enumerate().take(valid) {
-                    let src = &job.samples[(m0 + a) * job.frame_len + at + t0..][..LANES];
-                    // SAFETY: `src` holds 16 samples.
-                    *row = unsafe { V::load_ci16(src.as_ptr()) };
-                }
-                V::transpose(&mut rows);
-                for (row, &k) in rows.iter().zip(&b.time_in_rows[t0..t0 + LANES]) {
-                    let (r, i) = row.ci16_to_f32(CI16_SCALE);
-                    store(r, &mut xr[k]);
-                    store(i, &mut xi[k]);
-                }
-            }
-            let side = b.fft.run_lanes::<V>(false);
-            let (fr, fi) = b.fft.buffers(side);
-            // Two accumulators: half the terms each, half the rounding.
-            let mut acc = [V::zero(); 2];
-            for (n, &k) in b.null_rows.iter().enumerate() {
-                let (r, i) = (load::<V>(&fr[k]), load::<V>(&fi[k]));
-                let a = &mut acc[n & 1];
-                *a = i.mul_add(i, r.mul_add(r, *a));
-            }
-            let lanes = acc[0].add(acc[1]).to_array();
+            // Lanes past the last antenna repeat it (their results are dropped),
+            // so every lane loads without a branch.
+            let src: [&[Ci16]; LANES] = std::array::from_fn(|a| {
+                &job.samples[(m0 + a.min(valid - 1)) * job.frame_len + at..][..n]
+            });
+            b.fft.forward_ci16_lanes::<V>(&src, CI16_SCALE);
+            let (fr, fi) = b.fft.buffers(crate::fft::Side::A);
+            let lanes = null_energy::<V>(fr, fi, &b.null_rows);
             energy += lanes[..valid].iter().map(|&v| v as f64).sum::<f64>();
             count += b.null_rows.len() * valid;
             for s in 0..slices {
                 let bins = &b.bins[s * SLICE..d.min((s + 1) * SLICE)];
-                let (mut rr, mut ri) = ([V::zero(); LANES], [V::zero(); LANES]);
-                for (l, &k) in bins.iter().enumerate() {
-                    rr[l] = load(&fr[k]);
-                    ri[l] = load(&fi[k]);
-                }
-                V::transpose(&mut rr);
-                V::transpose(&mut ri);
                 match &mut job.dest {
                     Dest::Planar { re, im } => {
-                        for a in 0..valid {
-                            let at = planar_index(j, s, m0 + a, slices, job.antennas);
-                            // SAFETY: a slice holds 16 f32.
-                            unsafe {
-                                rr[a].store(re[at].as_mut_ptr());
-                                ri[a].store(im[at].as_mut_ptr());
-                            }
-                        }
+                        let at = planar_index(j, s, m0, slices, job.antennas);
+                        let re = &mut re[at..at + valid];
+                        let im = &mut im[at..at + valid];
+                        slice_out::<V>(fr, bins, re, stream);
+                        slice_out::<V>(fi, bins, im, stream);
                     }
                     Dest::Rows(out) => {
+                        let rr = gather_transposed::<V>(fr, bins);
+                        let ri = gather_transposed::<V>(fi, bins);
                         for a in 0..valid {
                             let (r, i) = (rr[a].to_array(), ri[a].to_array());
                             let row = (j * job.antennas + m0 + a) * d + s * SLICE;
@@ -403,7 +421,61 @@ fn front_batch<V: Lanes>(job: &mut FrontJob<'_>) -> (f64, usize) {
             }
         }
     }
+    if stream {
+        V::store_fence();
+    }
     (energy, count)
+}
+
+/// Per lane, the energy of the rows `null_rows` of (`fr`, `fi`).
+#[inline(always)]
+fn null_energy<V: Lanes>(fr: &[Row], fi: &[Row], null_rows: &[usize]) -> [f32; LANES] {
+    // Two accumulators: half the terms each, half the rounding.
+    let (mut a0, mut a1) = (V::zero(), V::zero());
+    let pairs = null_rows.chunks_exact(2);
+    let rest = pairs.remainder();
+    for p in pairs {
+        let (r, i) = (load::<V>(&fr[p[0]]), load::<V>(&fi[p[0]]));
+        a0 = i.mul_add(i, r.mul_add(r, a0));
+        let (r, i) = (load::<V>(&fr[p[1]]), load::<V>(&fi[p[1]]));
+        a1 = i.mul_add(i, r.mul_add(r, a1));
+    }
+    for &k in rest {
+        let (r, i) = (load::<V>(&fr[k]), load::<V>(&fi[k]));
+        a0 = i.mul_add(i, r.mul_add(r, a0));
+    }
+    a0.add(a1).to_array()
+}
+
+/// Rows `bins` (at most 16) of `x`, transposed: lane `l` of row `a` is bin
+/// `bins[l]` of lane `a` (zero past `bins.len()`).
+#[inline(always)]
+fn gather_transposed<V: Lanes>(x: &[Row], bins: &[usize]) -> [V; LANES] {
+    let mut rows = [V::zero(); LANES];
+    for (row, &k) in rows.iter_mut().zip(bins) {
+        *row = load(&x[k]);
+    }
+    V::transpose(&mut rows);
+    rows
+}
+
+/// One component of one planar slice of `out.len()` antennas (lanes): see
+/// [`gather_transposed`]; `stream`: `out` is 64-byte aligned, store around the
+/// caches.
+#[inline(always)]
+fn slice_out<V: Lanes>(x: &[Row], bins: &[usize], out: &mut [[f32; SLICE]], stream: bool) {
+    let rows = gather_transposed::<V>(x, bins);
+    for (row, o) in rows.iter().zip(out) {
+        // SAFETY: a slice holds 16 f32; with `stream` it is 64-byte aligned (the
+        // caller checked the buffer's start; slices are 64 bytes).
+        unsafe {
+            if stream {
+                row.store_stream(o.as_mut_ptr());
+            } else {
+                row.store(o.as_mut_ptr());
+            }
+        }
+    }
 }
 
 #[inline(always)]

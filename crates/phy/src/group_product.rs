@@ -324,6 +324,46 @@ impl GroupProduct {
         dispatch!(isa.min(Isa::Avx2), fn run(a: &Coefficients<'_>, re: &[[f32; LANES]], im: &[[f32; LANES]],
             lanes: std::ops::Range<usize>, out: &mut [Cf32], out_stride: usize, s0: usize) => slice_portable)
     }
+
+    /// [`Self::apply_gauss`] with a planar output: `out_re[r][l]`, `out_im[r][l]`
+    /// for every output row `r` and `l` in `lanes` (other lanes untouched), so the
+    /// slice stays in the layout the soft demodulator reads ([`crate::soft`]).
+    ///
+    /// # Panics
+    /// If a slice is too short for the shapes given (caller bugs).
+    pub fn apply_gauss_planar(
+        isa: Isa,
+        a: &GaussCoefficients,
+        re: &[[f32; LANES]],
+        im: &[[f32; LANES]],
+        lanes: std::ops::Range<usize>,
+        out_re: &mut [[f32; LANES]],
+        out_im: &mut [[f32; LANES]],
+    ) {
+        assert!(
+            re.len() >= a.cols && im.len() >= a.cols,
+            "group product: input too short"
+        );
+        assert!(lanes.end <= LANES, "group product: lanes");
+        assert!(
+            out_re.len() >= a.rows && out_im.len() >= a.rows,
+            "group product: output too short"
+        );
+        if a.rows == 0 || lanes.is_empty() {
+            return;
+        }
+        let (re, im) = (&re[..a.cols], &im[..a.cols]);
+        #[cfg(target_arch = "x86_64")]
+        if isa.min(Isa::cpu()) == Isa::Avx512 {
+            // SAFETY: the CPU has AVX-512 (checked just above); both outputs have
+            // every row (asserted above).
+            unsafe { gauss_planar_avx512(a, re, im, lanes, out_re, out_im) };
+            return;
+        }
+        let a = &Coefficients::new(&a.wr, &a.wi, (a.rows, a.cols), (a.cols, 1), a.gain);
+        dispatch!(isa.min(Isa::Avx2), fn run(a: &Coefficients<'_>, re: &[[f32; LANES]], im: &[[f32; LANES]],
+            lanes: std::ops::Range<usize>, out_re: &mut [[f32; LANES]], out_im: &mut [[f32; LANES]]) => slice_planar_portable)
+    }
 }
 
 /// Every output row of one planar slice, built for `isa`.
@@ -564,6 +604,27 @@ unsafe fn gauss_block_avx512<const R: usize>(
     s0: usize,
     masks: (u16, u16),
 ) {
+    let (vr, vi) = gauss_rows_avx512::<R>(a, r0, re, im);
+    for j in 0..R {
+        // SAFETY: as the caller guarantees.
+        unsafe { store_interleaved(out, (r0 + j) * out_stride + s0, masks, vr[j], vi[j]) };
+    }
+}
+
+/// Rows `r0 .. r0 + R` of one slice (gain applied) in AVX-512 registers, three
+/// accumulators per row (`T`, the `wr + wi` sum and the `wi - wr` sum).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+#[inline]
+fn gauss_rows_avx512<const R: usize>(
+    a: &GaussCoefficients,
+    r0: usize,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+) -> (
+    [std::arch::x86_64::__m512; R],
+    [std::arch::x86_64::__m512; R],
+) {
     use std::arch::x86_64::*;
     let mut t = [_mm512_setzero_ps(); R];
     let mut s = [_mm512_setzero_ps(); R];
@@ -585,11 +646,82 @@ unsafe fn gauss_block_avx512<const R: usize>(
         }
     }
     let gain = _mm512_set1_ps(a.gain);
+    let mut vr = [_mm512_setzero_ps(); R];
+    let mut vi = [_mm512_setzero_ps(); R];
     for j in 0..R {
-        let vr = _mm512_mul_ps(_mm512_sub_ps(t[j], s[j]), gain);
-        let vi = _mm512_mul_ps(_mm512_add_ps(t[j], d[j]), gain);
-        // SAFETY: as the caller guarantees.
-        unsafe { store_interleaved(out, (r0 + j) * out_stride + s0, masks, vr, vi) };
+        vr[j] = _mm512_mul_ps(_mm512_sub_ps(t[j], s[j]), gain);
+        vi[j] = _mm512_mul_ps(_mm512_add_ps(t[j], d[j]), gain);
+    }
+    (vr, vi)
+}
+
+/// The AVX-512 build of [`GroupProduct::apply_gauss_planar`].
+///
+/// # Safety
+/// The CPU has AVX-512F; the outputs have a row for every output row.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn gauss_planar_avx512(
+    a: &GaussCoefficients,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+    lanes: std::ops::Range<usize>,
+    out_re: &mut [[f32; LANES]],
+    out_im: &mut [[f32; LANES]],
+) {
+    use std::arch::x86_64::*;
+    let mask = (((1u32 << lanes.end) - 1) & !((1u32 << lanes.start) - 1)) as __mmask16;
+    let mut store = |r: usize, vr: __m512, vi: __m512| {
+        // SAFETY: the caller guarantees row `r` exists in both outputs (16 floats).
+        unsafe {
+            _mm512_mask_storeu_ps(out_re[r].as_mut_ptr(), mask, vr);
+            _mm512_mask_storeu_ps(out_im[r].as_mut_ptr(), mask, vi);
+        }
+    };
+    let mut r0 = 0;
+    while r0 + ROWS <= a.rows {
+        let (vr, vi) = gauss_rows_avx512::<ROWS>(a, r0, re, im);
+        for j in 0..ROWS {
+            store(r0 + j, vr[j], vi[j]);
+        }
+        r0 += ROWS;
+    }
+    while r0 < a.rows {
+        let (vr, vi) = gauss_rows_avx512::<1>(a, r0, re, im);
+        store(r0, vr[0], vi[0]);
+        r0 += 1;
+    }
+}
+
+/// Below AVX-512: [`GroupProduct::apply_gauss_planar`] with the four-product sums.
+#[inline(always)]
+fn slice_planar_portable<const FMA: bool>(
+    a: &Coefficients<'_>,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+    lanes: std::ops::Range<usize>,
+    out_re: &mut [[f32; LANES]],
+    out_im: &mut [[f32; LANES]],
+) {
+    let mut emit = |r0: usize, (acc_re, acc_im): (&[[f32; LANES]], &[[f32; LANES]])| {
+        for (j, (ar, ai)) in acc_re.iter().zip(acc_im).enumerate() {
+            for l in lanes.clone() {
+                out_re[r0 + j][l] = ar[l] * a.gain;
+                out_im[r0 + j][l] = ai[l] * a.gain;
+            }
+        }
+    };
+    let mut r0 = 0;
+    while r0 + ROWS <= a.rows {
+        let (acc_re, acc_im) = products::<ROWS, FMA>(a, r0, re, im);
+        emit(r0, (&acc_re, &acc_im));
+        r0 += ROWS;
+    }
+    while r0 < a.rows {
+        let (acc_re, acc_im) = products::<1, FMA>(a, r0, re, im);
+        emit(r0, (&acc_re, &acc_im));
+        r0 += 1;
     }
 }
 
@@ -759,6 +891,29 @@ mod tests {
                             LANES,
                             0,
                         );
+                        // The planar output holds exactly the interleaved one's values.
+                        let mut pr = vec![[7.0; LANES]; a.rows];
+                        let mut pi = vec![[7.0; LANES]; a.rows];
+                        GroupProduct::apply_gauss_planar(
+                            isa,
+                            &g,
+                            &re,
+                            &im,
+                            lanes.clone(),
+                            &mut pr,
+                            &mut pi,
+                        );
+                        for r in 0..a.rows {
+                            for l in 0..LANES {
+                                let p = (pr[r][l], pi[r][l]);
+                                if lanes.contains(&l) {
+                                    let v = got[r * LANES + l];
+                                    assert_eq!(p, (v.re, v.im), "{isa:?} planar row {r} lane {l}");
+                                } else {
+                                    assert_eq!(p, (7.0, 7.0), "{isa:?} planar wrote lane {l}");
+                                }
+                            }
+                        }
                         let scale = want.iter().map(|v| v.norm()).fold(1e-6, f32::max);
                         for (i, (x, y)) in got.iter().zip(&want).enumerate() {
                             assert!(

@@ -31,6 +31,7 @@ pub mod qam;
 pub mod recording;
 pub mod scramble;
 pub mod simd;
+pub mod soft;
 pub mod uplink;
 pub mod zf;
 

@@ -361,6 +361,12 @@ impl Demodulator {
         self.modulation
     }
 
+    /// Normalised PAM levels of one axis, indexed by label (axis bit 0 most
+    /// significant); the first `2^(Qm/2)` are used.
+    pub(crate) fn levels(&self) -> &[f32; 16] {
+        &self.table.levels
+    }
+
     /// LLRs of `symbols` into `llrs` (`symbols.len() * Qm`), each symbol with its own
     /// noise variance (`noise_var[i]`, the post-equaliser error variance, complex).
     ///
@@ -415,12 +421,12 @@ fn demodulate_axes<const QA: usize>(
         if n == LANES {
             for l in 0..LANES {
                 (re[l], im[l]) = (syms[l].re, syms[l].im);
-                inv[l] = 1.0 / nv[l].max(1e-12);
+                inv[l] = inverse_noise(nv[l]);
             }
         } else {
             for l in 0..n {
                 (re[l], im[l]) = (syms[l].re, syms[l].im);
-                inv[l] = 1.0 / nv[l].max(1e-12);
+                inv[l] = inverse_noise(nv[l]);
             }
         }
         let out_re = axis_llrs::<QA>(levels, &re);
@@ -437,10 +443,20 @@ fn demodulate_axes<const QA: usize>(
     }
 }
 
+/// The factor every LLR of a symbol with post-equaliser noise variance `nv` is
+/// scaled by (`1 / nv`, with `nv` floored so a zero variance stays finite).
+#[inline(always)]
+pub fn inverse_noise(nv: f32) -> f32 {
+    1.0 / nv.max(1e-12)
+}
+
 /// Unscaled max-log LLRs (`min d^2 over bit 1 - min d^2 over bit 0`) of one axis
 /// for `LANES` symbols: the distance to every PAM level, minimised per bit value.
 #[inline(always)]
-fn axis_llrs<const QA: usize>(levels: &[f32; 16], y: &[f32; LANES]) -> [[f32; LANES]; QA] {
+pub(crate) fn axis_llrs<const QA: usize>(
+    levels: &[f32; 16],
+    y: &[f32; LANES],
+) -> [[f32; LANES]; QA] {
     let mut best = [[[f32::INFINITY; LANES]; 2]; QA];
     for (label, &a) in levels.iter().enumerate().take(1 << QA) {
         let mut d = [0f32; LANES];

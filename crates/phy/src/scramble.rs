@@ -232,6 +232,32 @@ impl SequenceCache {
     }
 }
 
+/// `c_init`'s sequence from `c(0)` as words (bit `i` of word `j` is `c(32 j + i)`),
+/// covering bits `0 .. bits` plus three spare words, for [`sequence_bits`].
+pub fn sequence_words(c_init: u32, bits: usize) -> Vec<u32> {
+    let mut g = GoldSequence::new(c_init);
+    (0..bits.div_ceil(32) + 3)
+        .map(|_| g.take_bits(32))
+        .collect()
+}
+
+/// The `n <= 128` sequence bits from bit `pos` of `words` ([`sequence_words`] covering
+/// `pos + n`), `c(pos)` in bit 0; the bits above `n` are zero.
+#[inline(always)]
+pub fn sequence_bits(words: &[u32], pos: usize, n: usize) -> u128 {
+    debug_assert!(n <= 128);
+    if n == 0 {
+        return 0;
+    }
+    let lo = seq64(words, pos) as u128;
+    let all = if n > 64 {
+        lo | (seq64(words, pos + 64) as u128) << 64
+    } else {
+        lo
+    };
+    all & (u128::MAX >> (128 - n))
+}
+
 /// 64 sequence bits from bit `pos` of `words` (which holds three words past it).
 #[inline(always)]
 fn seq64(words: &[u32], pos: usize) -> u64 {
@@ -365,6 +391,29 @@ mod tests {
             cache.descramble_llrs(c_init, offset, &mut llrs);
             let back: Vec<u8> = llrs.iter().map(|&l| (l < 0.0) as u8).collect();
             assert_eq!(back, orig, "c_init {c_init} offset {offset}");
+        }
+    }
+
+    /// Sequence words read at any position and length give the generator's bits.
+    #[test]
+    fn sequence_bits_match_generator() {
+        let c_init = 0x1234_5678 & 0x7FFF_FFFF;
+        let words = sequence_words(c_init, 1000);
+        let want = naive(c_init, 1000);
+        for (pos, n) in [
+            (0, 1),
+            (0, 64),
+            (5, 128),
+            (31, 96),
+            (600, 32),
+            (872, 128),
+            (999, 1),
+        ] {
+            let got = sequence_bits(&words, pos, n);
+            for i in 0..128 {
+                let expect = if i < n { want[pos + i] } else { 0 };
+                assert_eq!(((got >> i) & 1) as u8, expect, "pos {pos} n {n} bit {i}");
+            }
         }
     }
 

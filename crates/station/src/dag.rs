@@ -15,6 +15,8 @@
 
 use std::collections::HashMap;
 
+use rustc_hash::FxHashMap;
+
 use crate::isa::{FrameId, Instr, Nanos, Opcode};
 use crate::shape::FrameShape;
 
@@ -28,7 +30,8 @@ pub struct FrameDag {
     instrs: Vec<Instr>,
     preds: Vec<Vec<InstrIdx>>,
     succs: Vec<Vec<InstrIdx>>,
-    index: HashMap<(u16, Opcode, u16), InstrIdx>,
+    /// Looked up on every dispatch: a fast hash.
+    index: FxHashMap<(u16, Opcode, u16), InstrIdx>,
     /// `load_of_symbol[s]` = index of `Load<s>` if `s` is a received symbol.
     load_of_symbol: Vec<Option<InstrIdx>>,
 }
@@ -69,7 +72,7 @@ impl FrameDag {
                 instrs: Vec::new(),
                 preds: Vec::new(),
                 succs: Vec::new(),
-                index: HashMap::new(),
+                index: FxHashMap::default(),
                 load_of_symbol: vec![None; symbols],
             },
         };

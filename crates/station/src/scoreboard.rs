@@ -10,7 +10,9 @@
 //! - [`DeviceTable`]: capacity and units in use per device, and its planned executors
 //!   (running or coalesced instructions with estimated start and end).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
 
 use crate::costs::DeviceProfile;
 use crate::dag::{FrameDag, InstrIdx};
@@ -182,6 +184,9 @@ pub struct FrameRecord {
     pub committed: usize,
     /// Device the whole frame is bound to (frame-level baseline).
     pub bound: Option<DeviceId>,
+    /// Calibrated unit-nanoseconds of its instructions not yet committed (the
+    /// policy's estimate of the work the frame still needs).
+    pub work_left_ns: Nanos,
 }
 
 impl FrameRecord {
@@ -203,6 +208,7 @@ impl FrameRecord {
             status: Vec::with_capacity(dag.len()),
             committed: 0,
             bound: None,
+            work_left_ns: 0,
         });
         rec.frame = frame;
         rec.arrival = arrival;
@@ -210,6 +216,7 @@ impl FrameRecord {
         rec.order = order;
         rec.committed = 0;
         rec.bound = None;
+        rec.work_left_ns = 0;
         rec.remaining.clear();
         rec.status.clear();
         for i in dag.topo_order() {
@@ -247,7 +254,8 @@ pub struct DeviceEntry {
     pub capacity: u32,
     /// Units reserved by running instructions (over-committed ones included).
     pub in_use: u32,
-    pub running: HashMap<Instr, RunEntry>,
+    /// Keyed with a fast hash: looked up on every dispatch and completion.
+    pub running: FxHashMap<Instr, RunEntry>,
     /// Estimated work (unit-ns at full width) waiting in this device's queue.
     pub queued_unit_ns: u64,
     /// Estimated work (unit-ns) of the instructions running on it.
@@ -311,7 +319,7 @@ impl DeviceTable {
                 kind,
                 capacity,
                 in_use: 0,
-                running: HashMap::new(),
+                running: FxHashMap::default(),
                 queued_unit_ns: 0,
                 running_unit_ns: 0,
                 completed: 0,

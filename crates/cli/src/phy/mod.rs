@@ -180,7 +180,7 @@ fn bench(a: BenchArgs) -> Result<()> {
         return crate::ui::partial_if_interrupted(partial);
     }
     println!(
-        "phy bench, one core; peak assumed {}; kernels at {}; copy bandwidth {:.1} GB/s",
+        "phy bench, one core; peak {}; kernels at {}; copy bandwidth {:.1} GB/s",
         rep.peak,
         Isa::detect().name(),
         rep.copy_bandwidth / 1e9

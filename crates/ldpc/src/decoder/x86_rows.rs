@@ -394,11 +394,15 @@ macro_rules! row_kernel {
                         // A single edge's value is only needed when someone reads it.
                         if !is_single || single.write {
                             let t = t[e];
-                            let abs_t = _mm512_abs_epi8(t);
+                            // |t| and the message's sign both from the sign mask of t: a
+                            // masked subtraction issues twice as fast as `vpabsb` (Zen 4),
+                            // and -(-128) wraps to 128 as u8 just as `vpabsb` does.
+                            let neg = _mm512_movepi8_mask(t);
+                            let abs_t = _mm512_mask_sub_epi8(t, neg, zero, t);
                             let eq = _mm512_cmpeq_epi8_mask(abs_t, min1);
                             let mag = _mm512_mask_blend_epi8(eq, m1, m2);
                             // |mag| <= 127: negating never overflows.
-                            let c = _mm512_mask_sub_epi8(mag, _mm512_movepi8_mask(t), zero, mag);
+                            let c = _mm512_mask_sub_epi8(mag, neg, zero, mag);
                             if !is_single {
                                 _mm512_store_si512(c2vk.add(e * W) as *mut __m512i, c);
                             }

@@ -145,6 +145,49 @@ pub(super) unsafe fn dft16<V: Lanes, const INV: bool, const TW: bool, const F: u
     tw: *const f32,
     one: V,
 ) {
+    let input = Strided { x, base, stride };
+    // SAFETY: the caller's.
+    unsafe { dft16_from::<V, INV, TW, F>(&input, x, base, stride, tw, one) }
+}
+
+/// Where a codelet reads its inputs (a trait, not a closure: closures are not
+/// always inlined, and then lose the caller's target features).
+pub(super) trait Input<V> {
+    /// # Safety
+    /// Input `m` exists.
+    unsafe fn at(&self, m: usize) -> C<V>;
+}
+
+/// Inputs at rows `base + m stride`.
+struct Strided {
+    x: Buf,
+    base: usize,
+    stride: usize,
+}
+
+impl<V: Lanes> Input<V> for Strided {
+    #[inline(always)]
+    unsafe fn at(&self, m: usize) -> C<V> {
+        // SAFETY: the caller's.
+        unsafe { self.x.ld::<V>(self.base + m * self.stride) }
+    }
+}
+
+/// [`dft16`] with input `m` from `input.at(m)` instead of row `base + m stride`
+/// (the outputs still go to those rows): the front end's first pass, which
+/// converts its input from ci16 on the way in.
+///
+/// # Safety
+/// As [`dft16`], and `input` has inputs 0 to 15.
+#[inline(always)]
+pub(super) unsafe fn dft16_from<V: Lanes, const INV: bool, const TW: bool, const F: u8>(
+    input: &impl Input<V>,
+    x: Buf,
+    base: usize,
+    stride: usize,
+    tw: *const f32,
+    one: V,
+) {
     #[inline(always)]
     fn d4<V: Lanes, const INV: bool, const F: u8>(i: u8, u: [C<V>; 4], one: V) -> [C<V>; 4] {
         if F & (1 << i) != 0 {
@@ -155,19 +198,24 @@ pub(super) unsafe fn dft16<V: Lanes, const INV: bool, const TW: bool, const F: u
     }
     // SAFETY: every row below is `base + m stride` with `m < 16`.
     unsafe {
-        let ld4 = |m1: usize| {
-            [
-                x.ld::<V>(base + m1 * stride),
-                x.ld::<V>(base + (m1 + 4) * stride),
-                x.ld::<V>(base + (m1 + 8) * stride),
-                x.ld::<V>(base + (m1 + 12) * stride),
-            ]
-        };
+        // A function, not a closure, for the reason `Input` is a trait.
+        #[inline(always)]
+        unsafe fn ld4<V: Lanes>(input: &impl Input<V>, m1: usize) -> [C<V>; 4] {
+            // SAFETY: the caller's.
+            unsafe {
+                [
+                    input.at(m1),
+                    input.at(m1 + 4),
+                    input.at(m1 + 8),
+                    input.at(m1 + 12),
+                ]
+            }
+        }
         let y = [
-            d4::<V, INV, F>(0, ld4(0), one),
-            d4::<V, INV, F>(1, ld4(1), one),
-            d4::<V, INV, F>(2, ld4(2), one),
-            d4::<V, INV, F>(3, ld4(3), one),
+            d4::<V, INV, F>(0, ld4(input, 0), one),
+            d4::<V, INV, F>(1, ld4(input, 1), one),
+            d4::<V, INV, F>(2, ld4(input, 2), one),
+            d4::<V, INV, F>(3, ld4(input, 3), one),
         ];
         // `k1` picks column `k1` of all four `y` and is the twiddles' exponent.
         #[allow(clippy::needless_range_loop)]

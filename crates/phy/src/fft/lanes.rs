@@ -45,6 +45,15 @@ pub(crate) trait Lanes: Copy {
     /// Lanes of `Ci16` bits (after [`Self::load_ci16`] and transposes) to
     /// `(re * scale, im * scale)`.
     fn ci16_to_f32(self, scale: f32) -> (Self, Self);
+    /// [`Self::store`] that bypasses the caches (no read for ownership) where the
+    /// build has such a store; a plain store otherwise.
+    ///
+    /// # Safety
+    /// `p` is valid for writing 16 f32 and 64-byte aligned. The stores are weakly
+    /// ordered: the writer calls [`Self::store_fence`] before anyone reads them.
+    unsafe fn store_stream(self, p: *mut f32);
+    /// Orders [`Self::store_stream`] stores before later stores.
+    fn store_fence();
 
     #[inline(always)]
     fn zero() -> Self {
@@ -159,6 +168,13 @@ impl<const FMA: bool> Lanes for Portable<FMA> {
         }
         (Self(re), Self(im))
     }
+    #[inline(always)]
+    unsafe fn store_stream(self, p: *mut f32) {
+        // SAFETY: the caller's.
+        unsafe { self.store(p) }
+    }
+    #[inline(always)]
+    fn store_fence() {}
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -284,6 +300,14 @@ mod avx512 {
                     Self(_mm512_mul_ps(_mm512_cvtepi32_ps(q), s)),
                 )
             }
+        }
+        #[inline(always)]
+        unsafe fn store_stream(self, p: *mut f32) {
+            unsafe { _mm512_stream_ps(p, self.0) }
+        }
+        #[inline(always)]
+        fn store_fence() {
+            unsafe { _mm_sfence() }
         }
     }
 }

@@ -38,6 +38,8 @@ pub use lanes::{Row, LANES};
 use codelets::Buf;
 use lanes::Lanes;
 
+use radiohost_iq::Ci16;
+
 use crate::simd::Isa;
 
 /// Call `$body::<V>(args)` (an `#[inline(always)]` function generic over
@@ -151,6 +153,8 @@ pub struct BatchFft {
     rows: Vec<u32>,
     /// `re`, `im`: the input, and in place the result.
     work: [Vec<Row>; 2],
+    /// [`Self::forward_ci16_lanes`]'s transposed ci16 input of 16 butterflies.
+    stage: Vec<Row>,
 }
 
 /// Which work buffer holds a result. The transform is in place, so it is always
@@ -181,6 +185,7 @@ impl BatchFft {
             block_stride,
             rows: Vec::new(),
             work: std::array::from_fn(|_| vec![Row::default(); first * block_stride]),
+            stage: vec![Row::default(); LANES * LANES],
         };
         fft.rows = (0..n)
             .map(|k| {
@@ -270,22 +275,25 @@ impl BatchFft {
         Side::A
     }
 
+    /// The work buffers as codelet rows.
     #[inline(always)]
-    fn passes<V: Lanes, const INV: bool>(&mut self) {
+    fn buf(&mut self) -> Buf {
         let [re, im] = &mut self.work;
-        let x = Buf {
+        Buf {
             re: re.as_mut_ptr().cast(),
             im: im.as_mut_ptr().cast(),
-        };
+        }
+    }
+
+    #[inline(always)]
+    fn passes<V: Lanes, const INV: bool>(&mut self) {
+        let x = self.buf();
         // Hidden from the optimiser so that `a - one * b` stays an FMA.
         let one = V::splat(std::hint::black_box(1.0));
-        let (passes, tw) = (&self.plan.passes, self.plan.twiddles.as_ptr());
-        let first = passes[0];
+        let (first, tw) = (self.plan.passes[0], self.plan.twiddles.as_ptr());
         // SAFETY: the buffers hold `first.radix * block_stride` rows; the first
-        // pass touches rows `j + m block_stride` (`j < block`, `m < radix`), the
-        // others rows inside one block (`Plan::new` makes `len / radix` butterflies
-        // of stride `len / radix` per block of `len`, `len` dividing `block`);
-        // every pass's twiddles hold `2 (radix - 1)` values per butterfly.
+        // pass touches rows `j + m block_stride` (`j < block`, `m < radix`); its
+        // twiddles hold `2 (radix - 1)` values per butterfly.
         unsafe {
             butterflies::<V, INV>(
                 first.radix,
@@ -296,6 +304,96 @@ impl BatchFft {
                 tw.add(first.tw),
                 one,
             );
+        }
+        self.later_passes::<V, INV>(one);
+    }
+
+    /// Forward transform of 16 lanes of ci16 samples, lane `a` being `src[a][..n]`
+    /// times `scale` (re and im): what writing them to [`Self::input_mut`] and
+    /// [`Self::run`] compute, bit for bit, the result where `run` leaves it.
+    /// Where the first pass is radix 16 on blocks of at least 16 rows (`n >= 256`)
+    /// the conversion is fused into it: per 16 butterflies, 16 transposes of 16
+    /// samples of the 16 lanes into a 16 KiB staging area that stays in L1, where
+    /// writing the f32 input (2 x 128 KiB at 2048 points) and reading it back in
+    /// the first pass went through L2.
+    ///
+    /// # Panics
+    /// If `n < 16` or a lane holds fewer than `n` samples (caller bugs).
+    #[inline(always)]
+    pub(crate) fn forward_ci16_lanes<V: Lanes>(&mut self, src: &[&[Ci16]; LANES], scale: f32) {
+        let n = self.n;
+        assert!(n >= LANES, "forward_ci16_lanes: {n} points");
+        let src: [&[Ci16]; LANES] = std::array::from_fn(|a| &src[a][..n]);
+        let first = self.plan.passes[0];
+        if first.radix != 16 || self.block < LANES {
+            for t0 in (0..n).step_by(LANES) {
+                // 16 consecutive samples stay in one first-level block.
+                let k0 = self.input_row(t0);
+                let (xr, xi) = self.input_mut();
+                let (xr, xi) = (&mut xr[k0..k0 + LANES], &mut xi[k0..k0 + LANES]);
+                for ((row, r), i) in load_ci16_rows::<V>(&src, t0).iter().zip(xr).zip(xi) {
+                    let (re, im) = row.ci16_to_f32(scale);
+                    // SAFETY: a row holds 16 f32.
+                    unsafe {
+                        re.store(r.0.as_mut_ptr());
+                        im.store(i.0.as_mut_ptr());
+                    }
+                }
+            }
+            self.passes::<V, false>();
+            return;
+        }
+        let x = self.buf();
+        let one = V::splat(std::hint::black_box(1.0));
+        let tw = self.plan.twiddles.as_ptr();
+        let (block, stride) = (self.block, self.block_stride);
+        // Row `16 i + m`: input `m` of butterfly `j0 + i`, as ci16 bits.
+        let stage: *mut f32 = self.stage.as_mut_ptr().cast();
+        for j0 in (0..block).step_by(LANES) {
+            for m in 0..16 {
+                for (i, row) in load_ci16_rows::<V>(&src, j0 + m * block).iter().enumerate() {
+                    // SAFETY: `stage` holds 256 rows.
+                    unsafe { row.store(stage.add(16 * (16 * i + m))) };
+                }
+            }
+            for i in 0..LANES {
+                let j = j0 + i;
+                let input = Staged {
+                    rows: stage.wrapping_add(16 * 16 * i),
+                    scale,
+                };
+                // SAFETY: as in `passes`: butterfly `j < block` of the first pass
+                // (radix 16, `first.tw == 0`), 30 twiddles per butterfly.
+                unsafe {
+                    if j == 0 {
+                        codelets::dft16_from::<V, false, false, 0x3f>(&input, x, 0, stride, tw, one);
+                    } else {
+                        codelets::dft16_from::<V, false, true, 0x05>(
+                            &input,
+                            x,
+                            j,
+                            stride,
+                            tw.add(30 * j),
+                            one,
+                        );
+                    }
+                }
+            }
+        }
+        self.later_passes::<V, false>(one);
+    }
+
+    /// Every pass after the first, block by block.
+    #[inline(always)]
+    fn later_passes<V: Lanes, const INV: bool>(&mut self, one: V) {
+        let x = self.buf();
+        let (passes, tw) = (&self.plan.passes, self.plan.twiddles.as_ptr());
+        let first = passes[0];
+        // SAFETY: the other passes touch rows inside one block (`Plan::new` makes
+        // `len / radix` butterflies of stride `len / radix` per block of `len`,
+        // `len` dividing `block`); every pass's twiddles hold `2 (radix - 1)`
+        // values per butterfly.
+        unsafe {
             for m in 0..first.radix {
                 let block = m * self.block_stride;
                 for p in &passes[1..] {
@@ -314,6 +412,37 @@ impl BatchFft {
                 }
             }
         }
+    }
+}
+
+/// Samples `t..t + 16` of the 16 lanes `src` as rows of ci16 bits (row `i`:
+/// sample `t + i` of every lane).
+///
+/// # Panics
+/// If a lane holds fewer than `t + 16` samples.
+#[inline(always)]
+fn load_ci16_rows<V: Lanes>(src: &[&[Ci16]; LANES], t: usize) -> [V; LANES] {
+    let mut rows = [V::zero(); LANES];
+    for (row, s) in rows.iter_mut().zip(src) {
+        let s = &s[t..t + LANES];
+        // SAFETY: `s` holds 16 samples.
+        *row = unsafe { V::load_ci16(s.as_ptr()) };
+    }
+    V::transpose(&mut rows);
+    rows
+}
+
+/// A first-pass butterfly's 16 inputs staged as ci16 bits, converted as read.
+struct Staged {
+    rows: *const f32,
+    scale: f32,
+}
+
+impl<V: Lanes> codelets::Input<V> for Staged {
+    #[inline(always)]
+    unsafe fn at(&self, m: usize) -> codelets::C<V> {
+        // SAFETY: the caller's: `rows` holds 16 rows.
+        unsafe { V::load(self.rows.add(16 * m)) }.ci16_to_f32(self.scale)
     }
 }
 

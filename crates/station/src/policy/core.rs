@@ -57,6 +57,11 @@ pub(crate) struct Core {
     pending: VecDeque<Dispatch>,
     /// Calibrated critical path to the end of the frame, per instruction.
     pub cp: Vec<Nanos>,
+    /// Calibrated work of each instruction in unit-nanoseconds (latency x units on
+    /// the main device), refreshed with `cp`.
+    pub work: Vec<Nanos>,
+    /// Sum of `work` over the frame: a new frame's `work_left_ns`.
+    pub frame_work_ns: Nanos,
     /// Bytes an instruction of each opcode reads from its predecessors (largest over
     /// the DAG), for the planner's copy estimate.
     pub input_bytes: [u64; Opcode::ALL.len()],
@@ -107,6 +112,8 @@ impl Core {
             events: VecDeque::new(),
             pending: VecDeque::new(),
             cp: Vec::new(),
+            work: Vec::new(),
+            frame_work_ns: 0,
             input_bytes,
             output_bytes,
             cp_observations: u64::MAX,
@@ -131,6 +138,18 @@ impl Core {
         let main = self.devices.main_device().unwrap_or(DeviceId::MAX);
         let table = &self.table;
         self.cp = self.dag.critical_path_to_end(|op| table.latency(main, op));
+        self.work = (0..self.dag.len() as InstrIdx)
+            .map(|i| {
+                let op = self.dag.opcode(i);
+                table.latency(main, op) * u64::from(table.need(main, op).max(1))
+            })
+            .collect();
+        self.frame_work_ns = self.work.iter().sum();
+    }
+
+    /// Open frames, earliest deadline first.
+    pub fn frames_by_deadline(&self) -> impl Iterator<Item = (Nanos, FrameId)> + '_ {
+        self.deadlines.iter().copied()
     }
 
     /// Units `op` takes on `device` at full width (never more than its capacity).
@@ -326,6 +345,8 @@ impl Core {
         st.exec_at = started;
         st.commit_at = now;
         rec.committed += 1;
+        let done = self.work.get(idx as usize).copied().unwrap_or(0);
+        rec.work_left_ns = rec.work_left_ns.saturating_sub(done);
         let mut newly_ready = Vec::new();
         for &s in dag.succs(idx) {
             let r = &mut rec.remaining[s as usize];
@@ -436,7 +457,8 @@ impl<S: Strategy> Policy for Engine<S> {
         let spare = self.core.spare.pop();
         let order = self.core.admitted;
         self.core.admitted += 1;
-        let rec = FrameRecord::reset(spare, &self.core.dag, frame, now, deadline, order);
+        let mut rec = FrameRecord::reset(spare, &self.core.dag, frame, now, deadline, order);
+        rec.work_left_ns = self.core.frame_work_ns;
         let free: Vec<InstrIdx> = (0..rec.remaining.len() as InstrIdx)
             .filter(|&i| rec.remaining[i as usize] == 0)
             .collect();

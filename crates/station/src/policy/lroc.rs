@@ -21,7 +21,9 @@
 //!   instruction), so its workers go from one instruction to the next without
 //!   waiting for the scheduler thread.
 //! - Shedding: a frame whose most urgent queued instruction can no longer finish by
-//!   the deadline is NACKed at once rather than run late (`shed_hopeless`).
+//!   the deadline is NACKed at once rather than run late (`shed_hopeless`); so is a
+//!   frame whose work left, behind the work of every frame due before it, cannot be
+//!   done by its deadline on all the units (`shed_work_factor`).
 
 use super::core::{Core, Strategy};
 use crate::dag::InstrIdx;
@@ -42,6 +44,8 @@ pub(crate) struct Lroc {
     last_now: Nanos,
     rr: usize,
     ids: Vec<DeviceId>,
+    /// Frames the work test sheds (kept to reuse its storage).
+    overloaded: Vec<FrameId>,
 }
 
 fn planner_params(core: &Core) -> PlannerParams {
@@ -84,8 +88,39 @@ impl Lroc {
             });
             match hopeless {
                 Some(frame) => core.finish(now, frame, FrameOutcome::DeadlineMissed),
-                None => return,
+                None => break,
             }
+        }
+        self.shed_overloaded(core, now);
+    }
+
+    /// Discard the frames that cannot finish in time behind the frames due before
+    /// them: in deadline order, frame k ends at the earliest when the work left of
+    /// frames 1..=k (times `shed_work_factor`) is spread over every unit. A shed frame's
+    /// work is not counted against the frames behind it. The most urgent frame is never
+    /// shed by this test (the critical-path test covers it): some frame always runs, so
+    /// the calibration keeps learning and an over-estimate cannot shed every frame.
+    fn shed_overloaded(&mut self, core: &mut Core, now: Nanos) {
+        let factor = core.params.shed_work_factor;
+        let units: u64 = core.devices.iter().map(|(_, d)| u64::from(d.capacity)).sum();
+        if factor <= 0.0 || units == 0 {
+            return;
+        }
+        let mut ahead = 0.0f64; // unit-ns of the frames kept so far
+        for (deadline, frame) in core.frames_by_deadline() {
+            let Some(rec) = core.frames.get(&frame) else {
+                continue;
+            };
+            let work = rec.work_left_ns as f64 * factor;
+            let ends = now as f64 + (ahead + work) / units as f64;
+            if ahead > 0.0 && ends > deadline as f64 {
+                self.overloaded.push(frame);
+            } else {
+                ahead += work;
+            }
+        }
+        for frame in self.overloaded.drain(..) {
+            core.finish(now, frame, FrameOutcome::DeadlineMissed);
         }
     }
 

@@ -83,6 +83,14 @@ pub struct PolicyParams {
     /// instead of running it late: under overload this saves the capacity for frames
     /// that can still make it (no domino effect). Counted as a deadline miss (NACK).
     pub shed_hopeless: bool,
+    /// With `shed_hopeless`, LROC also sheds by work: open frames are taken in
+    /// deadline order, each finishing when its calibrated work left and that of every
+    /// earlier frame, times this factor, is done on all units at once; a frame that
+    /// would finish after its deadline is NACKed (its work is saved for the frames
+    /// behind it, which an earliest-deadline-first order would otherwise make late one
+    /// after the other). The factor covers what the calibration does not (scheduling,
+    /// wake-ups, the fronthaul threads); 0 turns this test off.
+    pub shed_work_factor: f64,
     /// LROC queues a full device's most urgent ready instruction behind one of its
     /// running instructions (on that reservation, as coalescing does, but for any
     /// instruction): the worker that finishes one starts the next at once instead of
@@ -109,6 +117,7 @@ impl Default for PolicyParams {
             reorder_band_ns: 20_000,
             frame_major_slack: false,
             shed_hopeless: true,
+            shed_work_factor: 1.0,
             lookahead: true,
         }
     }
@@ -139,6 +148,13 @@ impl PolicyParams {
                 "overcommit_ratio",
                 self.overcommit_ratio.to_string(),
                 "must be in [0, 4]",
+            );
+        }
+        if !(self.shed_work_factor >= 0.0 && self.shed_work_factor <= 16.0) {
+            return bad(
+                "shed_work_factor",
+                self.shed_work_factor.to_string(),
+                "must be in [0, 16] (0: off)",
             );
         }
         Ok(())

@@ -537,6 +537,58 @@ fn lroc_sheds_a_hopeless_frame_before_its_deadline() {
     }
 }
 
+/// LROC sheds by work: of two frames that fit one after the other only with a
+/// longer deadline, the later one is NACKed at once so the earlier one keeps the
+/// unit; with `shed_work_factor` 0 neither is shed.
+#[test]
+fn lroc_sheds_the_frame_its_predecessors_work_makes_late() {
+    let shape = shape(3, 0, 2, 2);
+    let work = FrameDag::build(&shape).len() as Nanos * 100_000;
+    for factor in [1.0, 0.0] {
+        let params = PolicyParams {
+            shed_work_factor: factor,
+            ..PolicyParams::default()
+        };
+        let mut p = make_policy("lroc", &shape, &params).unwrap();
+        p.add_device(0, 0, &cpu(1, |_| 100_000));
+        // Each frame alone fits its deadline; the second does not fit behind the first.
+        p.frame_arrived(0, 1, work + 100_000);
+        p.frame_arrived(0, 2, work + 200_000);
+        for f in [1, 2] {
+            for s in shape.received_symbols() {
+                p.input_ready(0, f, s);
+            }
+        }
+        let first = p.poll_dispatch(1_000).expect("the first frame is worked on");
+        assert_eq!(first.instr.frame, 1);
+        let event = p.poll_event();
+        if factor > 0.0 {
+            match event {
+                Some(EngineEvent::FrameDone {
+                    frame: 2,
+                    outcome: FrameOutcome::DeadlineMissed,
+                    ..
+                }) => {}
+                other => panic!("expected frame 2 shed, got {other:?}"),
+            }
+        } else {
+            assert_eq!(event, None, "nothing is shed with the work test off");
+        }
+        assert_eq!(p.poll_event(), None, "frame 1 fits and stays");
+    }
+}
+
+#[test]
+fn shed_work_factor_out_of_range_is_refused() {
+    for bad in [-1.0, f64::NAN, 17.0] {
+        let params = PolicyParams {
+            shed_work_factor: bad,
+            ..PolicyParams::default()
+        };
+        assert!(params.validate().is_err(), "{bad} accepted");
+    }
+}
+
 /// LROC's lookahead: a full one-unit device gets its next ready instruction queued
 /// behind the running one (no units until then); without lookahead it gets nothing
 /// until a completion.

@@ -2,11 +2,15 @@
 //! buffers (allocated once; a full ring drops the packet and counts it, as a NIC
 //! would, rather than stalling the radio). The ring moves buffers, not bytes: the
 //! sender's filled buffer goes on the ring in exchange for a free one, and the
-//! receiver's buffer goes back to the free list in exchange for the packet's.
+//! receiver's buffer goes back to the free list in exchange for the packet's. The
+//! free list is a stack: the buffer just freed is the next one filled, so the few
+//! in flight stay in cache (a FIFO walked all of a ring sized for 64 frames, 63 MB
+//! at 16x4: every packet cache-cold, and first touches page-faulting).
 
 use std::io;
 use std::net::UdpSocket;
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TryRecvError};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Which transport carries fronthaul packets.
@@ -63,27 +67,28 @@ pub trait PacketRx: Send {
     fn recv(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> io::Result<Recv>;
 }
 
+/// Free packet buffers, most recently freed on top.
+type FreeStack = Arc<Mutex<Vec<Vec<u8>>>>;
+
+fn lock(free: &FreeStack) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
+    // Every critical section is one push or pop: a poisoned stack is still whole.
+    free.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 struct RingTx {
-    free: Receiver<Vec<u8>>,
+    free: FreeStack,
     full: SyncSender<(Vec<u8>, usize)>,
 }
 
 struct RingRx {
     full: Receiver<(Vec<u8>, usize)>,
-    free: SyncSender<Vec<u8>>,
+    free: FreeStack,
 }
 
 impl PacketTx for RingTx {
     fn send(&mut self, pkt: &mut Vec<u8>, len: usize) -> io::Result<bool> {
-        let mut spare = match self.free.try_recv() {
-            Ok(b) => b,
-            Err(TryRecvError::Empty) => return Ok(false),
-            Err(TryRecvError::Disconnected) => {
-                return Err(io::Error::new(
-                    io::ErrorKind::BrokenPipe,
-                    "fronthaul ring receiver is gone",
-                ))
-            }
+        let Some(mut spare) = lock(&self.free).pop() else {
+            return Ok(false);
         };
         // The filled buffer goes on the ring and a free one comes back to the sender.
         let len = len.min(pkt.len());
@@ -105,8 +110,7 @@ impl PacketRx for RingRx {
                 // The packet's buffer becomes the receiver's; its old one goes back
                 // to the free list.
                 std::mem::swap(buf, &mut pkt);
-                // The sender may be gone; then the buffer is simply freed.
-                let _ = self.free.try_send(pkt);
+                lock(&self.free).push(pkt);
                 Ok(Recv::Packet(n))
             }
             Err(RecvTimeoutError::Timeout) => Ok(Recv::Timeout),
@@ -118,19 +122,18 @@ impl PacketRx for RingRx {
 /// A bounded ring of `packets` buffers of `max_packet` bytes.
 pub fn ring(packets: usize, max_packet: usize) -> (Box<dyn PacketTx>, Box<dyn PacketRx>) {
     let packets = packets.max(1);
-    let (free_tx, free_rx) = sync_channel(packets);
+    let free: FreeStack = Arc::new(Mutex::new(
+        (0..packets).map(|_| vec![0u8; max_packet]).collect(),
+    ));
     let (full_tx, full_rx) = sync_channel(packets);
-    for _ in 0..packets {
-        let _ = free_tx.try_send(vec![0u8; max_packet]);
-    }
     (
         Box::new(RingTx {
-            free: free_rx,
+            free: free.clone(),
             full: full_tx,
         }),
         Box::new(RingRx {
             full: full_rx,
-            free: free_tx,
+            free,
         }),
     )
 }

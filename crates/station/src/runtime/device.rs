@@ -2,10 +2,11 @@
 //! bounded work queues (normal and low priority) and a table of coalesced
 //! instructions waiting on a running predecessor.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use radiohost_rt::{RtThread, RtThreadBuilder, ThreadConfig};
+use rustc_hash::FxHashMap;
 
 use crate::isa::{DeviceId, Instr, Nanos};
 use crate::kernels::{execute, KernelContext, Scratch};
@@ -33,7 +34,7 @@ struct Queues {
     /// Instructions a worker has taken and not finished.
     running: Vec<Instr>,
     /// Coalesced jobs keyed by the predecessor whose reservation they reuse.
-    parked: HashMap<Instr, Vec<Job>>,
+    parked: FxHashMap<Instr, Vec<Job>>,
     /// Jobs in `parked`, all keys together.
     parked_jobs: usize,
     /// Workers waiting on `work` (a push notifies only when one is: a futex wake

@@ -1,11 +1,11 @@
 //! The scheduler thread: feeds the policy, dispatches to devices, accounts frames.
 
-use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::Duration;
 
 use radiohost_iq::Ci16;
+use rustc_hash::FxHashMap;
 use radiohost_phy::downlink::{DownlinkInfo, DownlinkUserOutput, UserEmulator};
 use radiohost_phy::generator::frame_rng;
 
@@ -313,7 +313,7 @@ pub fn run_driver(
         Box::new(super::placement::FramePlacement::new(policy, &ctx.shape));
     let mut d = Driver {
         devices: Vec::new(),
-        frames: HashMap::new(),
+        frames: FxHashMap::default(),
         report: ReportBuilder::default(),
         uplink_bits: (ctx.cfg.uplink_blocks() * ctx.cfg.block_payload_bits() * ctx.cfg.users)
             as u64,
@@ -455,7 +455,7 @@ struct Driver {
     /// What each device id was started from (a rejoin restarts it).
     specs: Vec<DeviceSpec>,
     calibration: Option<Arc<Calibration>>,
-    frames: HashMap<FrameId, Live>,
+    frames: FxHashMap<FrameId, Live>,
     report: ReportBuilder,
     uplink_bits: u64,
     out: DriverOutput,

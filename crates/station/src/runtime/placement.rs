@@ -27,7 +27,9 @@
 //! wait in the CPU pool for a device to join, as in a CPU-only run. A whole-frame
 //! device that refuses work as removed is treated as lost at once.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+use rustc_hash::FxHashMap;
 
 use crate::costs::DeviceProfile;
 use crate::dag::FrameDag;
@@ -185,7 +187,7 @@ pub struct FramePlacement {
     dag: FrameDag,
     cpu: Pool,
     whole: BTreeMap<DeviceId, Pool>,
-    frames: HashMap<FrameId, Placed>,
+    frames: FxHashMap<FrameId, Placed>,
     events: VecDeque<EngineEvent>,
     /// Round-robin start over the pools in `poll_dispatch`.
     rr: usize,
@@ -206,7 +208,7 @@ impl FramePlacement {
             dag: FrameDag::build(shape),
             cpu: Pool::new(cpu_policy, window, false),
             whole: BTreeMap::new(),
-            frames: HashMap::new(),
+            frames: FxHashMap::default(),
             events: VecDeque::new(),
             rr: 0,
             replanned: 0,
