@@ -6,8 +6,10 @@
 //! [`FrontEnd::antenna_planar`], [`Synthesizer::symbol`]) and, for power-of-two
 //! sizes on AVX-512 CPUs, every antenna at once ([`FrontEnd::frame_planar`],
 //! [`FrontEnd::frame_rows`], [`Synthesizer::antennas_ci16`]): 16 antennas per
-//! transform of [`crate::fft`], the ci16 conversion and the subcarrier gather or
-//! scatter in 16 x 16 transposes around it (the transmit side's in `frontend/synth.rs`).
+//! transform of [`crate::fft`], the ci16 conversion in 16 x 16 transposes fused
+//! into the transform's first pass, and the subcarrier gather or scatter in 16 x 16
+//! transposes after it (the transmit side's in `frontend/synth.rs`). A whole
+//! frame's planar output goes around the caches ([`PlanarBuf`]).
 
 mod synth;
 
@@ -373,7 +375,9 @@ fn front_batch<V: Lanes>(job: &mut FrontJob<'_>) -> (f64, usize) {
     let stream = match &job.dest {
         Dest::Planar { re, im } => {
             let bytes = job.symbols.len() * job.batched.bins.len() * job.antennas * 8;
-            bytes > STREAM_BYTES && re.as_ptr().cast::<Row>().is_aligned() && im.as_ptr().cast::<Row>().is_aligned()
+            bytes > STREAM_BYTES
+                && re.as_ptr().cast::<Row>().is_aligned()
+                && im.as_ptr().cast::<Row>().is_aligned()
         }
         Dest::Rows(_) => false,
     };
@@ -625,24 +629,32 @@ mod tests {
         ] {
             let cfg = config(antennas, fft, data, cp);
             let x = samples(&cfg, fft as u64);
-            let syms = [0usize, 2, 3];
+            // Five symbols: the 64x2048 frame's planar output (3 MB) goes around
+            // the caches ([`STREAM_BYTES`]).
+            let syms = [0usize, 1, 2, 3, 4];
             let d = cfg.data_num;
             let slices = d.div_ceil(SLICE);
             let mut reference = FrontEnd::new(&cfg);
             reference.batched = None;
             let (mut want_re, mut want_im) = (
-                vec![[0.0; SLICE]; 3 * slices * antennas],
-                vec![[0.0; SLICE]; 3 * slices * antennas],
+                vec![[0.0; SLICE]; 5 * slices * antennas],
+                vec![[0.0; SLICE]; 5 * slices * antennas],
             );
             let want_e = reference.frame_planar(&x, antennas, &syms, &mut want_re, &mut want_im);
-            let mut want_rows = vec![Cf32::default(); 3 * antennas * d];
+            let mut want_rows = vec![Cf32::default(); 5 * antennas * d];
             let want_e2 = reference.frame_rows(&x, antennas, &syms, &mut want_rows);
             assert_eq!(want_e, want_e2);
             for isa in builds() {
                 let mut front = FrontEnd::new(&cfg);
                 front.batched.as_mut().unwrap().isa = isa;
-                let mut re = vec![[f32::NAN; SLICE]; want_re.len()];
-                let mut im = vec![[f32::NAN; SLICE]; want_re.len()];
+                // Cache-line aligned (streamed where big enough), NaN until written.
+                let (mut re, mut im) = (
+                    PlanarBuf::zeroed(want_re.len()),
+                    PlanarBuf::zeroed(want_re.len()),
+                );
+                re.iter_mut()
+                    .chain(im.iter_mut())
+                    .for_each(|v| *v = [f32::NAN; SLICE]);
                 let (e, c) = front.frame_planar(&x, antennas, &syms, &mut re, &mut im);
                 let what = format!("{antennas}x{fft} {}", isa.name());
                 assert_eq!(c, want_e.1, "{what}");

@@ -366,7 +366,9 @@ impl BatchFft {
                 // (radix 16, `first.tw == 0`), 30 twiddles per butterfly.
                 unsafe {
                     if j == 0 {
-                        codelets::dft16_from::<V, false, false, 0x3f>(&input, x, 0, stride, tw, one);
+                        codelets::dft16_from::<V, false, false, 0x3f>(
+                            &input, x, 0, stride, tw, one,
+                        );
                     } else {
                         codelets::dft16_from::<V, false, true, 0x05>(
                             &input,
@@ -500,7 +502,7 @@ fn run_lanes<V: Lanes>(fft: &mut BatchFft, inverse: bool) -> Side {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use radiohost_iq::Cf32;
+    use radiohost_iq::{Cf32, Ci16};
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
     use rustfft::FftPlanner;
@@ -642,6 +644,55 @@ mod tests {
             for k in 0..n {
                 assert_eq!(fr[fft.row(k)], wr[k], "{} bin {k}", isa.name());
                 assert_eq!(fi[fft.row(k)], wi[k], "{} bin {k}", isa.name());
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn forward_ci16<V: Lanes>(fft: &mut BatchFft, src: &[&[Ci16]; LANES]) {
+        fft.forward_ci16_lanes::<V>(src, 0.5);
+    }
+
+    /// The ci16 entry (fused into the first pass from 256 points, rows then
+    /// `run` below) is writing the converted samples and `run`, bit for bit.
+    #[test]
+    fn ci16_input_is_converted_rows_bit_for_bit() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        for n in [16usize, 64, 256, 2048] {
+            let lanes: Vec<Vec<Ci16>> = (0..LANES)
+                .map(|_| (0..n).map(|_| Ci16::new(rng.gen(), rng.gen())).collect())
+                .collect();
+            let src: [&[Ci16]; LANES] = std::array::from_fn(|a| &lanes[a][..]);
+            for isa in Isa::available() {
+                let mut want = BatchFft::new(n).unwrap();
+                let at: Vec<usize> = (0..n).map(|t| want.input_row(t)).collect();
+                let (xr, xi) = want.input_mut();
+                for t in 0..n {
+                    for (l, lane) in lanes.iter().enumerate() {
+                        xr[at[t]].0[l] = lane[t].re as f32 * 0.5;
+                        xi[at[t]].0[l] = lane[t].im as f32 * 0.5;
+                    }
+                }
+                let side = want.run(isa, false);
+                let mut got = BatchFft::new(n).unwrap();
+                let fft = &mut got;
+                let src = &src;
+                dispatch_lanes!(isa, fn f(fft: &mut BatchFft, src: &[&[Ci16]; LANES]) => forward_ci16);
+                for k in 0..n {
+                    let (r, i) = (got.row(k), want.row(k));
+                    assert_eq!(
+                        got.buffers(side).0[r],
+                        want.buffers(side).0[i],
+                        "n {n} {} bin {k}",
+                        isa.name()
+                    );
+                    assert_eq!(
+                        got.buffers(side).1[r],
+                        want.buffers(side).1[i],
+                        "n {n} {} bin {k}",
+                        isa.name()
+                    );
+                }
             }
         }
     }

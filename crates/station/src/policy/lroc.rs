@@ -102,7 +102,11 @@ impl Lroc {
     /// the calibration keeps learning and an over-estimate cannot shed every frame.
     fn shed_overloaded(&mut self, core: &mut Core, now: Nanos) {
         let factor = core.params.shed_work_factor;
-        let units: u64 = core.devices.iter().map(|(_, d)| u64::from(d.capacity)).sum();
+        let units: u64 = core
+            .devices
+            .iter()
+            .map(|(_, d)| u64::from(d.capacity))
+            .sum();
         if factor <= 0.0 || units == 0 {
             return;
         }

@@ -559,7 +559,9 @@ fn lroc_sheds_the_frame_its_predecessors_work_makes_late() {
                 p.input_ready(0, f, s);
             }
         }
-        let first = p.poll_dispatch(1_000).expect("the first frame is worked on");
+        let first = p
+            .poll_dispatch(1_000)
+            .expect("the first frame is worked on");
         assert_eq!(first.instr.frame, 1);
         let event = p.poll_event();
         if factor > 0.0 {

@@ -72,7 +72,8 @@ type FreeStack = Arc<Mutex<Vec<Vec<u8>>>>;
 
 fn lock(free: &FreeStack) -> std::sync::MutexGuard<'_, Vec<Vec<u8>>> {
     // Every critical section is one push or pop: a poisoned stack is still whole.
-    free.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    free.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 struct RingTx {

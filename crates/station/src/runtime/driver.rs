@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use radiohost_iq::Ci16;
-use rustc_hash::FxHashMap;
 use radiohost_phy::downlink::{DownlinkInfo, DownlinkUserOutput, UserEmulator};
 use radiohost_phy::generator::frame_rng;
+use rustc_hash::FxHashMap;
 
 use super::executor::{
     CompletionSink, DeviceSpec, Executor, ExecutorEnv, Job, Refused, SubmitError,
