@@ -708,8 +708,8 @@ fn uplink_row(t: f64, pk: &Peak, bw: f64) -> Result<BenchRow, PhyError> {
         f.csi(),
         f.zf(),
         f.product(ul_syms),
-        // Equalised symbol (8 B) and noise variance (4 B) in, Qm LLRs (4 B) out.
-        f.memory(users_syms * (12.0 + 4.0 * qm)),
+        // Equalised symbol (8 B) in, Qm i8 LLRs (the decoder's input) out.
+        f.memory(users_syms * (8.0 + qm)),
         f.decode(errors.blocks as f64, iterations),
     ];
     let bits = (cfg.uplink_blocks() * cfg.block_payload_bits() * cfg.users) as f64;

@@ -97,7 +97,9 @@ mod x86 {
         let x = _mm512_set1_epi8(1);
         let mut acc = [_mm512_setzero_si512(); CHAINS];
         chains!(acc, |a| _mm512_adds_epi8(a, x));
-        acc.iter().map(|&a| _mm512_reduce_add_epi32(a)).sum()
+        // Saturated lanes: the sum wraps, it only has to be used.
+        acc.iter()
+            .fold(0i32, |s, &a| s.wrapping_add(_mm512_reduce_add_epi32(a)))
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -119,7 +121,8 @@ mod x86 {
         let x = _mm256_set1_epi8(1);
         let mut acc = [_mm256_setzero_si256(); CHAINS];
         chains!(acc, |a| _mm256_adds_epi8(a, x));
-        acc.iter().map(|&a| _mm256_extract_epi32::<0>(a)).sum()
+        acc.iter()
+            .fold(0i32, |s, &a| s.wrapping_add(_mm256_extract_epi32::<0>(a)))
     }
 
     // SSE2 is part of x86-64: no feature check needed.
@@ -139,7 +142,8 @@ mod x86 {
             let x = _mm_set1_epi8(1);
             let mut acc = [_mm_setzero_si128(); CHAINS];
             chains!(acc, |a| _mm_adds_epi8(a, x));
-            acc.iter().map(|&a| _mm_cvtsi128_si32(a)).sum()
+            acc.iter()
+                .fold(0i32, |s, &a| s.wrapping_add(_mm_cvtsi128_si32(a)))
         }
     }
 

@@ -327,16 +327,14 @@ impl BatchFft {
         let first = self.plan.passes[0];
         if first.radix != 16 || self.block < LANES {
             for t0 in (0..n).step_by(LANES) {
-                // 16 consecutive samples stay in one first-level block.
-                let k0 = self.input_row(t0);
-                let (xr, xi) = self.input_mut();
-                let (xr, xi) = (&mut xr[k0..k0 + LANES], &mut xi[k0..k0 + LANES]);
-                for ((row, r), i) in load_ci16_rows::<V>(&src, t0).iter().zip(xr).zip(xi) {
+                for (i, row) in load_ci16_rows::<V>(&src, t0).iter().enumerate() {
+                    let k = self.input_row(t0 + i);
                     let (re, im) = row.ci16_to_f32(scale);
+                    let (xr, xi) = self.input_mut();
                     // SAFETY: a row holds 16 f32.
                     unsafe {
-                        re.store(r.0.as_mut_ptr());
-                        im.store(i.0.as_mut_ptr());
+                        re.store(xr[k].0.as_mut_ptr());
+                        im.store(xi[k].0.as_mut_ptr());
                     }
                 }
             }
