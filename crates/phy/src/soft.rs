@@ -87,17 +87,17 @@ impl Demodulator {
     }
 }
 
-/// Quantise one LLR as the decoder does, negated when `flip`.
+/// Quantise one LLR as the decoder does: scale, clip, round half to even.
 #[inline(always)]
-fn quantize(x: f32, flip: bool) -> i8 {
+fn quantize(x: f32) -> i8 {
+    // Adding 1.5 * 2^23 rounds to an integer, ties to even (the default rounding
+    // mode), and leaves it in the low mantissa bits: a conversion that vectorises,
+    // where `as i32` does not (it must saturate). |x| <= 63 after the clip. NaN gives
+    // a meaningless byte; the caller reports it.
+    const MAGIC: f32 = 12_582_912.0;
     let max = CHANNEL_LLR_MAX as f32;
-    // NaN stays NaN through the clamp and converts to 0; the caller reports it.
-    let q = (x * DEFAULT_LLR_SCALE).clamp(-max, max).round_ties_even() as i32 as i8;
-    if flip {
-        -q
-    } else {
-        q
-    }
+    let y = (x * DEFAULT_LLR_SCALE).clamp(-max, max) + MAGIC;
+    (y.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32) as i8
 }
 
 #[inline(always)]
@@ -118,6 +118,9 @@ fn slice_body<const FMA: bool>(
     }
 }
 
+/// The AVX2 and portable builds: each bit's 16 LLRs are scaled and quantised as one
+/// lane-wise loop (it vectorises), then interleaved into symbol order with the
+/// descrambling applied as a conditional negation, bit by bit.
 #[inline(always)]
 fn slice_axes<const QA: usize>(
     levels: &[f32; 16],
@@ -127,24 +130,35 @@ fn slice_axes<const QA: usize>(
     offset: usize,
 ) -> bool {
     let qm = 2 * QA;
-    let mut finite = true;
+    let mut nan = [false; LANES];
     for k in 0..s.re.len() {
         let axes = [
             axis_llrs::<QA>(levels, &s.re[k]),
             axis_llrs::<QA>(levels, &s.im[k]),
         ];
-        let (inv, flips) = (&s.inv_noise[k], s.flips[k]);
+        let inv = &s.inv_noise[k];
+        let mut planes = [[0i8; LANES]; 8];
+        for (j, plane) in planes.iter_mut().enumerate().take(qm) {
+            // Even bits come from the in-phase axis, odd bits from the quadrature.
+            let a = &axes[j % 2][j / 2];
+            for l in 0..LANES {
+                let x = a[l] * inv[l];
+                nan[l] |= x.is_nan();
+                plane[l] = quantize(x);
+            }
+        }
         let dst = &mut out[k * stride + offset..][..s.symbols * qm];
+        let mut flips = s.flips[k];
         for (l, chunk) in dst.chunks_exact_mut(qm).enumerate() {
             for (j, q) in chunk.iter_mut().enumerate() {
-                // Even bits come from the in-phase axis, odd bits from the quadrature.
-                let x = axes[j % 2][j / 2][l] * inv[l];
-                finite &= !x.is_nan();
-                *q = quantize(x, (flips >> (l * qm + j)) & 1 != 0);
+                // -q as (q ^ m) - m: m is all ones where the sequence bit is set.
+                let m = -((flips & 1) as i8);
+                *q = (planes[j][l] ^ m).wrapping_sub(m);
+                flips >>= 1;
             }
         }
     }
-    finite
+    !nan[..s.symbols].contains(&true)
 }
 
 /// The AVX-512 build: per user, the per-bit LLR vectors (16 symbols in lanes) are
