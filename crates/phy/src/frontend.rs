@@ -160,7 +160,8 @@ pub const SLICE: usize = crate::group_product::LANES;
 /// more than the L2 cache (1 MiB on Zen 4) holds beside the FFT's work buffer, so
 /// it would be written back before the equaliser reads it, and a plain store
 /// would first read every line it fills. Measured on a 64x16 frame (13 symbols,
-/// 8 MB): the front end's own time falls by about 40% (docs/BENCHMARKS.md, PHY).
+/// 8 MB), same binary, loaded machine: 2.0-2.4 ms for the front end against 3.6-4.4
+/// ms with plain stores (docs/BENCHMARKS.md, PHY, session 7).
 const STREAM_BYTES: usize = 1 << 20;
 
 /// A zeroed buffer of planar slices (see [`FrontEnd::antenna_planar`]) aligned to
