@@ -14,6 +14,29 @@ pub(crate) struct PackedStep {
     pub shift: usize,
 }
 
+/// A plan step as the packed encoder runs it: the solved block's rotation folded into
+/// the terms' shifts (`p[j] = XOR of x_t[(j - shift + s_t) mod Zc]`), so the sum is the
+/// parity block itself and needs no rotation afterwards.
+#[derive(Clone, Debug)]
+struct RotatedStep {
+    terms: Vec<(usize, usize)>,
+    col: usize,
+}
+
+impl RotatedStep {
+    fn new(step: PackedStep, zc: usize) -> RotatedStep {
+        let terms = step
+            .terms
+            .iter()
+            .map(|&(col, s)| (col, (s + zc - step.shift) % zc))
+            .collect();
+        RotatedStep {
+            terms,
+            col: step.col,
+        }
+    }
+}
+
 /// Scratch and tables of the packed encoder for one (base graph, Zc).
 pub(crate) struct Packed {
     zc: usize,
@@ -21,7 +44,7 @@ pub(crate) struct Packed {
     nw: usize,
     dw: usize,
     kb: usize,
-    steps: Vec<PackedStep>,
+    steps: Vec<RotatedStep>,
     /// Packed payload, then zeros (fillers), with a spare word.
     payload: Vec<u64>,
     /// Doubled blocks of the columns other rows read: systematic and core parity.
@@ -29,7 +52,6 @@ pub(crate) struct Packed {
     /// Every parity block, `nw` words each.
     parity: Vec<u64>,
     acc: Vec<u64>,
-    acc2: Vec<u64>,
 }
 
 /// Mask of the valid bits in the last word of a Zc-bit block.
@@ -82,6 +104,37 @@ fn sum_terms<const NW: usize>(terms: &[(usize, usize)], doubled: &[u64], dw: usi
 /// Packs bits stored one per byte (0/1) into `out`, bit `i` of the input at bit `i % 64`
 /// of word `i / 64`. The input is known to hold only 0 and 1.
 pub(crate) fn pack_bits(bits: &[u8], out: &mut [u64]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 was detected.
+        return unsafe { pack_bits_avx2(bits, out) };
+    }
+    pack_bits_portable(bits, out)
+}
+
+/// `pack_bits` 64 bits at a time: shifting each 0/1 byte's bit to its sign bit lets one
+/// `vpmovmskb` gather 32 of them.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn pack_bits_avx2(bits: &[u8], out: &mut [u64]) {
+    use std::arch::x86_64::*;
+    let whole = (bits.len() / 64).min(out.len());
+    let src = bits.as_ptr();
+    for (i, w) in out[..whole].iter_mut().enumerate() {
+        // SAFETY: `i < bits.len() / 64`, so both 32-byte reads are inside `bits`.
+        let lo = _mm256_loadu_si256(src.add(64 * i) as *const __m256i);
+        let hi = _mm256_loadu_si256(src.add(64 * i + 32) as *const __m256i);
+        // Bytes hold 0 or 1: a 16-bit shift by 7 moves each byte's bit 0 to its bit 7
+        // without carrying anything into the neighbouring byte's bit 7.
+        let lo = _mm256_movemask_epi8(_mm256_slli_epi16(lo, 7)) as u32 as u64;
+        let hi = _mm256_movemask_epi8(_mm256_slli_epi16(hi, 7)) as u32 as u64;
+        *w = lo | hi << 32;
+    }
+    pack_bits_portable(&bits[whole * 64..], &mut out[whole..]);
+}
+
+/// `pack_bits` without SIMD: one multiply per 8 bits.
+pub(crate) fn pack_bits_portable(bits: &[u8], out: &mut [u64]) {
     let mut chunks = bits.chunks_exact(64);
     for (w, c) in out.iter_mut().zip(&mut chunks) {
         let mut v = 0u64;
@@ -126,7 +179,46 @@ pub(crate) fn unpack_bits(words: &[u64], out: &mut [u8]) {
         // SAFETY: AVX-512BW (and so AVX-512F) was detected.
         return unsafe { unpack_bits_avx512(words, out) };
     }
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 was detected.
+        return unsafe { unpack_bits_avx2(words, out) };
+    }
     unpack_bits_portable(words, out)
+}
+
+/// `unpack_bits` 32 bits at a time: each byte of a broadcast 32-bit word is spread to
+/// the 8 output bytes it fills (a byte shuffle), then every byte keeps its own bit
+/// (an AND with 1, 2, .., 128) and is clamped to 0/1 (an unsigned minimum with 1).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn unpack_bits_avx2(words: &[u64], out: &mut [u8]) {
+    use std::arch::x86_64::*;
+    let n = out.len();
+    assert!(words.len() * 64 >= n, "enough bits to unpack");
+    // The shuffle works within 128-bit halves: the low one spreads bytes 0 and 1 of the
+    // broadcast word, the high one bytes 2 and 3.
+    let spread = _mm256_setr_epi8(
+        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
+        3, 3,
+    );
+    let bit = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let ones = _mm256_set1_epi8(1);
+    let src = words.as_ptr() as *const u32;
+    let dst = out.as_mut_ptr();
+    let whole = n / 32;
+    for i in 0..whole {
+        // SAFETY: `i < n / 32 <= words.len() * 2`, so the u32 read is inside `words`,
+        // and the 32 bytes written end at `32 * (i + 1) <= n`.
+        let w = _mm256_set1_epi32(src.add(i).read_unaligned() as i32);
+        let bytes = _mm256_and_si256(_mm256_shuffle_epi8(w, spread), bit);
+        let v = _mm256_min_epu8(bytes, ones);
+        _mm256_storeu_si256(dst.add(32 * i) as *mut __m256i, v);
+    }
+    for (j, o) in out[whole * 32..].iter_mut().enumerate() {
+        let i = whole * 32 + j;
+        *o = (words[i / 64] >> (i % 64)) as u8 & 1;
+    }
 }
 
 /// `unpack_bits` with one masked move per 64 bits.
@@ -172,12 +264,11 @@ impl Packed {
             nw,
             dw,
             kb,
-            steps,
+            steps: steps.into_iter().map(|s| RotatedStep::new(s, zc)).collect(),
             payload: vec![0; (kb * zc).div_ceil(64) + nw + 1],
             doubled: vec![0; (kb + 4) * dw],
             parity: vec![0; (cols - kb) * nw],
             acc: vec![0; nw],
-            acc2: vec![0; dw],
         }
     }
 
@@ -236,12 +327,9 @@ impl Packed {
                 }
             }
             self.acc[nw - 1] &= mask;
-            // p[(i + shift) % Zc] = acc[i]: p is acc rotated by Zc - shift.
-            Self::double(&self.acc, zc, &mut self.acc2);
             let j = step.col - kb;
             let p = &mut self.parity[j * nw..(j + 1) * nw];
-            read_bits::<false>(p, &self.acc2, (zc - step.shift) % zc);
-            p[nw - 1] &= mask;
+            p.copy_from_slice(&self.acc);
             if j < 4 {
                 let col = step.col;
                 Self::double(p, zc, &mut self.doubled[col * dw..(col + 1) * dw]);
@@ -266,7 +354,7 @@ mod tests {
         let words: Vec<u64> = (0..7u64)
             .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i << 61))
             .collect();
-        for n in [0, 1, 7, 8, 63, 64, 65, 200, 384, 448] {
+        for n in [0, 1, 7, 8, 31, 32, 33, 63, 64, 65, 95, 96, 200, 384, 448] {
             let expected: Vec<u8> = (0..n)
                 .map(|i| (words[i / 64] >> (i % 64)) as u8 & 1)
                 .collect();
@@ -282,11 +370,31 @@ mod tests {
             } else {
                 println!("SKIPPED: avx512 unpack (CPU lacks AVX-512BW)");
             }
+            #[cfg(target_arch = "x86_64")]
+            if std::is_x86_feature_detected!("avx2") {
+                let mut out = vec![9u8; n];
+                // SAFETY: detected just above.
+                unsafe { unpack_bits_avx2(&words, &mut out) };
+                assert_eq!(out, expected, "avx2, {n} bits");
+            } else {
+                println!("SKIPPED: avx2 unpack (CPU lacks AVX2)");
+            }
             let mut packed = vec![0u64; n.div_ceil(64) + 1];
-            pack_bits(&expected, &mut packed);
+            pack_bits_portable(&expected, &mut packed);
             let mut again = vec![9u8; n];
             unpack_bits_portable(&packed, &mut again);
             assert_eq!(again, expected, "pack then unpack, {n} bits");
+            #[cfg(target_arch = "x86_64")]
+            if std::is_x86_feature_detected!("avx2") {
+                let mut fast = vec![!0u64; n.div_ceil(64) + 1];
+                // SAFETY: detected just above.
+                unsafe { pack_bits_avx2(&expected, &mut fast) };
+                assert_eq!(
+                    fast[..n.div_ceil(64)],
+                    packed[..n.div_ceil(64)],
+                    "avx2 pack, {n} bits"
+                );
+            }
         }
     }
 }
