@@ -238,6 +238,7 @@ fn simd_and_scalar_give_identical_results_on_random_inputs() {
         (BaseGraph::Bg2, 32, 0.3, MinSum::Normalized(0.75)),
         (BaseGraph::Bg2, 352, 0.4, MinSum::Offset(0.5)),
         (BaseGraph::Bg1, 36, 0.5, MinSum::Offset(0.5)),
+        (BaseGraph::Bg1, 72, 1.0 / 3.0, MinSum::Normalized(0.75)),
         (BaseGraph::Bg2, 15, 0.25, MinSum::Normalized(0.875)),
         (BaseGraph::Bg2, 208, 0.4, MinSum::Normalized(1.0)),
         (BaseGraph::Bg2, 3, 0.3, MinSum::Normalized(0.5)),

@@ -224,10 +224,14 @@ pub struct Decoder {
     /// Edges of the active rows, row after row; `row_start` as in [`Graph`].
     edges: Vec<Edge>,
     row_start: Vec<usize>,
-    /// Wrapped layout: the row kernels' window table (AVX-512 and AVX2), per row from
-    /// `row_start[r] * Zc / 64` (see `x86_rows::windows`).
+    /// Wrapped layout: the AVX-512 row kernel's window table (and the syndrome's), per
+    /// row from `row_start[r] * Zc / 64` (see `x86_rows::windows`).
     #[cfg(target_arch = "x86_64")]
     windows: Vec<u32>,
+    /// AVX2 level: the AVX2 row kernel's table for every Zc, per row from
+    /// `row_start[r] * ceil(Zc / 32)` (see `x86_rows::halves`).
+    #[cfg(target_arch = "x86_64")]
+    halves: Vec<u32>,
     /// `correction` as the AVX-512 row kernel uses it (kept equal to `correction`).
     #[cfg(target_arch = "x86_64")]
     corrector: x86_rows::Corrector,
@@ -324,16 +328,27 @@ impl Decoder {
         } else {
             Vec::new()
         };
+        let level = cfg.simd.resolve();
+        #[cfg(target_arch = "x86_64")]
+        let halves = if level == SimdLevel::Avx2 {
+            (0..rows)
+                .flat_map(|r| x86_rows::halves(&edges[row_start[r]..row_start[r + 1]], p.zc))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let correction =
             correction(cfg.min_sum, DEFAULT_LLR_SCALE).unwrap_or(Correction::Eighths(6));
         let d = Decoder {
             #[cfg(target_arch = "x86_64")]
             windows,
             #[cfg(target_arch = "x86_64")]
+            halves,
+            #[cfg(target_arch = "x86_64")]
             corrector: x86_rows::Corrector::new(correction),
             p,
             cfg,
-            level: cfg.simd.resolve(),
+            level,
             correction,
             config_error,
             llr_scale: DEFAULT_LLR_SCALE,
@@ -356,6 +371,11 @@ impl Decoder {
             let dims = d.dims(false, true);
             let c2v = &d.c2v[a * zpad..b * zpad];
             x86::check_bounds(&d.app, &d.edges[a..b], c2v, &d.work, &dims, LANE_PAD);
+            if d.level == SimdLevel::Avx2 {
+                let nh = d.p.zc.div_ceil(32);
+                let halves = &d.halves[a * nh..b * nh];
+                x86_rows::check_halves(&d.app, &d.edges[a..b], halves, d.p.zc, dims.chan);
+            }
         }
         d
     }
@@ -606,21 +626,23 @@ impl Decoder {
                 }
                 #[cfg(target_arch = "x86_64")]
                 SimdLevel::Avx2 => {
-                    let nvec = self.p.zc / LANE_PAD;
+                    let nh = self.p.zc.div_ceil(32);
                     // SAFETY: level comes from runtime detection of avx2; `new` checked
-                    // the bounds, and `windows` is this decoder's table.
-                    let done = dims.wrap
-                        && unsafe {
-                            x86_rows::layer_avx2(
-                                &mut self.app,
-                                edges,
-                                &self.windows[a * nvec..b * nvec],
-                                c2v,
-                                &dims,
-                                self.correction,
-                            )
-                        };
-                    if !done {
+                    // the bounds and this decoder's `halves` table.
+                    let done = unsafe {
+                        x86_rows::layer_avx2(
+                            &mut self.app,
+                            edges,
+                            &self.halves[a * nh..b * nh],
+                            c2v,
+                            &dims,
+                            self.correction,
+                        )
+                    };
+                    if done && !dims.wrap && !self.p.zc.is_multiple_of(32) {
+                        // SAFETY: as above.
+                        unsafe { x86::fixup_avx2(&mut self.app, edges, &dims) }
+                    } else if !done {
                         // SAFETY: as above.
                         unsafe {
                             x86::layer_avx2(
@@ -660,6 +682,13 @@ impl Decoder {
                 },
                 _ => {}
             }
+        }
+        #[cfg(target_arch = "x86_64")]
+        if self.level == SimdLevel::Avx2 {
+            let halves = &self.halves[..self.row_start[self.rows] * dims.zc.div_ceil(32)];
+            // SAFETY: the level comes from runtime detection; `halves` is this decoder's
+            // table over `app`, bounds checked in `new`.
+            return unsafe { x86_rows::syndrome_ok_halves_avx2(app, halves, rows, dims.zc) };
         }
         match self.level {
             #[cfg(target_arch = "x86_64")]

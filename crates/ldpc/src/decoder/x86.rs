@@ -239,11 +239,22 @@ unsafe fn layer_avx2_impl<const FIRST: bool, const MODE: u8>(
         i0 += W;
     }
     if MODE == FIXUP {
-        for ed in edges.iter().filter(|ed| !ed.single || dims.write_single) {
-            let col = appp.add(ed.base);
-            copy_avx2(col, col.add(zc), ed.shift);
-            copy_avx2(col.add(ed.shift + zc), col.add(ed.shift), zc - ed.shift);
-        }
+        fixup_avx2(app, edges, dims);
+    }
+}
+
+/// Doubled layout, Zc not a multiple of 32: restores `app[c][j + Zc] == app[c][j]` for
+/// every column the row block rewrote (see `decoder::fixup_scalar`).
+///
+/// # Safety
+/// The CPU must support AVX2, and the buffers must pass `check_bounds`.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn fixup_avx2(app: &mut [i8], edges: &[Edge], dims: &Dims) {
+    let (appp, zc) = (app.as_mut_ptr(), dims.zc);
+    for ed in edges.iter().filter(|ed| !ed.single || dims.write_single) {
+        let col = appp.add(ed.base);
+        copy_avx2(col, col.add(zc), ed.shift);
+        copy_avx2(col.add(ed.shift + zc), col.add(ed.shift), zc - ed.shift);
     }
 }
 

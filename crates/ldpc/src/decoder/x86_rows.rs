@@ -1,11 +1,13 @@
-//! Row kernels for the wrapped layout (Zc a multiple of 64, see the module docs of
-//! `decoder`), AVX-512BW and AVX2: the scalar kernel's arithmetic, one 64-lane vector
-//! of a row block at a time (AVX2: its two 32-lane halves in turn), with the row's
-//! extrinsic values held in registers (the row degree is a compile-time constant, so
-//! the per-edge loops unroll and `t` is never stored and reloaded; BG1's degree-19 rows
-//! do spill some). Each new APP vector costs one store, plus a mirror store for the (at
-//! most two per edge) vectors that touch the first 64 lanes or wrap (the same stores as
-//! `x86::mirror_store` makes, decided in advance by [`windows`]). A row's single edge
+//! Row kernels, AVX-512BW for the wrapped layout (Zc a multiple of 64, see the module
+//! docs of `decoder`) and AVX2 for every Zc: the scalar kernel's arithmetic, one 64-lane
+//! vector (AVX2: one 32-lane half) of a row block at a time, with the row's extrinsic
+//! values held in registers (the row degree is a compile-time constant, so the per-edge
+//! loops unroll and `t` is never stored and reloaded; BG1's degree-19 rows do spill
+//! some). Each new APP vector costs one store, plus a mirror store for the (at most two
+//! per edge) vectors that touch the mirrored lanes or wrap (the same stores as
+//! `x86::mirror_store` makes, decided in advance by [`windows`] and [`halves`]; without
+//! direct mirror stores, i.e. Zc not a multiple of 32, the caller's fix-up copy restores
+//! the mirror after the row). A row's single edge
 //! (`decoder::Edge::single`) is its last one; whether a row has one is a compile-time
 //! constant as well.
 //!
@@ -127,23 +129,29 @@ pub(crate) unsafe fn layer(
     true
 }
 
-/// [`layer`] for AVX2: the same row kernel on 32-lane halves of each 64-lane window
-/// (registers hold one half of a row at a time). False (nothing done) when the degree
-/// has no kernel.
+/// [`layer`] for AVX2, for every Zc: the same row kernel on 32-lane halves (registers
+/// hold one half of a row at a time), addressed through the row's [`halves`] table.
+/// Without the wrapped layout and with Zc not a multiple of 32, the caller restores the
+/// mirror afterwards (`x86::fixup_avx2`). False (nothing done) when the degree has no
+/// kernel.
 ///
 /// # Safety
-/// The CPU must support AVX2, `dims.wrap` must hold, and the buffers must pass
-/// `x86::check_bounds`.
+/// The CPU must support AVX2, the buffers must pass `x86::check_bounds`, and `halves`
+/// must be this row's table over `app` (built by [`halves`], checked by
+/// [`check_halves`]).
 pub(crate) unsafe fn layer_avx2(
     app: &mut [i8],
     edges: &[Edge],
-    windows: &[u32],
+    halves: &[u32],
     c2v: &mut [i8],
     dims: &Dims,
     correction: Correction,
 ) -> bool {
-    debug_assert!(dims.wrap && dims.zpad == dims.zc);
-    debug_assert_eq!(windows.len(), edges.len() * dims.zc / 64);
+    debug_assert_eq!(
+        halves.len(),
+        edges.len() * dims.zc.div_ceil(HALF),
+        "one window per edge and half"
+    );
     debug_assert!(edges.iter().rev().skip(1).all(|e| !e.single));
     let single = Single {
         write: dims.write_single,
@@ -155,16 +163,16 @@ pub(crate) unsafe fn layer_avx2(
             match (edges.len(), dims.first, last_single) {
                 $(
                     ($d, true, false) => {
-                        row_avx2::<true, false, $d>(app, windows, c2v, dims.zc, correction, single)
+                        row_avx2::<true, false, $d>(app, halves, c2v, dims.zc, correction, single)
                     }
                     ($d, false, false) => {
-                        row_avx2::<false, false, $d>(app, windows, c2v, dims.zc, correction, single)
+                        row_avx2::<false, false, $d>(app, halves, c2v, dims.zc, correction, single)
                     }
                     ($d, true, true) => {
-                        row_avx2::<true, true, $d>(app, windows, c2v, dims.zc, correction, single)
+                        row_avx2::<true, true, $d>(app, halves, c2v, dims.zc, correction, single)
                     }
                     ($d, false, true) => {
-                        row_avx2::<false, true, $d>(app, windows, c2v, dims.zc, correction, single)
+                        row_avx2::<false, true, $d>(app, halves, c2v, dims.zc, correction, single)
                     }
                 )*
                 _ => return false,
@@ -175,20 +183,23 @@ pub(crate) unsafe fn layer_avx2(
     true
 }
 
-/// AVX2 row kernel: for each 64-lane window, its two 32-lane halves one after the
-/// other, every operation as in `scalar::layer` (the saturation tests on `|x|`, the
-/// correction by shifts).
+/// Lanes of an AVX2 vector: the row kernel's unit.
+const HALF: usize = 32;
+
+/// AVX2 row kernel: for each 32-lane half (32 lanes of a 64-lane window in the wrapped
+/// layout), every operation as in `scalar::layer` (the saturation tests on `|x|`, the
+/// correction by shifts). Messages keep the AVX-512 kernel's layout: half `j` of edge
+/// `e` at `c2v[((j / 2) * D + e) * 64 + (j % 2) * 32]`.
 #[target_feature(enable = "avx2")]
 unsafe fn row_avx2<const FIRST: bool, const LAST_SINGLE: bool, const D: usize>(
     app: &mut [i8],
-    windows: &[u32],
+    halves: &[u32],
     c2v: &mut [i8],
     zc: usize,
     correction: Correction,
     single: Single,
 ) {
     const W: usize = 64;
-    const H: usize = 32;
     let appp = app.as_mut_ptr();
     let c2vp = c2v.as_mut_ptr();
     let zero = _mm256_setzero_si256();
@@ -196,17 +207,15 @@ unsafe fn row_avx2<const FIRST: bool, const LAST_SINGLE: bool, const D: usize>(
     let max127 = _mm256_set1_epi8(127);
     let all = _mm256_set1_epi8(-1);
     let (k126, k253) = (_mm256_set1_epi8(126), _mm256_set1_epi8(-3));
-    for k in 0..zc / W {
-        let win: &[u32; D] = windows[k * D..(k + 1) * D]
-            .try_into()
-            .expect("D windows per vector");
-        for h in [0, H] {
-            let c2vk = c2vp.add(k * D * W + h);
+    for (j, win) in halves.chunks_exact(D).enumerate() {
+        let win: &[u32; D] = win.try_into().expect("D windows per half");
+        {
+            let c2vk = c2vp.add((j / 2) * D * W + (j % 2) * HALF);
             let mut t = [zero; D];
             let (mut min1, mut min2, mut sgn) = (all, all, zero);
             unroll!(D, |e| {
                 let is_single = LAST_SINGLE && e + 1 == D;
-                let at = (win[e] & OFFSET) as usize + h + if is_single { single.chan } else { 0 };
+                let at = (win[e] & OFFSET) as usize + if is_single { single.chan } else { 0 };
                 let a = _mm256_loadu_si256(appp.add(at) as *const __m256i);
                 t[e] = if FIRST || is_single {
                     a
@@ -248,7 +257,7 @@ unsafe fn row_avx2<const FIRST: bool, const LAST_SINGLE: bool, const D: usize>(
                     let sat = _mm256_cmpeq_epi8(_mm256_max_epu8(abs_t, max127), abs_t);
                     let v = _mm256_adds_epi8(t, _mm256_andnot_si256(sat, c));
                     let w = win[e];
-                    let p = appp.add((w & OFFSET) as usize + h);
+                    let p = appp.add((w & OFFSET) as usize);
                     _mm256_storeu_si256(p as *mut __m256i, v);
                     if w & MIRROR_UP != 0 {
                         _mm256_storeu_si256(p.add(zc) as *mut __m256i, v);
@@ -282,6 +291,97 @@ pub(crate) fn windows(edges: &[Edge], zc: usize) -> Vec<u32> {
         }
     }
     w
+}
+
+/// The AVX2 kernel's table, for every Zc: where 32-lane half `j` (lanes `32 j..32 j +
+/// 32`) of every edge of a row starts, `halves[j * degree + e]`, with [`MIRROR_UP`] /
+/// [`MIRROR_DOWN`] as in [`windows`]. Wrapped layout: [`windows`]' 64-lane window and
+/// its flags, plus 32 for the upper half. Otherwise (the doubled layout, windows at
+/// `shift + 32 j`): with Zc a multiple of 32, the flags of `x86::mirror_store` for a
+/// 32-lane vector (`q < Zc`: the copy `Zc` higher; `q + 32 > Zc`: the one `Zc` lower);
+/// other Zc get no flags (the caller's fix-up copy restores the mirror) and a last half
+/// of padding lanes, which rewrites only bytes that the fix-up copy restores.
+pub(crate) fn halves(edges: &[Edge], zc: usize) -> Vec<u32> {
+    let wrap = super::wraps(zc);
+    let direct = zc.is_multiple_of(HALF);
+    let mut w = Vec::with_capacity(edges.len() * zc.div_ceil(HALF));
+    for i0 in (0..zc.div_ceil(HALF) * HALF).step_by(HALF) {
+        for ed in edges {
+            let (q, up, down) = if wrap {
+                // The 64-lane window's start and flags serve both of its halves.
+                let q = (ed.shift + i0 / LANE_PAD * LANE_PAD) % zc;
+                (q + i0 % LANE_PAD, q < LANE_PAD, q + LANE_PAD > zc)
+            } else {
+                let q = ed.shift + i0;
+                (q, direct && q < zc, direct && q + HALF > zc)
+            };
+            let at = u32::try_from(ed.base + q).expect("APP buffer below 1 GiB");
+            assert!(
+                at & (MIRROR_UP | MIRROR_DOWN) == 0,
+                "APP buffer below 1 GiB"
+            );
+            w.push(at | if up { MIRROR_UP } else { 0 } | if down { MIRROR_DOWN } else { 0 });
+        }
+    }
+    w
+}
+
+/// The bounds [`row_avx2`] relies on for one row's [`halves`] table: every load (a
+/// single edge's `chan` further on) and every store, mirror stores included, lies
+/// inside `app`.
+pub(crate) fn check_halves(app: &[i8], edges: &[Edge], halves: &[u32], zc: usize, chan: usize) {
+    assert_eq!(halves.len(), edges.len() * zc.div_ceil(HALF));
+    for win in halves.chunks_exact(edges.len()) {
+        for (ed, &w) in edges.iter().zip(win) {
+            let at = (w & OFFSET) as usize;
+            let load = at + if ed.single { chan } else { 0 };
+            assert!(load + HALF <= app.len());
+            assert!(at + HALF <= app.len());
+            if w & MIRROR_UP != 0 {
+                assert!(at + zc + HALF <= app.len());
+            }
+            if w & MIRROR_DOWN != 0 {
+                assert!(at >= zc);
+            }
+        }
+    }
+}
+
+/// Hard decisions satisfy every row listed by `row_start`, from the AVX2 kernel's
+/// [`halves`] table: per row and half, the XOR of the edges' 32-lane windows must have
+/// no sign bit set in a real lane (the last half of a Zc not a multiple of 32 has
+/// padding lanes, masked off).
+///
+/// # Safety
+/// The CPU must support AVX2, and `halves` must be the table of these rows over `app`.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn syndrome_ok_halves_avx2(
+    app: &[i8],
+    halves: &[u32],
+    row_start: &[usize],
+    zc: usize,
+) -> bool {
+    let nh = zc.div_ceil(HALF);
+    let last = match zc % HALF {
+        0 => u32::MAX,
+        r => (1u32 << r) - 1,
+    };
+    let p = app.as_ptr();
+    for r in row_start.windows(2) {
+        let d = r[1] - r[0];
+        for (j, win) in halves[r[0] * nh..r[1] * nh].chunks_exact(d).enumerate() {
+            let mut x = _mm256_setzero_si256();
+            for &w in win {
+                let a = _mm256_loadu_si256(p.add((w & OFFSET) as usize) as *const __m256i);
+                x = _mm256_xor_si256(x, a);
+            }
+            let signs = _mm256_movemask_epi8(x) as u32;
+            if signs & if j + 1 == nh { last } else { u32::MAX } != 0 {
+                return false;
+            }
+        }
+    }
+    true
 }
 
 /// How the kernel treats a row's single edge (see `decoder::Edge::single`), when its
