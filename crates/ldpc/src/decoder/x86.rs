@@ -92,30 +92,6 @@ unsafe fn saturated256(abs_x: __m256i, max127: __m256i) -> __m256i {
     _mm256_cmpeq_epi8(_mm256_max_epu8(abs_x, max127), abs_x)
 }
 
-/// Copies `len` bytes between disjoint ranges with whole vectors (last one overlapping).
-#[target_feature(enable = "avx2")]
-unsafe fn copy_avx2(dst: *mut i8, src: *const i8, len: usize) {
-    if len >= 32 {
-        let mut o = 0;
-        while o + 32 < len {
-            _mm256_storeu_si256(
-                dst.add(o) as *mut __m256i,
-                _mm256_loadu_si256(src.add(o) as *const __m256i),
-            );
-            o += 32;
-        }
-        let o = len - 32;
-        _mm256_storeu_si256(
-            dst.add(o) as *mut __m256i,
-            _mm256_loadu_si256(src.add(o) as *const __m256i),
-        );
-    } else {
-        for o in 0..len {
-            *dst.add(o) = *src.add(o);
-        }
-    }
-}
-
 /// AVX2 version of `scalar::layer`.
 ///
 /// # Safety
@@ -244,17 +220,43 @@ unsafe fn layer_avx2_impl<const FIRST: bool, const MODE: u8>(
 }
 
 /// Doubled layout, Zc not a multiple of 32: restores `app[c][j + Zc] == app[c][j]` for
-/// every column the row block rewrote (see `decoder::fixup_scalar`).
+/// every column the row block rewrote (see `decoder::fixup_scalar`): `[0, shift)` from
+/// `[Zc, Zc + shift)`, `[shift + Zc, 2 Zc)` from `[shift, Zc)`, in whole 32-byte vectors
+/// (short copies are the common case at small Zc, where a byte loop cost more than the
+/// row kernel). The first copy runs down from `shift`, its last vector spilling into the
+/// column's front pad; the second runs up, its last vector spilling past `2 Zc` into
+/// bytes that only padding lanes read. The spilled bytes come from overhanging source
+/// bytes, so no real lane of the mirror gets a stale value.
 ///
 /// # Safety
-/// The CPU must support AVX2, and the buffers must pass `check_bounds`.
+/// The CPU must support AVX2, and the buffers must pass `check_bounds` (front pad and
+/// tail of at least 32 bytes).
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn fixup_avx2(app: &mut [i8], edges: &[Edge], dims: &Dims) {
+    const W: usize = 32;
     let (appp, zc) = (app.as_mut_ptr(), dims.zc);
+    let copy = |dst: *mut i8, src: *const i8| {
+        _mm256_storeu_si256(
+            dst as *mut __m256i,
+            _mm256_loadu_si256(src as *const __m256i),
+        );
+    };
     for ed in edges.iter().filter(|ed| !ed.single || dims.write_single) {
         let col = appp.add(ed.base);
-        copy_avx2(col, col.add(zc), ed.shift);
-        copy_avx2(col.add(ed.shift + zc), col.add(ed.shift), zc - ed.shift);
+        let shift = ed.shift as isize;
+        let mut end = shift;
+        while end > 0 {
+            copy(
+                col.offset(end - W as isize),
+                col.offset(zc as isize + end - W as isize),
+            );
+            end -= W as isize;
+        }
+        let mut o = ed.shift;
+        while o < zc {
+            copy(col.add(o + zc), col.add(o));
+            o += W;
+        }
     }
 }
 
