@@ -52,6 +52,9 @@ pub(crate) struct Packed {
     /// Every parity block, `nw` words each.
     parity: Vec<u64>,
     acc: Vec<u64>,
+    /// Sum the terms with AVX2 (detected at construction; tests clear it to cover the
+    /// portable sums).
+    pub(crate) avx2: bool,
 }
 
 /// Mask of the valid bits in the last word of a Zc-bit block.
@@ -99,6 +102,49 @@ fn sum_terms<const NW: usize>(terms: &[(usize, usize)], doubled: &[u64], dw: usi
         }
     }
     acc
+}
+
+/// Spare words after the last doubled column, so that the AVX2 sums' whole-vector reads
+/// stay inside the buffer: a term reads words `[at, at + 4 V]` with `at <= last column
+/// + ceil(Zc / 64) - 1` and `4 V <= ceil(Zc / 64) + 3`, at most `2 ceil(Zc / 64) + 3`
+/// words from the last column's start, which has `dw >= 2 ceil(Zc / 64)` words.
+const AVX2_SPARE_WORDS: usize = 8;
+
+/// `sum_terms` with the accumulator as `V` vectors of 4 words (`out.len() <= 4 V`): a
+/// funnel shift per vector from two overlapping loads; a shift count of 64 gives 0 in
+/// vector shifts, so a shift that is a multiple of 64 needs no branch. The words past
+/// `out.len()` (bits of neighbouring data) are dropped.
+///
+/// # Safety
+/// The CPU must support AVX2 (the reads are bounds-checked).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn sum_terms_avx2<const V: usize>(
+    terms: &[(usize, usize)],
+    doubled: &[u64],
+    dw: usize,
+    out: &mut [u64],
+) {
+    use std::arch::x86_64::*;
+    let mut acc = [_mm256_setzero_si256(); V];
+    for &(col, shift) in terms {
+        let at = col * dw + shift / 64;
+        assert!(at + 4 * V < doubled.len(), "spare words for whole vectors");
+        let p = doubled.as_ptr().add(at);
+        let b = (shift % 64) as i64;
+        let (right, left) = (_mm_cvtsi64_si128(b), _mm_cvtsi64_si128(64 - b));
+        for (v, a) in acc.iter_mut().enumerate() {
+            let lo = _mm256_loadu_si256(p.add(4 * v) as *const __m256i);
+            let hi = _mm256_loadu_si256(p.add(4 * v + 1) as *const __m256i);
+            let x = _mm256_or_si256(_mm256_srl_epi64(lo, right), _mm256_sll_epi64(hi, left));
+            *a = _mm256_xor_si256(*a, x);
+        }
+    }
+    let mut words = [0u64; 8];
+    for (v, a) in acc.iter().enumerate() {
+        _mm256_storeu_si256(words.as_mut_ptr().add(4 * v) as *mut __m256i, *a);
+    }
+    out.copy_from_slice(&words[..out.len()]);
 }
 
 /// Packs bits stored one per byte (0/1) into `out`, bit `i` of the input at bit `i % 64`
@@ -266,9 +312,14 @@ impl Packed {
             kb,
             steps: steps.into_iter().map(|s| RotatedStep::new(s, zc)).collect(),
             payload: vec![0; (kb * zc).div_ceil(64) + nw + 1],
-            doubled: vec![0; (kb + 4) * dw],
+            // Spare words after the last column: the AVX2 sums read whole vectors.
+            doubled: vec![0; (kb + 4) * dw + AVX2_SPARE_WORDS],
             parity: vec![0; (cols - kb) * nw],
             acc: vec![0; nw],
+            #[cfg(target_arch = "x86_64")]
+            avx2: std::is_x86_feature_detected!("avx2"),
+            #[cfg(not(target_arch = "x86_64"))]
+            avx2: false,
         }
     }
 
@@ -297,7 +348,23 @@ impl Packed {
             self.acc[nw - 1] &= mask;
             Self::double(&self.acc, zc, &mut self.doubled[col * dw..(col + 1) * dw]);
         }
-        for step in &self.steps {
+        // Taken out for the loop, so that each step can update the other fields.
+        let steps = std::mem::take(&mut self.steps);
+        for step in &steps {
+            #[cfg(target_arch = "x86_64")]
+            if self.avx2 && nw <= 8 {
+                let (terms, doubled, acc) = (&step.terms, &self.doubled, &mut self.acc);
+                // SAFETY: AVX2 was detected (`avx2` is only set then).
+                unsafe {
+                    if nw <= 4 {
+                        sum_terms_avx2::<1>(terms, doubled, dw, acc)
+                    } else {
+                        sum_terms_avx2::<2>(terms, doubled, dw, acc)
+                    }
+                }
+                self.finish_step(step.col);
+                continue;
+            }
             // The accumulator in registers for the common block sizes.
             match nw {
                 1 => self
@@ -326,14 +393,21 @@ impl Packed {
                     }
                 }
             }
-            self.acc[nw - 1] &= mask;
-            let j = step.col - kb;
-            let p = &mut self.parity[j * nw..(j + 1) * nw];
-            p.copy_from_slice(&self.acc);
-            if j < 4 {
-                let col = step.col;
-                Self::double(p, zc, &mut self.doubled[col * dw..(col + 1) * dw]);
-            }
+            self.finish_step(step.col);
+        }
+        self.steps = steps;
+    }
+
+    /// Stores the summed accumulator as parity column `col` (doubled as well when later
+    /// steps read it: a core parity column).
+    fn finish_step(&mut self, col: usize) {
+        let (zc, nw, dw, kb) = (self.zc, self.nw, self.dw, self.kb);
+        self.acc[nw - 1] &= last_mask(zc);
+        let j = col - kb;
+        let p = &mut self.parity[j * nw..(j + 1) * nw];
+        p.copy_from_slice(&self.acc);
+        if j < 4 {
+            Self::double(p, zc, &mut self.doubled[col * dw..(col + 1) * dw]);
         }
     }
 
