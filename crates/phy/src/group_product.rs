@@ -321,6 +321,13 @@ impl GroupProduct {
         }
         // Below AVX-512: the four-product kernel on the `wr`/`wi` planes.
         let a = &Coefficients::new(&a.wr, &a.wi, (a.rows, a.cols), (a.cols, 1), a.gain);
+        #[cfg(target_arch = "x86_64")]
+        if isa.min(Isa::cpu()) == Isa::Avx2 {
+            // SAFETY: the CPU has AVX2 and FMA (checked just above); the output
+            // covers every row's lanes (asserted above).
+            unsafe { slice_avx2(a, re, im, lanes, out, out_stride, s0) };
+            return;
+        }
         dispatch!(isa.min(Isa::Avx2), fn run(a: &Coefficients<'_>, re: &[[f32; LANES]], im: &[[f32; LANES]],
             lanes: std::ops::Range<usize>, out: &mut [Cf32], out_stride: usize, s0: usize) => slice_portable)
     }
@@ -361,6 +368,13 @@ impl GroupProduct {
             return;
         }
         let a = &Coefficients::new(&a.wr, &a.wi, (a.rows, a.cols), (a.cols, 1), a.gain);
+        #[cfg(target_arch = "x86_64")]
+        if isa.min(Isa::cpu()) == Isa::Avx2 {
+            // SAFETY: the CPU has AVX2 and FMA (checked just above); both outputs
+            // have every row (asserted above).
+            unsafe { planar_avx2(a, re, im, lanes, out_re, out_im) };
+            return;
+        }
         dispatch!(isa.min(Isa::Avx2), fn run(a: &Coefficients<'_>, re: &[[f32; LANES]], im: &[[f32; LANES]],
             lanes: std::ops::Range<usize>, out_re: &mut [[f32; LANES]], out_im: &mut [[f32; LANES]]) => slice_planar_portable)
     }
@@ -382,6 +396,13 @@ fn product_slice(
     if isa.min(Isa::cpu()) == Isa::Avx512 {
         // SAFETY: the CPU has AVX-512 (checked just above).
         unsafe { slice_avx512(a, re, im, lanes, out, out_stride, s0) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if isa.min(Isa::cpu()) == Isa::Avx2 {
+        // SAFETY: the CPU has AVX2 and FMA (checked just above); the callers
+        // checked the output covers every row's lanes.
+        unsafe { slice_avx2(a, re, im, lanes, out, out_stride, s0) };
         return;
     }
     dispatch!(isa.min(Isa::Avx2), fn run(a: &Coefficients<'_>, re: &[[f32; LANES]], im: &[[f32; LANES]],
@@ -692,6 +713,180 @@ unsafe fn gauss_planar_avx512(
         store(r0, vr[0], vi[0]);
         r0 += 1;
     }
+}
+
+/// Output rows accumulated together by the AVX2 build: two rows of 16 lanes are
+/// 8 accumulators (two `ymm` halves each for re and im), which leaves registers for
+/// the 4 input vectors and 2 broadcasts (14 of 16; the portable body's 4 rows
+/// need 16 accumulators and spilled).
+const ROWS_AVX2: usize = 2;
+
+/// Rows `r0 .. r0 + R` of one slice (gain applied) in AVX2 registers, as
+/// `[row][half]`: exactly the portable four-product sums ([`products`]), the same
+/// fused operations in the same order, 8 lanes per register.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn rows_avx2<const R: usize>(
+    a: &Coefficients<'_>,
+    r0: usize,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+) -> (
+    [[std::arch::x86_64::__m256; 2]; R],
+    [[std::arch::x86_64::__m256; 2]; R],
+) {
+    use std::arch::x86_64::*;
+    let zero = _mm256_setzero_ps();
+    let mut ar = [[zero; 2]; R];
+    let mut ai = [[zero; 2]; R];
+    for c in 0..a.cols {
+        // SAFETY: `re[c]` and `im[c]` are 16 floats each.
+        let (xr, xi) = unsafe {
+            let (r, i) = (re[c].as_ptr(), im[c].as_ptr());
+            (
+                [_mm256_loadu_ps(r), _mm256_loadu_ps(r.add(8))],
+                [_mm256_loadu_ps(i), _mm256_loadu_ps(i.add(8))],
+            )
+        };
+        for j in 0..R {
+            let (cr, ci) = a.at(r0 + j, c);
+            let (wr, wi) = (_mm256_set1_ps(cr), _mm256_set1_ps(ci));
+            for h in 0..2 {
+                // fnmadd(wi, xi, acc) is fma(-wi, xi, acc) exactly (negation is exact).
+                ar[j][h] = _mm256_fmadd_ps(wr, xr[h], ar[j][h]);
+                ar[j][h] = _mm256_fnmadd_ps(wi, xi[h], ar[j][h]);
+                ai[j][h] = _mm256_fmadd_ps(wr, xi[h], ai[j][h]);
+                ai[j][h] = _mm256_fmadd_ps(wi, xr[h], ai[j][h]);
+            }
+        }
+    }
+    let gain = _mm256_set1_ps(a.gain);
+    for j in 0..R {
+        for h in 0..2 {
+            ar[j][h] = _mm256_mul_ps(ar[j][h], gain);
+            ai[j][h] = _mm256_mul_ps(ai[j][h], gain);
+        }
+    }
+    (ar, ai)
+}
+
+/// Call `emit(r0, re, im)` with every block of rows of one slice, computed by
+/// [`rows_avx2`] ([`ROWS_AVX2`] rows at a time, then single rows).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn each_row_avx2(
+    a: &Coefficients<'_>,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+    mut emit: impl FnMut(usize, &[[std::arch::x86_64::__m256; 2]], &[[std::arch::x86_64::__m256; 2]]),
+) {
+    let mut r0 = 0;
+    while r0 + ROWS_AVX2 <= a.rows {
+        let (vr, vi) = rows_avx2::<ROWS_AVX2>(a, r0, re, im);
+        emit(r0, &vr, &vi);
+        r0 += ROWS_AVX2;
+    }
+    while r0 < a.rows {
+        let (vr, vi) = rows_avx2::<1>(a, r0, re, im);
+        emit(r0, &vr, &vi);
+        r0 += 1;
+    }
+}
+
+/// The AVX2 build of [`product_slice`]: rows in registers, stored interleaved.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; `(a.rows - 1) * out_stride + s0 + lanes.end <= out.len()`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn slice_avx2(
+    a: &Coefficients<'_>,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+    lanes: std::ops::Range<usize>,
+    out: &mut [Cf32],
+    out_stride: usize,
+    s0: usize,
+) {
+    use std::arch::x86_64::*;
+    let emit = |r0: usize, vr: &[[__m256; 2]], vi: &[[__m256; 2]]| {
+        for (j, (vr, vi)) in vr.iter().zip(vi).enumerate() {
+            let row = &mut out[(r0 + j) * out_stride + s0..][..lanes.end];
+            if lanes.len() == LANES {
+                for h in 0..2 {
+                    // (re, im) pairs of lanes 0 1 | 4 5 and 2 3 | 6 7.
+                    let lo = _mm256_unpacklo_ps(vr[h], vi[h]);
+                    let hi = _mm256_unpackhi_ps(vr[h], vi[h]);
+                    // SAFETY: `row` has 16 subcarriers (32 floats).
+                    unsafe {
+                        let p = row.as_mut_ptr().add(8 * h).cast::<f32>();
+                        _mm256_storeu_ps(p, _mm256_permute2f128_ps::<0x20>(lo, hi));
+                        _mm256_storeu_ps(p.add(8), _mm256_permute2f128_ps::<0x31>(lo, hi));
+                    }
+                }
+            } else {
+                let (r, i) = (spill_avx2(vr), spill_avx2(vi));
+                for l in lanes.clone() {
+                    row[l] = Cf32::new(r[l], i[l]);
+                }
+            }
+        }
+    };
+    each_row_avx2(a, re, im, emit);
+}
+
+/// The AVX2 build of [`GroupProduct::apply_gauss_planar`] (four-product sums).
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; both outputs have a row for every output row.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn planar_avx2(
+    a: &Coefficients<'_>,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+    lanes: std::ops::Range<usize>,
+    out_re: &mut [[f32; LANES]],
+    out_im: &mut [[f32; LANES]],
+) {
+    use std::arch::x86_64::*;
+    let emit = |r0: usize, vr: &[[__m256; 2]], vi: &[[__m256; 2]]| {
+        for (j, (vr, vi)) in vr.iter().zip(vi).enumerate() {
+            let (dr, di) = (&mut out_re[r0 + j], &mut out_im[r0 + j]);
+            if lanes.len() == LANES {
+                for h in 0..2 {
+                    // SAFETY: each output row is 16 floats.
+                    unsafe {
+                        _mm256_storeu_ps(dr.as_mut_ptr().add(8 * h), vr[h]);
+                        _mm256_storeu_ps(di.as_mut_ptr().add(8 * h), vi[h]);
+                    }
+                }
+            } else {
+                let (r, i) = (spill_avx2(vr), spill_avx2(vi));
+                dr[lanes.clone()].copy_from_slice(&r[lanes.clone()]);
+                di[lanes.clone()].copy_from_slice(&i[lanes.clone()]);
+            }
+        }
+    };
+    each_row_avx2(a, re, im, emit);
+}
+
+/// The 16 lanes of a `[half]` register pair, for partial slices.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+#[inline]
+fn spill_avx2(v: &[std::arch::x86_64::__m256; 2]) -> [f32; LANES] {
+    use std::arch::x86_64::*;
+    let mut out = [0f32; LANES];
+    // SAFETY: `out` is 16 floats.
+    unsafe {
+        _mm256_storeu_ps(out.as_mut_ptr(), v[0]);
+        _mm256_storeu_ps(out.as_mut_ptr().add(8), v[1]);
+    }
+    out
 }
 
 /// Below AVX-512: [`GroupProduct::apply_gauss_planar`] with the four-product sums.

@@ -382,6 +382,21 @@ impl Demodulator {
         let qm = self.modulation.bits_per_symbol();
         assert_eq!(llrs.len(), symbols.len() * qm, "demodulate: llr length");
         assert_eq!(noise_var.len(), symbols.len(), "demodulate: noise length");
+        #[cfg(target_arch = "x86_64")]
+        if isa.min(Isa::cpu()) == Isa::Avx2 {
+            let lv = &self.table.levels;
+            // SAFETY: the CPU has AVX2 and FMA (checked just above); the lengths
+            // were asserted above.
+            unsafe {
+                match qm / 2 {
+                    1 => demodulate_avx2::<1>(lv, symbols, noise_var, llrs),
+                    2 => demodulate_avx2::<2>(lv, symbols, noise_var, llrs),
+                    3 => demodulate_avx2::<3>(lv, symbols, noise_var, llrs),
+                    _ => demodulate_avx2::<4>(lv, symbols, noise_var, llrs),
+                }
+            }
+            return;
+        }
         let this = self;
         dispatch!(isa, fn run(this: &Demodulator, symbols: &[Cf32], noise_var: &[f32],
             llrs: &mut [f32]) => demodulate_body)
@@ -441,6 +456,129 @@ fn demodulate_axes<const QA: usize>(
         }
         start += n;
     }
+}
+
+/// The AVX2 build of [`Demodulator::demodulate`], 8 symbols per register: the
+/// symbols are split into re/im lanes in the order 0 1 4 5 2 3 6 7 (what one
+/// in-lane shuffle gives; the noise variances are permuted to match), every bit's
+/// LLRs come out of [`axis_llrs`]'s operations in that order, and an 8 x 8 transpose
+/// (whose in-lane steps undo the permutation) writes each symbol's `Qm` LLRs. The
+/// last partial group of 8 runs the portable body.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; `llrs.len() == symbols.len() * 2 * QA` and
+/// `noise_var.len() == symbols.len()`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn demodulate_avx2<const QA: usize>(
+    levels: &[f32; 16],
+    symbols: &[Cf32],
+    noise_var: &[f32],
+    llrs: &mut [f32],
+) {
+    use std::arch::x86_64::*;
+    let qm = 2 * QA;
+    let mut lv = [_mm256_setzero_ps(); 16];
+    for (v, &a) in lv.iter_mut().zip(levels) {
+        *v = _mm256_set1_ps(a);
+    }
+    let floor = _mm256_set1_ps(1e-12);
+    let one = _mm256_set1_ps(1.0);
+    let groups = symbols.len() / 8;
+    for g in 0..groups {
+        // SAFETY (loads): symbols and variances 8g .. 8g + 8 exist.
+        let (a, b, nv) = unsafe {
+            let p = symbols.as_ptr().add(8 * g).cast::<f32>();
+            (
+                _mm256_loadu_ps(p),
+                _mm256_loadu_ps(p.add(8)),
+                _mm256_loadu_ps(noise_var.as_ptr().add(8 * g)),
+            )
+        };
+        // Lanes in symbol order 0 1 4 5 2 3 6 7.
+        let re = _mm256_shuffle_ps::<0b10_00_10_00>(a, b);
+        let im = _mm256_shuffle_ps::<0b11_01_11_01>(a, b);
+        let nv = _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(_mm256_castps_pd(nv)));
+        // `inverse_noise`: max keeps the floor for NaN, as `f32::max` does.
+        let inv = _mm256_div_ps(one, _mm256_max_ps(nv, floor));
+        let mut planes = [_mm256_setzero_ps(); 8];
+        for (axis, y) in [re, im].into_iter().enumerate() {
+            let inf = _mm256_set1_ps(f32::INFINITY);
+            let (mut b0, mut b1) = ([inf; 4], [inf; 4]);
+            for (label, &a) in lv.iter().enumerate().take(1 << QA) {
+                let e = _mm256_sub_ps(y, a);
+                let d = _mm256_mul_ps(e, e);
+                for bit in 0..QA {
+                    // `min(d, best)` keeps `best` unless `d < best`, as the reference.
+                    if (label >> (QA - 1 - bit)) & 1 == 1 {
+                        b1[bit] = _mm256_min_ps(d, b1[bit]);
+                    } else {
+                        b0[bit] = _mm256_min_ps(d, b0[bit]);
+                    }
+                }
+            }
+            for bit in 0..QA {
+                planes[2 * bit + axis] = _mm256_mul_ps(_mm256_sub_ps(b1[bit], b0[bit]), inv);
+            }
+        }
+        let rows = transpose8_avx2(&planes);
+        let dst = &mut llrs[8 * g * qm..8 * (g + 1) * qm];
+        if qm == 8 {
+            for (l, row) in rows.iter().enumerate() {
+                // SAFETY: symbol `l`'s 8 LLRs are inside `dst`.
+                unsafe { _mm256_storeu_ps(dst.as_mut_ptr().add(8 * l), *row) };
+            }
+        } else {
+            let mut row = [0f32; 8];
+            for (l, v) in rows.iter().enumerate() {
+                // SAFETY: `row` is 8 floats.
+                unsafe { _mm256_storeu_ps(row.as_mut_ptr(), *v) };
+                dst[l * qm..(l + 1) * qm].copy_from_slice(&row[..qm]);
+            }
+        }
+    }
+    let done = 8 * groups;
+    demodulate_axes::<QA>(
+        levels,
+        &symbols[done..],
+        &noise_var[done..],
+        &mut llrs[done * qm..],
+    );
+}
+
+/// Transpose 8 planes whose lanes hold symbols 0 1 4 5 2 3 6 7 into one row per
+/// symbol, in symbol order (row `l`, element `j` = lane of symbol `l` in plane `j`).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+#[inline]
+fn transpose8_avx2(p: &[std::arch::x86_64::__m256; 8]) -> [std::arch::x86_64::__m256; 8] {
+    use std::arch::x86_64::*;
+    let t: [__m256; 8] = std::array::from_fn(|i| {
+        let (a, b) = (p[2 * (i / 2)], p[2 * (i / 2) + 1]);
+        if i % 2 == 0 {
+            _mm256_unpacklo_ps(a, b)
+        } else {
+            _mm256_unpackhi_ps(a, b)
+        }
+    });
+    // u[4 * q + s]: planes 4q .. 4q + 3 of lane positions s and s + 4.
+    let u: [__m256; 8] = std::array::from_fn(|i| {
+        let (q, s) = (i / 4, i % 4);
+        let (a, b) = (t[4 * q + s / 2], t[4 * q + 2 + s / 2]);
+        if s % 2 == 0 {
+            _mm256_shuffle_ps::<0b01_00_01_00>(a, b)
+        } else {
+            _mm256_shuffle_ps::<0b11_10_11_10>(a, b)
+        }
+    });
+    // Lane position s holds symbol [0, 1, 4, 5][s] in the low half and
+    // [2, 3, 6, 7][s] in the high half.
+    let mut rows = [_mm256_setzero_ps(); 8];
+    for s in 0..4 {
+        rows[[0, 1, 4, 5][s]] = _mm256_permute2f128_ps::<0x20>(u[s], u[4 + s]);
+        rows[[2, 3, 6, 7][s]] = _mm256_permute2f128_ps::<0x31>(u[s], u[4 + s]);
+    }
+    rows
 }
 
 /// The factor every LLR of a symbol with post-equaliser noise variance `nv` is

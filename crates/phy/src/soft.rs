@@ -81,6 +81,20 @@ impl Demodulator {
                 }
             };
         }
+        #[cfg(target_arch = "x86_64")]
+        if isa.min(Isa::cpu()) == Isa::Avx2 {
+            let (lv, s) = (self.levels(), slice);
+            // SAFETY: `Isa::cpu` found AVX2 and FMA; `out` covers every user's
+            // bytes (asserted above).
+            return unsafe {
+                match qm / 2 {
+                    1 => slice_avx2::<1>(lv, s, out, stride, offset),
+                    2 => slice_avx2::<2>(lv, s, out, stride, offset),
+                    3 => slice_avx2::<3>(lv, s, out, stride, offset),
+                    _ => slice_avx2::<4>(lv, s, out, stride, offset),
+                }
+            };
+        }
         let this = self;
         dispatch!(isa.min(Isa::Avx2), fn run(this: &Demodulator, slice: &SoftSlice<'_>,
             out: &mut [i8], stride: usize, offset: usize) -> bool => slice_body)
@@ -118,7 +132,8 @@ fn slice_body<const FMA: bool>(
     }
 }
 
-/// The AVX2 and portable builds: each bit's 16 LLRs are scaled and quantised as one
+/// The portable build (and the AVX2 one through `dispatch!` if the CPU lacks FMA):
+/// each bit's 16 LLRs are scaled and quantised as one
 /// lane-wise loop (it vectorises), then interleaved into symbol order with the
 /// descrambling applied as a conditional negation, bit by bit.
 #[inline(always)]
@@ -249,6 +264,195 @@ unsafe fn slice_avx512<const QA: usize>(
         }
     }
     nan == 0
+}
+
+/// The AVX2 build: per user and half slice (8 symbols in lanes), the per-bit LLR
+/// vectors are quantised with the decoder's operations, packed into each symbol's
+/// `Qm` bytes with shifts and byte shuffles (symbol order, in a staging block), then
+/// descrambled 32 bytes at a time on the way to `out`: the sequence bits of those
+/// bytes, spread to byte masks, negate them.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; `out` holds every user's bytes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn slice_avx2<const QA: usize>(
+    levels: &[f32; 16],
+    s: &SoftSlice<'_>,
+    out: &mut [i8],
+    stride: usize,
+    offset: usize,
+) -> bool {
+    use std::arch::x86_64::*;
+    let qm = 2 * QA;
+    let n = s.symbols;
+    let mut lv = [_mm256_setzero_ps(); 16];
+    for (v, &a) in lv.iter_mut().zip(levels) {
+        *v = _mm256_set1_ps(a);
+    }
+    let scale = _mm256_set1_ps(DEFAULT_LLR_SCALE);
+    let max = _mm256_set1_ps(CHANNEL_LLR_MAX as f32);
+    let min = _mm256_set1_ps(-(CHANNEL_LLR_MAX as f32));
+    // Lanes of each half that hold the slice's symbols (NaN elsewhere is not data).
+    let valid = (1u32 << n) - 1;
+    let mut nan = 0u32;
+    let mut staged = Staging([0; STAGING]);
+    for k in 0..s.re.len() {
+        // SAFETY (loads): every row is 16 floats, `h` is 0 or 1.
+        let ld = |row: &[f32; LANES], h: usize| unsafe { _mm256_loadu_ps(row.as_ptr().add(8 * h)) };
+        for h in 0..2 {
+            let inv = ld(&s.inv_noise[k], h);
+            let mut q = [_mm256_setzero_si256(); 8];
+            let mut unordered = _mm256_setzero_ps();
+            for axis in 0..2 {
+                let y = ld(if axis == 0 { &s.re[k] } else { &s.im[k] }, h);
+                let (mut b0, mut b1) = (
+                    [_mm256_set1_ps(f32::INFINITY); 4],
+                    [_mm256_set1_ps(f32::INFINITY); 4],
+                );
+                for (label, &a) in lv.iter().enumerate().take(1 << QA) {
+                    let e = _mm256_sub_ps(y, a);
+                    let d = _mm256_mul_ps(e, e);
+                    for bit in 0..QA {
+                        // `min(d, best)` keeps `best` unless `d < best`, as the reference.
+                        if (label >> (QA - 1 - bit)) & 1 == 1 {
+                            b1[bit] = _mm256_min_ps(d, b1[bit]);
+                        } else {
+                            b0[bit] = _mm256_min_ps(d, b0[bit]);
+                        }
+                    }
+                }
+                for bit in 0..QA {
+                    let x = _mm256_mul_ps(_mm256_sub_ps(b1[bit], b0[bit]), inv);
+                    unordered = _mm256_or_ps(unordered, _mm256_cmp_ps::<_CMP_UNORD_Q>(x, x));
+                    // The decoder's clip (`quantize_avx2`); the conversion rounds
+                    // ties to even (the default rounding mode), as its round does.
+                    let v = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(x, scale), min), max);
+                    q[2 * bit + axis] = _mm256_cvtps_epi32(v);
+                }
+            }
+            nan |= (_mm256_movemask_ps(unordered) as u32) << (8 * h);
+            // SAFETY: the staging block has room for 16 symbols' records plus the
+            // packer's overhang.
+            unsafe { pack_symbols_avx2::<QA>(&q, staged.0.as_mut_ptr().add(8 * qm * h)) };
+        }
+        let dst = &mut out[k * stride + offset..][..n * qm];
+        descramble_copy_avx2(&staged.0, s.flips[k], dst);
+    }
+    nan & valid == 0
+}
+
+/// Bytes of the AVX2 build's staging block: 16 symbols of at most 8 bytes, plus the
+/// 4 bytes the 64QAM packer writes past its last record, rounded up to whole
+/// 32-byte blocks.
+const STAGING: usize = 160;
+
+/// The AVX2 build's staging block, aligned for whole-register loads.
+#[repr(align(32))]
+struct Staging([i8; STAGING]);
+
+/// Pack 8 symbols' per-bit values `q[j]` (one `i32` per symbol, within ±63; bit `j`
+/// of symbol `l` in lane `l` of `q[j]`) into each symbol's `2 * QA` consecutive
+/// bytes at `dst`.
+///
+/// # Safety
+/// The CPU has AVX2; `dst` is valid for `16 * QA + 4` bytes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn pack_symbols_avx2<const QA: usize>(q: &[std::arch::x86_64::__m256i; 8], dst: *mut i8) {
+    use std::arch::x86_64::*;
+    let byte = _mm256_set1_epi32(0xFF);
+    // Four bytes per dword: b0 | b1 << 8 | b2 << 16 | b3 << 24.
+    let dword = |a: __m256i, b: __m256i, c: __m256i, d: __m256i| {
+        let ab = _mm256_or_si256(
+            _mm256_and_si256(a, byte),
+            _mm256_slli_epi32::<8>(_mm256_and_si256(b, byte)),
+        );
+        let cd = _mm256_or_si256(
+            _mm256_slli_epi32::<16>(_mm256_and_si256(c, byte)),
+            _mm256_slli_epi32::<24>(d),
+        );
+        _mm256_or_si256(ab, cd)
+    };
+    // SAFETY (stores): `dst` is valid for 16 * QA + 4 bytes, the caller guarantees.
+    unsafe {
+        match QA {
+            1 => {
+                // Sign-extended 16-bit pairs: `packs` keeps them, in lane order
+                // 0-3 | 4-7 within each 128-bit half.
+                let pairs =
+                    _mm256_or_si256(_mm256_and_si256(q[0], byte), _mm256_slli_epi32::<8>(q[1]));
+                let words = _mm256_packs_epi32(pairs, pairs);
+                let packed = _mm256_permute4x64_epi64::<0b1000>(words);
+                _mm_storeu_si128(dst.cast(), _mm256_castsi256_si128(packed));
+            }
+            2 => _mm256_storeu_si256(dst.cast(), dword(q[0], q[1], q[2], q[3])),
+            3 => {
+                let lo = dword(q[0], q[1], q[2], q[3]);
+                let hi = _mm256_or_si256(
+                    _mm256_and_si256(q[4], byte),
+                    _mm256_slli_epi32::<8>(_mm256_and_si256(q[5], byte)),
+                );
+                // Records (lo, hi) of symbols 0 1 | 4 5 and 2 3 | 6 7; keep 6 bytes
+                // of each: 12 bytes per 128-bit half, stored 12 bytes apart in
+                // ascending order so each store's 4 trailing bytes are overwritten.
+                let squeeze = _mm256_setr_epi8(
+                    0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13, -1, -1, -1, -1, 0, 1, 2, 3, 4, 5, 8, 9,
+                    10, 11, 12, 13, -1, -1, -1, -1,
+                );
+                let a = _mm256_shuffle_epi8(_mm256_unpacklo_epi32(lo, hi), squeeze);
+                let b = _mm256_shuffle_epi8(_mm256_unpackhi_epi32(lo, hi), squeeze);
+                _mm_storeu_si128(dst.cast(), _mm256_castsi256_si128(a));
+                _mm_storeu_si128(dst.add(12).cast(), _mm256_castsi256_si128(b));
+                _mm_storeu_si128(dst.add(24).cast(), _mm256_extracti128_si256::<1>(a));
+                _mm_storeu_si128(dst.add(36).cast(), _mm256_extracti128_si256::<1>(b));
+            }
+            _ => {
+                let lo = dword(q[0], q[1], q[2], q[3]);
+                let hi = dword(q[4], q[5], q[6], q[7]);
+                // Records of symbols 0 1 | 4 5 and 2 3 | 6 7.
+                let a = _mm256_unpacklo_epi32(lo, hi);
+                let b = _mm256_unpackhi_epi32(lo, hi);
+                _mm256_storeu_si256(dst.cast(), _mm256_permute2x128_si256::<0x20>(a, b));
+                _mm256_storeu_si256(dst.add(32).cast(), _mm256_permute2x128_si256::<0x31>(a, b));
+            }
+        }
+    }
+}
+
+/// Copy `dst.len()` staged bytes to `dst`, negating byte `i` where bit `i` of
+/// `flips` is set (whole 32-byte blocks through registers, the tail bytewise).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn descramble_copy_avx2(staged: &[i8; STAGING], flips: u128, dst: &mut [i8]) {
+    use std::arch::x86_64::*;
+    // Byte i of a block takes bit i of its 32 sequence bits: byte i / 8 of the
+    // mask, broadcast, then the bit i % 8 of it.
+    let spread = _mm256_setr_epi8(
+        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
+        3, 3,
+    );
+    let select = _mm256_set1_epi64x(0x8040_2010_0804_0201u64 as i64);
+    let blocks = dst.len() / 32;
+    for b in 0..blocks {
+        let bits = (flips >> (32 * b)) as u32;
+        let m = _mm256_shuffle_epi8(_mm256_set1_epi32(bits as i32), spread);
+        let m = _mm256_cmpeq_epi8(_mm256_and_si256(m, select), select);
+        // SAFETY: block `b` lies inside both `staged` and `dst` (b < dst.len() / 32,
+        // dst.len() <= 128 < STAGING).
+        unsafe {
+            let v = _mm256_loadu_si256(staged.as_ptr().add(32 * b).cast());
+            // -v as (v ^ m) - m: m is all ones where the sequence bit is set.
+            let v = _mm256_sub_epi8(_mm256_xor_si256(v, m), m);
+            _mm256_storeu_si256(dst.as_mut_ptr().add(32 * b).cast(), v);
+        }
+    }
+    for i in 32 * blocks..dst.len() {
+        let m = -(((flips >> i) & 1) as i8);
+        dst[i] = (staged[i] ^ m).wrapping_sub(m);
+    }
 }
 
 /// Pack the per-bit byte values `q[j]` (one `i32` per symbol, within ±63) into

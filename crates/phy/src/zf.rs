@@ -355,9 +355,22 @@ impl ZfBatch {
             // SAFETY: the CPU has AVX-512 (checked just above).
             return unsafe { solve_avx512(b, io, valid) };
         }
+        #[cfg(target_arch = "x86_64")]
+        if isa.min(Isa::cpu()) == Isa::Avx2 {
+            // SAFETY: the CPU has AVX2 and FMA (checked just above).
+            return unsafe { solve_avx2(b, io, valid) };
+        }
         dispatch!(isa.min(Isa::Avx2), fn run(b: &mut ZfBatch, io: BatchIo<'_>, valid: usize) -> Result<(), ZfLaneError> => batch_portable)
     }
 }
+
+/// Which hand-written kernels [`batch_body`] runs its hot loops on (a const
+/// parameter, so each build keeps only its own).
+const KERNEL_PORTABLE: u8 = 0;
+/// AVX2 intrinsics, each 16-lane vector as two 8-lane halves.
+const KERNEL_AVX2: u8 = 1;
+/// AVX-512 intrinsics.
+const KERNEL_AVX512: u8 = 2;
 
 /// The AVX-512 build: the portable steps with the two hot loops (Gram rows and the
 /// substitutions) in intrinsics. Left to itself, LLVM keeps the `[[f32; 16]; N]`
@@ -365,7 +378,16 @@ impl ZfBatch {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma")]
 unsafe fn solve_avx512(b: &mut ZfBatch, io: BatchIo<'_>, valid: usize) -> Result<(), ZfLaneError> {
-    batch_body::<true, true>(b, io, valid)
+    batch_body::<true, KERNEL_AVX512>(b, io, valid)
+}
+
+/// The AVX2 build: the portable steps with the Gram rows and the substitutions in
+/// intrinsics, one 8-lane half of the batch at a time (the portable loops' 16-lane
+/// accumulators are two registers each and spill).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn solve_avx2(b: &mut ZfBatch, io: BatchIo<'_>, valid: usize) -> Result<(), ZfLaneError> {
+    batch_body::<true, KERNEL_AVX2>(b, io, valid)
 }
 
 #[inline(always)]
@@ -374,17 +396,17 @@ fn batch_portable<const FMA: bool>(
     io: BatchIo<'_>,
     valid: usize,
 ) -> Result<(), ZfLaneError> {
-    batch_body::<FMA, false>(b, io, valid)
+    batch_body::<FMA, KERNEL_PORTABLE>(b, io, valid)
 }
 
 #[inline(always)]
-fn batch_body<const FMA: bool, const AVX512: bool>(
+fn batch_body<const FMA: bool, const KERNEL: u8>(
     b: &mut ZfBatch,
     io: BatchIo<'_>,
     valid: usize,
 ) -> Result<(), ZfLaneError> {
-    batch_cholesky::<FMA, AVX512>(b, io.hr, io.hi, valid)?;
-    batch_substitute::<FMA, AVX512>(b, io);
+    batch_cholesky::<FMA, KERNEL>(b, io.hr, io.hi, valid)?;
+    batch_substitute::<FMA, KERNEL>(b, io);
     Ok(())
 }
 
@@ -412,7 +434,7 @@ fn lanes_mul(x: &Lanes, y: &Lanes) -> Lanes {
 
 /// `g[r] = sum_a conj(x_r[a]) y[a]` for `r < R`, with `x_r = x[r*m..]`.
 #[inline(always)]
-fn gram<const R: usize, const FMA: bool, const AVX512: bool>(
+fn gram<const R: usize, const FMA: bool, const KERNEL: u8>(
     yr: &[Lanes],
     yi: &[Lanes],
     xr: &[Lanes],
@@ -425,9 +447,17 @@ fn gram<const R: usize, const FMA: bool, const AVX512: bool>(
     let (xr, xi) = (&xr[..R * m], &xi[..R * m]);
     let (gr, gi) = (&mut gr[..R], &mut gi[..R]);
     #[cfg(target_arch = "x86_64")]
-    if AVX512 {
-        // SAFETY: `AVX512` is only set inside `solve_avx512`, on CPUs with AVX-512.
+    if KERNEL == KERNEL_AVX512 {
+        // SAFETY: `KERNEL_AVX512` is only set inside `solve_avx512`, on CPUs with
+        // AVX-512.
         unsafe { gram_avx512::<R>(yr, yi, xr, xi, m, gr, gi) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if KERNEL == KERNEL_AVX2 {
+        // SAFETY: `KERNEL_AVX2` is only set inside `solve_avx2`, on CPUs with AVX2
+        // and FMA.
+        unsafe { gram_avx2::<R>(yr, yi, xr, xi, m, gr, gi) };
         return;
     }
     let mut ar = [[0f32; BATCH]; R];
@@ -496,7 +526,7 @@ const GRAM_ROWS: usize = 4;
 
 /// Gram matrix and its Cholesky factor, column by column (as [`zf_detector`]).
 #[inline(always)]
-fn batch_cholesky<const FMA: bool, const AVX512: bool>(
+fn batch_cholesky<const FMA: bool, const KERNEL: u8>(
     b: &mut ZfBatch,
     hr: &[Lanes],
     hi: &[Lanes],
@@ -520,9 +550,9 @@ fn batch_cholesky<const FMA: bool, const AVX512: bool>(
             let rows = if k - i0 >= GRAM_ROWS { GRAM_ROWS } else { 1 };
             let (gr, gi) = (&mut g_re[i0 - j..], &mut g_im[i0 - j..]);
             if rows == GRAM_ROWS {
-                gram::<GRAM_ROWS, FMA, AVX512>(hjr, hji, &hr[i0 * m..], &hi[i0 * m..], m, gr, gi);
+                gram::<GRAM_ROWS, FMA, KERNEL>(hjr, hji, &hr[i0 * m..], &hi[i0 * m..], m, gr, gi);
             } else {
-                gram::<1, FMA, AVX512>(hjr, hji, &hr[i0 * m..], &hi[i0 * m..], m, gr, gi);
+                gram::<1, FMA, KERNEL>(hjr, hji, &hr[i0 * m..], &hi[i0 * m..], m, gr, gi);
             }
             i0 += rows;
         }
@@ -570,20 +600,36 @@ fn batch_cholesky<const FMA: bool, const AVX512: bool>(
 /// row by row, and each `L` entry loaded feeds `COLS` independent FMA chains (one
 /// column alone is bound by the latency of its two chains).
 #[inline(always)]
-fn batch_substitute<const FMA: bool, const AVX512: bool>(b: &ZfBatch, io: BatchIo<'_>) {
+fn batch_substitute<const FMA: bool, const KERNEL: u8>(b: &ZfBatch, io: BatchIo<'_>) {
     let m = b.antennas;
     io.noise_gain.iter_mut().for_each(|v| *v = [0.0; BATCH]);
     let mut a0 = 0;
     while a0 < m {
         let cols = if m - a0 >= COLS { COLS } else { 1 };
         #[cfg(target_arch = "x86_64")]
-        if AVX512 {
-            // SAFETY: `AVX512` is only set inside `solve_avx512`, on CPUs with AVX-512.
+        if KERNEL == KERNEL_AVX512 {
+            // SAFETY: `KERNEL_AVX512` is only set inside `solve_avx512`, on CPUs with
+            // AVX-512.
             unsafe {
                 if cols == COLS {
                     substitute_avx512::<COLS>(b, io.hr, io.hi, io.wtr, io.wti, io.noise_gain, a0)
                 } else {
                     substitute_avx512::<1>(b, io.hr, io.hi, io.wtr, io.wti, io.noise_gain, a0)
+                }
+            }
+            a0 += cols;
+            continue;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if KERNEL == KERNEL_AVX2 {
+            let cols = if m - a0 >= COLS_AVX2 { COLS_AVX2 } else { 1 };
+            // SAFETY: `KERNEL_AVX2` is only set inside `solve_avx2`, on CPUs with
+            // AVX2 and FMA.
+            unsafe {
+                if cols == COLS_AVX2 {
+                    substitute_avx2::<COLS_AVX2>(b, io.hr, io.hi, io.wtr, io.wti, io.noise_gain, a0)
+                } else {
+                    substitute_avx2::<1>(b, io.hr, io.hi, io.wtr, io.wti, io.noise_gain, a0)
                 }
             }
             a0 += cols;
@@ -677,6 +723,135 @@ unsafe fn substitute_avx512<const A: usize>(
             }
         }
         unsafe { _mm512_storeu_ps(noise_gain[i].as_mut_ptr(), ng) };
+    }
+}
+
+/// [`gram`] in AVX2 registers, one 8-lane half at a time (`R` rows of 4
+/// accumulators: 8 registers for `R = 4`); the portable sums' operations and order.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn gram_avx2<const R: usize>(
+    yr: &[Lanes],
+    yi: &[Lanes],
+    xr: &[Lanes],
+    xi: &[Lanes],
+    m: usize,
+    gr: &mut [Lanes],
+    gi: &mut [Lanes],
+) {
+    use std::arch::x86_64::*;
+    for h in 0..2 {
+        // SAFETY (every load/store here): each `Lanes` is 16 floats, `h` is 0 or 1.
+        let ld = |v: &Lanes| unsafe { _mm256_loadu_ps(v.as_ptr().add(8 * h)) };
+        let mut ar = [_mm256_setzero_ps(); R];
+        let mut ai = [_mm256_setzero_ps(); R];
+        for a in 0..m {
+            let (vr, vi) = (ld(&yr[a]), ld(&yi[a]));
+            for r in 0..R {
+                let (ur, ui) = (ld(&xr[r * m + a]), ld(&xi[r * m + a]));
+                ar[r] = _mm256_fmadd_ps(ur, vr, ar[r]);
+                ar[r] = _mm256_fmadd_ps(ui, vi, ar[r]);
+                ai[r] = _mm256_fmadd_ps(ur, vi, ai[r]);
+                ai[r] = _mm256_fnmadd_ps(ui, vr, ai[r]);
+            }
+        }
+        for r in 0..R {
+            unsafe {
+                _mm256_storeu_ps(gr[r].as_mut_ptr().add(8 * h), ar[r]);
+                _mm256_storeu_ps(gi[r].as_mut_ptr().add(8 * h), ai[r]);
+            }
+        }
+    }
+}
+
+/// Antenna columns the AVX2 build substitutes together (4 split accumulators each:
+/// 8 registers per half).
+const COLS_AVX2: usize = 2;
+
+/// [`substitute_columns`] in AVX2 registers, one 8-lane half at a time; the
+/// portable sums' operations and order.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn substitute_avx2<const A: usize>(
+    b: &ZfBatch,
+    hr: &[Lanes],
+    hi: &[Lanes],
+    wtr: &mut [Lanes],
+    wti: &mut [Lanes],
+    noise_gain: &mut [Lanes],
+    a0: usize,
+) {
+    use std::arch::x86_64::*;
+    let (m, k) = (b.antennas, b.users);
+    let tri = |i: usize, j: usize| i * (i + 1) / 2 + j;
+    let (cr, ci) = (
+        &mut wtr[a0 * k..(a0 + A) * k],
+        &mut wti[a0 * k..(a0 + A) * k],
+    );
+    let zero = _mm256_setzero_ps();
+    let sign = _mm256_set1_ps(-0.0);
+    for h in 0..2 {
+        // SAFETY (every load/store here): each `Lanes` is 16 floats, `h` is 0 or 1.
+        let ld = |v: &Lanes| unsafe { _mm256_loadu_ps(v.as_ptr().add(8 * h)) };
+        let st =
+            |v: &mut Lanes, x: __m256| unsafe { _mm256_storeu_ps(v.as_mut_ptr().add(8 * h), x) };
+        for i in 0..k {
+            let (mut r1, mut r2, mut i1, mut i2) = ([zero; A], [zero; A], [zero; A], [zero; A]);
+            for c in 0..A {
+                r1[c] = ld(&hr[i * m + a0 + c]);
+                // -h as the portable negation (a sign flip).
+                i1[c] = _mm256_xor_ps(ld(&hi[i * m + a0 + c]), sign);
+            }
+            for p in 0..i {
+                let (lr, li) = (ld(&b.lr[tri(i, p)]), ld(&b.li[tri(i, p)]));
+                for c in 0..A {
+                    let (zr, zi) = (ld(&cr[c * k + p]), ld(&ci[c * k + p]));
+                    r1[c] = _mm256_fnmadd_ps(lr, zr, r1[c]);
+                    r2[c] = _mm256_fmadd_ps(li, zi, r2[c]);
+                    i1[c] = _mm256_fnmadd_ps(lr, zi, i1[c]);
+                    i2[c] = _mm256_fnmadd_ps(li, zr, i2[c]);
+                }
+            }
+            let inv = ld(&b.diag_inv[i]);
+            for c in 0..A {
+                st(
+                    &mut cr[c * k + i],
+                    _mm256_mul_ps(_mm256_add_ps(r1[c], r2[c]), inv),
+                );
+                st(
+                    &mut ci[c * k + i],
+                    _mm256_mul_ps(_mm256_add_ps(i1[c], i2[c]), inv),
+                );
+            }
+        }
+        for i in (0..k).rev() {
+            let (mut r1, mut r2, mut i1, mut i2) = ([zero; A], [zero; A], [zero; A], [zero; A]);
+            for c in 0..A {
+                r1[c] = ld(&cr[c * k + i]);
+                i1[c] = ld(&ci[c * k + i]);
+            }
+            for p in i + 1..k {
+                let (lr, li) = (ld(&b.lr[tri(p, i)]), ld(&b.li[tri(p, i)]));
+                for c in 0..A {
+                    let (xr, xi) = (ld(&cr[c * k + p]), ld(&ci[c * k + p]));
+                    r1[c] = _mm256_fnmadd_ps(lr, xr, r1[c]);
+                    r2[c] = _mm256_fnmadd_ps(li, xi, r2[c]);
+                    i1[c] = _mm256_fnmadd_ps(lr, xi, i1[c]);
+                    i2[c] = _mm256_fmadd_ps(li, xr, i2[c]);
+                }
+            }
+            let inv = ld(&b.diag_inv[i]);
+            let mut ng = ld(&noise_gain[i]);
+            for c in 0..A {
+                let r = _mm256_mul_ps(_mm256_add_ps(r1[c], r2[c]), inv);
+                let im = _mm256_mul_ps(_mm256_add_ps(i1[c], i2[c]), inv);
+                ng = _mm256_fmadd_ps(r, r, ng);
+                ng = _mm256_fmadd_ps(im, im, ng);
+                st(&mut cr[c * k + i], r);
+                st(&mut ci[c * k + i], im);
+            }
+            st(&mut noise_gain[i], ng);
+        }
     }
 }
 
