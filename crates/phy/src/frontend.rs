@@ -22,7 +22,7 @@ use crate::csi::null_bin_energy;
 use crate::fft::lanes::Lanes;
 use crate::fft::{dispatch_lanes, BatchFft, Row, LANES};
 use crate::ofdm::{bin_runs, data_bin, gather_data, remove_cp_ci16, OfdmFft};
-use crate::simd::Isa;
+use crate::simd::{dispatch, Isa};
 
 /// Full-scale ci16 to f32 (as [`remove_cp_ci16`]).
 const CI16_SCALE: f32 = 1.0 / i16::MAX as f32;
@@ -102,20 +102,30 @@ pub struct FrontEnd {
     data_start: usize,
     data_num: usize,
     gathered: Vec<Cf32>,
+    /// Per planar slice: the bin of its first subcarrier where its 16 bins are
+    /// consecutive (no wrap past the last bin, no padding); `None` otherwise.
+    slice_bins: Vec<Option<usize>>,
+    /// [`Self::grouped_planar`]'s null-bin energy per antenna.
+    energies: Vec<f64>,
 }
 
 impl FrontEnd {
     pub fn new(cfg: &FrameConfig) -> Self {
+        if std::env::var("RH_FRONT_LEGACY").is_ok() {
+            LEGACY.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         Self {
             fft: OfdmFft::new(cfg.fft_size),
             batched: Batched::new(cfg),
-            batch: vec![Cf32::default(); cfg.fft_size * cfg.schedule.len()],
+            batch: vec![Cf32::default(); cfg.fft_size * cfg.schedule.len().max(GROUP)],
             fft_size: cfg.fft_size,
             cp_len: cfg.cp_len,
             symbol_len: cfg.symbol_len(),
             data_start: cfg.data_start,
             data_num: cfg.data_num,
             gathered: vec![Cf32::default(); cfg.data_num],
+            slice_bins: slice_bins(cfg),
+            energies: Vec::new(),
         }
     }
 
@@ -151,6 +161,26 @@ impl FrontEnd {
         }
         (energy, count)
     }
+}
+
+/// TEMPORARY A/B switch.
+pub static LEGACY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Antennas per rustfft call of [`FrontEnd::grouped_planar`]: their spectra (16
+/// KiB each at 2048 points) stay in L2 between the transform and the planar
+/// stores, and each slice's stores cover `GROUP` consecutive cache lines.
+const GROUP: usize = 8;
+
+/// [`FrontEnd::slice_bins`] of a frame configuration.
+fn slice_bins(cfg: &FrameConfig) -> Vec<Option<usize>> {
+    let (n, start, d) = (cfg.fft_size, cfg.data_start, cfg.data_num);
+    (0..d.div_ceil(SLICE))
+        .map(|s| {
+            let (first, last) = (s * SLICE, s * SLICE + SLICE - 1);
+            let k = data_bin(n, start, first);
+            (last < d && data_bin(n, start, last) == k + SLICE - 1).then_some(k)
+        })
+        .collect()
 }
 
 /// Subcarriers per slice of the planar layout [`FrontEnd::antenna_planar`] writes.
@@ -272,7 +302,7 @@ impl FrontEnd {
             re.len() >= need && im.len() >= need,
             "frame_planar: output too short"
         );
-        if !self.use_batched() {
+        if !self.use_batched() && LEGACY.load(std::sync::atomic::Ordering::Relaxed) {
             let (mut e, mut c) = (0.0, 0);
             for m in 0..antennas {
                 let frame = &samples[m * frame_len..(m + 1) * frame_len];
@@ -281,6 +311,9 @@ impl FrontEnd {
                 c += c1;
             }
             return (e, c);
+        }
+        if !self.use_batched() {
+            return self.grouped_planar(samples, antennas, frame_len, symbols, re, im);
         }
         self.batched_job(
             samples,
@@ -321,6 +354,54 @@ impl FrontEnd {
             return (e, c);
         }
         self.batched_job(samples, antennas, frame_len, symbols, Dest::Rows(out))
+    }
+
+    /// [`Self::frame_planar`] with rustfft: per listed symbol and group of
+    /// [`GROUP`] antennas, CP removal and conversion, one batched transform, the
+    /// null-bin energy, and the data subcarriers straight from the spectra into
+    /// the planar slices. Bit for bit what [`Self::antenna_planar`] of each
+    /// antenna gives, energies summed in its order; symbol by symbol so that
+    /// each slice's stores cover consecutive antennas.
+    fn grouped_planar(
+        &mut self,
+        samples: &[Ci16],
+        antennas: usize,
+        frame_len: usize,
+        symbols: &[usize],
+        re: &mut [[f32; SLICE]],
+        im: &mut [[f32; SLICE]],
+    ) -> (f64, usize) {
+        let (n, len) = (self.fft_size, self.symbol_len);
+        let slices = self.slice_bins.len();
+        self.energies.clear();
+        self.energies.resize(antennas, 0.0);
+        let mut count = 0;
+        for (j, &sym) in symbols.iter().enumerate() {
+            for m0 in (0..antennas).step_by(GROUP) {
+                let group = GROUP.min(antennas - m0);
+                let batch = &mut self.batch[..group * n];
+                for (a, time) in batch.chunks_exact_mut(n).enumerate() {
+                    let at = (m0 + a) * frame_len + sym * len;
+                    remove_cp_ci16(&samples[at..at + len], self.cp_len, time);
+                }
+                self.fft.forward_batch(batch);
+                for (e, freq) in self.energies[m0..].iter_mut().zip(batch.chunks_exact(n)) {
+                    let (e1, c1) = null_bin_energy(freq, self.data_start, self.data_num);
+                    *e += e1;
+                    count += c1;
+                }
+                let at = planar_index(j, 0, m0, slices, antennas);
+                let spectra = Spectra {
+                    freq: batch,
+                    n,
+                    data_start: self.data_start,
+                    data_num: self.data_num,
+                    slice_bins: &self.slice_bins,
+                };
+                spectra.to_planar(&mut re[at..], &mut im[at..], antennas);
+            }
+        }
+        (self.energies.iter().fold(0.0, |sum, e| sum + e), count)
     }
 
     /// The batched path runs with AVX-512 only: below it the 16-lane vector is
@@ -432,6 +513,75 @@ fn front_batch<V: Lanes>(job: &mut FrontJob<'_>) -> (f64, usize) {
     (energy, count)
 }
 
+/// The spectra of a group of antennas (`n` bins each, rustfft order) and where
+/// their data subcarriers are.
+struct Spectra<'a> {
+    freq: &'a [Cf32],
+    n: usize,
+    data_start: usize,
+    data_num: usize,
+    /// [`FrontEnd::slice_bins`].
+    slice_bins: &'a [Option<usize>],
+}
+
+impl Spectra<'_> {
+    /// Every antenna's data subcarriers to its planar slices: slice `s` of the
+    /// group's antenna `a` goes to `re`/`im[s * antennas + a]` (the slices of
+    /// one symbol, from the group's first antenna on).
+    fn to_planar(&self, re: &mut [[f32; SLICE]], im: &mut [[f32; SLICE]], antennas: usize) {
+        let spectra = self;
+        dispatch!(Isa::detect(), fn run(
+            spectra: &Spectra<'_>,
+            re: &mut [[f32; SLICE]],
+            im: &mut [[f32; SLICE]],
+            antennas: usize,
+        ) => spectra_to_planar)
+    }
+
+    /// Subcarriers `16 s ..` of the spectrum `freq`, one at a time (zero past
+    /// `data_num`): the slices that wrap past the last bin or end the band.
+    fn slice_by_bins(&self, freq: &[Cf32], s: usize, re: &mut [f32; SLICE], im: &mut [f32; SLICE]) {
+        for l in 0..SLICE {
+            let i = s * SLICE + l;
+            let x = if i < self.data_num {
+                freq[data_bin(self.n, self.data_start, i)]
+            } else {
+                Cf32::default()
+            };
+            re[l] = x.re;
+            im[l] = x.im;
+        }
+    }
+}
+
+/// [`Spectra::to_planar`]'s body, compiled per instruction set: the split of 16
+/// consecutive complex bins into re and im vectorises.
+#[inline(always)]
+fn spectra_to_planar<const FMA: bool>(
+    spectra: &Spectra<'_>,
+    re: &mut [[f32; SLICE]],
+    im: &mut [[f32; SLICE]],
+    antennas: usize,
+) {
+    let n = spectra.n;
+    for (s, first) in spectra.slice_bins.iter().enumerate() {
+        for (a, freq) in spectra.freq.chunks_exact(n).enumerate() {
+            let at = s * antennas + a;
+            let (r, i) = (&mut re[at], &mut im[at]);
+            match *first {
+                Some(k) => {
+                    let bins: &[Cf32; SLICE] = freq[k..k + SLICE].try_into().expect("16 bins");
+                    for (l, x) in bins.iter().enumerate() {
+                        r[l] = x.re;
+                        i[l] = x.im;
+                    }
+                }
+                None => spectra.slice_by_bins(freq, s, r, i),
+            }
+        }
+    }
+}
+
 /// Per lane, the energy of the rows `null_rows` of (`fr`, `fi`).
 #[inline(always)]
 fn null_energy<V: Lanes>(fr: &[Row], fi: &[Row], null_rows: &[usize]) -> [f32; LANES] {
@@ -501,7 +651,6 @@ pub struct Synthesizer {
     fft: OfdmFft,
     batched: Option<synth::BatchedSynth>,
     freq: Vec<Cf32>,
-    time: Vec<Cf32>,
     cp_len: usize,
     data_start: usize,
     data_num: usize,
@@ -512,8 +661,7 @@ impl Synthesizer {
         Self {
             fft: OfdmFft::new(cfg.fft_size),
             batched: synth::BatchedSynth::new(cfg),
-            freq: vec![Cf32::default(); cfg.fft_size],
-            time: vec![Cf32::default(); cfg.symbol_len()],
+            freq: vec![Cf32::default(); cfg.fft_size * GROUP],
             cp_len: cfg.cp_len,
             data_start: cfg.data_start,
             data_num: cfg.data_num,
@@ -525,8 +673,9 @@ impl Synthesizer {
     /// `out[m * out_stride + offset..]`: what [`Self::symbol`] computes, rounded
     /// to nearest and saturated to ci16. With AVX-512 and a power-of-two size, 16
     /// antennas per batched inverse transform (`frontend/synth.rs`; each sample within one
-    /// quantiser step of the per-antenna path); otherwise antenna by antenna, each
-    /// `Ci16::from_cf32` of [`Self::symbol`].
+    /// quantiser step of the per-antenna path); otherwise [`GROUP`] antennas per
+    /// rustfft call, scaled and quantised in one pass, each sample
+    /// `Ci16::from_cf32` of [`Self::symbol`]'s.
     ///
     /// # Panics
     /// If `data` or `out` is too short (caller bugs).
@@ -539,7 +688,7 @@ impl Synthesizer {
         out_stride: usize,
         offset: usize,
     ) {
-        let (d, len) = (self.data_num, self.time.len());
+        let (d, len) = (self.data_num, self.cp_len + self.fft.size());
         assert!(data.len() >= antennas * d, "antennas_ci16: data too short");
         if antennas == 0 {
             return;
@@ -556,22 +705,45 @@ impl Synthesizer {
             b.antennas_ci16(data, antennas, gain, out, out_stride, offset);
             return;
         }
-        let mut time = std::mem::take(&mut self.time);
-        for m in 0..antennas {
-            self.symbol(&data[m * d..(m + 1) * d], gain, &mut time);
-            crate::ofdm::quantise_ci16(&time, &mut out[m * out_stride + offset..][..len]);
+        if LEGACY.load(std::sync::atomic::Ordering::Relaxed) {
+            let mut time = vec![Cf32::default(); len];
+            for m in 0..antennas {
+                self.symbol(&data[m * d..(m + 1) * d], gain, &mut time);
+                crate::ofdm::quantise_ci16(&time, &mut out[m * out_stride + offset..][..len]);
+            }
+            return;
         }
-        self.time = time;
+        let n = self.fft.size();
+        let scale = self.scale(gain);
+        for m0 in (0..antennas).step_by(GROUP) {
+            let group = GROUP.min(antennas - m0);
+            let batch = &mut self.freq[..group * n];
+            for (a, freq) in batch.chunks_exact_mut(n).enumerate() {
+                let m = m0 + a;
+                crate::ofdm::scatter_data(&data[m * d..(m + 1) * d], self.data_start, freq);
+            }
+            self.fft.inverse_batch(batch);
+            for (a, body) in batch.chunks_exact(n).enumerate() {
+                let dst = &mut out[(m0 + a) * out_stride + offset..][..len];
+                crate::ofdm::add_cp_ci16(body, self.cp_len, scale, dst);
+            }
+        }
+    }
+
+    /// `gain / sqrt(N)`: the orthonormal transform's factor times `gain`.
+    fn scale(&self, gain: f32) -> f32 {
+        gain / (self.fft.size() as f32).sqrt()
     }
 
     /// `out` (`cp_len + fft_size` samples) = `gain / sqrt(N)` x IFFT of `data` placed on
     /// the data subcarriers, prefixed by its cyclic prefix. With `gain = 1` a
     /// unit-energy subcarrier keeps unit energy (orthonormal transform).
     pub fn symbol(&mut self, data: &[Cf32], gain: f32, out: &mut [Cf32]) {
-        crate::ofdm::scatter_data(data, self.data_start, &mut self.freq);
-        self.fft.inverse_batch(&mut self.freq);
-        let scale = gain / (self.fft.size() as f32).sqrt();
-        crate::ofdm::add_cp(&self.freq, self.cp_len, scale, out);
+        let scale = self.scale(gain);
+        let freq = &mut self.freq[..self.fft.size()];
+        crate::ofdm::scatter_data(data, self.data_start, freq);
+        self.fft.inverse_batch(freq);
+        crate::ofdm::add_cp(freq, self.cp_len, scale, out);
     }
 }
 
@@ -683,11 +855,63 @@ mod tests {
     }
 
     #[test]
+    fn grouped_front_end_is_each_antenna_bit_for_bit() {
+        // 20 antennas: two full groups and a partial one; bands wrapping past DC
+        // (a slice straddling the wrap at 256 and 2048 points), a partial last
+        // slice (200, 316), a band that does not wrap (start 700).
+        for (antennas, fft, data, cp, start) in [
+            (20, 256, 200, 32, None),
+            (64, 2048, 1200, 144, None),
+            (5, 1024, 600, 72, Some(700)),
+            (3, 300, 200, 20, None),
+            (9, 512, 316, 36, None),
+        ] {
+            let mut cfg = config(antennas, fft, data, cp);
+            if let Some(s) = start {
+                cfg.data_start = s;
+            }
+            let x = samples(&cfg, fft as u64 + 1);
+            let syms = [4usize, 1, 2];
+            let slices = cfg.data_num.div_ceil(SLICE);
+            let len = syms.len() * slices * antennas;
+            let mut reference = FrontEnd::new(&cfg);
+            let (mut want_re, mut want_im) = (vec![[0.0; SLICE]; len], vec![[0.0; SLICE]; len]);
+            let frame_len = cfg.frame_len();
+            let mut want_e = (0.0, 0);
+            for m in 0..antennas {
+                let frame = &x[m * frame_len..(m + 1) * frame_len];
+                let (e, c) =
+                    reference.antenna_planar(frame, &syms, &mut want_re, &mut want_im, m, antennas);
+                want_e = (want_e.0 + e, want_e.1 + c);
+            }
+            let mut front = FrontEnd::new(&cfg);
+            let (mut re, mut im) = (vec![[f32::NAN; SLICE]; len], vec![[f32::NAN; SLICE]; len]);
+            let got_e = front.grouped_planar(&x, antennas, frame_len, &syms, &mut re, &mut im);
+            let what = format!("{antennas}x{fft}");
+            assert_eq!(got_e, want_e, "{what}");
+            let bits = |v: &[[f32; SLICE]]| {
+                v.iter()
+                    .flatten()
+                    .map(|f| f.to_bits())
+                    .collect::<Vec<u32>>()
+            };
+            assert!(bits(&re) == bits(&want_re), "{what}: re");
+            assert!(bits(&im) == bits(&want_im), "{what}: im");
+        }
+    }
+
+    #[test]
     fn synthesis_of_every_antenna_is_each_symbol_quantised() {
-        let cfg = config(3, 256, 200, 32);
+        for antennas in [3, 2 * GROUP + 3] {
+            synthesis_matches_symbols(antennas);
+        }
+    }
+
+    fn synthesis_matches_symbols(antennas: usize) {
+        let cfg = config(antennas, 256, 200, 32);
         let mut rng = ChaCha8Rng::seed_from_u64(7);
         let d = cfg.data_num;
-        let data: Vec<Cf32> = (0..3 * d)
+        let data: Vec<Cf32> = (0..antennas * d)
             .map(|_| Cf32::new(rng.gen_range(-1.0..1.0), rng.gen_range(-1.0..1.0)))
             .collect();
         let len = cfg.symbol_len();
@@ -695,13 +919,13 @@ mod tests {
         let mut synth = Synthesizer::new(&cfg);
         // The per-antenna path (the batched one is checked against it below).
         synth.batched = None;
-        let mut got = vec![Ci16::new(1, 1); 3 * stride];
-        synth.antennas_ci16(&data, 3, 2.0, &mut got, stride, offset);
+        let mut got = vec![Ci16::new(1, 1); antennas * stride];
+        synth.antennas_ci16(&data, antennas, 2.0, &mut got, stride, offset);
         let mut time = vec![Cf32::default(); len];
-        for m in 0..3 {
+        for m in 0..antennas {
             synth.symbol(&data[m * d..(m + 1) * d], 2.0, &mut time);
             let want: Vec<Ci16> = time.iter().map(|&v| Ci16::from_cf32(v)).collect();
-            assert_eq!(&got[m * stride + offset..][..len], &want[..]);
+            assert_eq!(&got[m * stride + offset..][..len], &want[..], "antenna {m}");
             assert!(got[m * stride..m * stride + offset]
                 .iter()
                 .all(|&v| v == Ci16::new(1, 1)));
