@@ -50,18 +50,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (wall, cpu)
     };
     let started = Instant::now();
-    let ab = std::env::var("AB").is_ok();
-    if ab {
-        use std::sync::atomic::Ordering::Relaxed;
-        for round in 0..5 {
-            radiohost_phy::frontend::LEGACY.store(false, Relaxed);
-            let new = measure(&mut run, frames);
-            radiohost_phy::frontend::LEGACY.store(true, Relaxed);
-            let old = measure(&mut run, frames);
-            println!("AB round {round}: new {} | old {}", new.0, old.0);
-        }
-        return Ok(());
-    }
     let batched = measure(&mut run, frames);
     Isa::limit(Isa::Avx2);
     let baseline = measure(&mut run, (frames / 5).max(BATCH));

@@ -111,9 +111,6 @@ pub struct FrontEnd {
 
 impl FrontEnd {
     pub fn new(cfg: &FrameConfig) -> Self {
-        if std::env::var("RH_FRONT_LEGACY").is_ok() {
-            LEGACY.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
         Self {
             fft: OfdmFft::new(cfg.fft_size),
             batched: Batched::new(cfg),
@@ -162,9 +159,6 @@ impl FrontEnd {
         (energy, count)
     }
 }
-
-/// TEMPORARY A/B switch.
-pub static LEGACY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Antennas per rustfft call of [`FrontEnd::grouped_planar`]: their spectra (16
 /// KiB each at 2048 points) stay in L2 between the transform and the planar
@@ -302,16 +296,6 @@ impl FrontEnd {
             re.len() >= need && im.len() >= need,
             "frame_planar: output too short"
         );
-        if !self.use_batched() && LEGACY.load(std::sync::atomic::Ordering::Relaxed) {
-            let (mut e, mut c) = (0.0, 0);
-            for m in 0..antennas {
-                let frame = &samples[m * frame_len..(m + 1) * frame_len];
-                let (e1, c1) = self.antenna_planar(frame, symbols, re, im, m, antennas);
-                e += e1;
-                c += c1;
-            }
-            return (e, c);
-        }
         if !self.use_batched() {
             return self.grouped_planar(samples, antennas, frame_len, symbols, re, im);
         }
@@ -371,35 +355,58 @@ impl FrontEnd {
         re: &mut [[f32; SLICE]],
         im: &mut [[f32; SLICE]],
     ) -> (f64, usize) {
-        let (n, len) = (self.fft_size, self.symbol_len);
+        let n = self.fft_size;
         let slices = self.slice_bins.len();
         self.energies.clear();
         self.energies.resize(antennas, 0.0);
+        let stream = symbols.len() * slices * antennas * 2 * std::mem::size_of::<[f32; SLICE]>()
+            > STREAM_BYTES
+            && re.as_ptr().cast::<Row>().is_aligned()
+            && im.as_ptr().cast::<Row>().is_aligned();
+        // (listed symbol, first antenna) of every group, in the order they run.
+        let groups: Vec<(usize, usize)> = (0..symbols.len())
+            .flat_map(|j| (0..antennas).step_by(GROUP).map(move |m0| (j, m0)))
+            .collect();
         let mut count = 0;
-        for (j, &sym) in symbols.iter().enumerate() {
-            for m0 in (0..antennas).step_by(GROUP) {
-                let group = GROUP.min(antennas - m0);
-                let batch = &mut self.batch[..group * n];
-                for (a, time) in batch.chunks_exact_mut(n).enumerate() {
-                    let at = (m0 + a) * frame_len + sym * len;
-                    remove_cp_ci16(&samples[at..at + len], self.cp_len, time);
-                }
-                self.fft.forward_batch(batch);
-                for (e, freq) in self.energies[m0..].iter_mut().zip(batch.chunks_exact(n)) {
-                    let (e1, c1) = null_bin_energy(freq, self.data_start, self.data_num);
-                    *e += e1;
-                    count += c1;
-                }
-                let at = planar_index(j, 0, m0, slices, antennas);
-                let spectra = Spectra {
-                    freq: batch,
-                    n,
-                    data_start: self.data_start,
-                    data_num: self.data_num,
-                    slice_bins: &self.slice_bins,
-                };
-                spectra.to_planar(&mut re[at..], &mut im[at..], antennas);
+        for (g, &(j, m0)) in groups.iter().enumerate() {
+            let group = GROUP.min(antennas - m0);
+            let starts = |m0: usize, sym: usize| {
+                std::array::from_fn(|a| (m0 + a) * frame_len + sym * self.symbol_len + self.cp_len)
+            };
+            let batch = &mut self.batch[..group * n];
+            let here: [usize; GROUP] = starts(m0, symbols[j]);
+            for (time, &at) in batch.chunks_exact_mut(n).zip(&here) {
+                remove_cp_ci16(&samples[at - self.cp_len..at + n], self.cp_len, time);
             }
+            self.fft.forward_batch(batch);
+            for (e, freq) in self.energies[m0..].iter_mut().zip(batch.chunks_exact(n)) {
+                let (e1, c1) = null_bin_energy(freq, self.data_start, self.data_num);
+                *e += e1;
+                count += c1;
+            }
+            let prefetch = match groups.get(g + 1) {
+                Some(&(j, m0)) => Prefetch {
+                    samples,
+                    starts: starts(m0, symbols[j]),
+                    antennas: GROUP.min(antennas - m0),
+                    len: n,
+                },
+                None => Prefetch::NOTHING,
+            };
+            let spectra = Spectra {
+                freq: batch,
+                n,
+                data_start: self.data_start,
+                data_num: self.data_num,
+                slice_bins: &self.slice_bins,
+                stream,
+                prefetch,
+            };
+            let at = planar_index(j, 0, m0, slices, antennas);
+            spectra.to_planar(&mut re[at..], &mut im[at..], antennas);
+        }
+        if stream {
+            store_fence();
         }
         (self.energies.iter().fold(0.0, |sum, e| sum + e), count)
     }
@@ -522,6 +529,9 @@ struct Spectra<'a> {
     data_num: usize,
     /// [`FrontEnd::slice_bins`].
     slice_bins: &'a [Option<usize>],
+    /// Store the slices around the caches (the output is aligned for it).
+    stream: bool,
+    prefetch: Prefetch<'a>,
 }
 
 impl Spectra<'_> {
@@ -564,10 +574,14 @@ fn spectra_to_planar<const FMA: bool>(
     antennas: usize,
 ) {
     let n = spectra.n;
+    let slices = spectra.slice_bins.len();
+    let lines = spectra.prefetch.lines();
     for (s, first) in spectra.slice_bins.iter().enumerate() {
+        for line in s * lines / slices..(s + 1) * lines / slices {
+            spectra.prefetch.touch(line);
+        }
         for (a, freq) in spectra.freq.chunks_exact(n).enumerate() {
-            let at = s * antennas + a;
-            let (r, i) = (&mut re[at], &mut im[at]);
+            let (mut r, mut i) = ([0.0; SLICE], [0.0; SLICE]);
             match *first {
                 Some(k) => {
                     let bins: &[Cf32; SLICE] = freq[k..k + SLICE].try_into().expect("16 bins");
@@ -576,9 +590,87 @@ fn spectra_to_planar<const FMA: bool>(
                         i[l] = x.im;
                     }
                 }
-                None => spectra.slice_by_bins(freq, s, r, i),
+                None => spectra.slice_by_bins(freq, s, &mut r, &mut i),
             }
+            let at = s * antennas + a;
+            put_slice(&mut re[at], &r, spectra.stream);
+            put_slice(&mut im[at], &i, spectra.stream);
         }
+    }
+}
+
+/// `*dst = *src`; `stream`: `dst` is 16-byte aligned, store around the caches.
+#[inline(always)]
+fn put_slice(dst: &mut [f32; SLICE], src: &[f32; SLICE], stream: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if stream {
+        use std::arch::x86_64::{_mm_loadu_ps, _mm_stream_ps};
+        for q in 0..SLICE / 4 {
+            // SAFETY: SSE is baseline on x86-64; both hold 16 f32, so 4 quarters;
+            // the caller checked the alignment.
+            unsafe {
+                _mm_stream_ps(
+                    dst.as_mut_ptr().add(4 * q),
+                    _mm_loadu_ps(src.as_ptr().add(4 * q)),
+                )
+            };
+        }
+        return;
+    }
+    let _ = stream;
+    *dst = *src;
+}
+
+/// Orders streaming stores before whatever reads their lines next.
+fn store_fence() {
+    // SAFETY: SSE is baseline on x86-64.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
+}
+
+/// The input of the next group of [`FrontEnd::grouped_planar`]: `antennas`
+/// symbols of `len` samples at `starts`, fetched into the caches line by line
+/// while this group's slices are stored (the conversion otherwise waits on
+/// memory).
+struct Prefetch<'a> {
+    samples: &'a [Ci16],
+    starts: [usize; GROUP],
+    antennas: usize,
+    len: usize,
+}
+
+/// Ci16 samples per cache line.
+const LINE_SAMPLES: usize = 16;
+
+impl Prefetch<'_> {
+    /// No lines (after the last group).
+    const NOTHING: Prefetch<'static> = Prefetch {
+        samples: &[],
+        starts: [0; GROUP],
+        antennas: 0,
+        len: 0,
+    };
+
+    /// Lines to fetch (none past the last group).
+    fn lines(&self) -> usize {
+        self.antennas * self.len.div_ceil(LINE_SAMPLES)
+    }
+
+    /// Fetch line `i` of [`Self::lines`].
+    #[inline(always)]
+    fn touch(&self, i: usize) {
+        let per = self.len.div_ceil(LINE_SAMPLES);
+        let at = self.starts[i / per] + i % per * LINE_SAMPLES;
+        let line = &self.samples[at..];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: SSE is baseline on x86-64; a prefetch reads nothing.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast());
+        }
+        let _ = line;
     }
 }
 
@@ -703,14 +795,6 @@ impl Synthesizer {
             .filter(|_| Isa::detect() >= Isa::Avx512)
         {
             b.antennas_ci16(data, antennas, gain, out, out_stride, offset);
-            return;
-        }
-        if LEGACY.load(std::sync::atomic::Ordering::Relaxed) {
-            let mut time = vec![Cf32::default(); len];
-            for m in 0..antennas {
-                self.symbol(&data[m * d..(m + 1) * d], gain, &mut time);
-                crate::ofdm::quantise_ci16(&time, &mut out[m * out_stride + offset..][..len]);
-            }
             return;
         }
         let n = self.fft.size();
