@@ -950,13 +950,13 @@ mod tests {
     fn grouped_front_end_is_each_antenna_bit_for_bit() {
         // 20 antennas: two full groups and a partial one; bands wrapping past DC
         // (a slice straddling the wrap at 256 and 2048 points), a partial last
-        // slice (200, 316), a band that does not wrap (start 700).
+        // slice (200), a band that does not wrap (start 600).
         for (antennas, fft, data, cp, start) in [
             (20, 256, 200, 32, None),
             (64, 2048, 1200, 144, None),
-            (5, 1024, 600, 72, Some(700)),
+            (5, 1024, 400, 72, Some(600)),
             (3, 300, 200, 20, None),
-            (9, 512, 316, 36, None),
+            (9, 512, 320, 36, None),
         ] {
             let mut cfg = config(antennas, fft, data, cp);
             if let Some(s) = start {
