@@ -371,12 +371,16 @@ impl FrontEnd {
             > STREAM_BYTES
             && re.as_ptr().cast::<Row>().is_aligned()
             && im.as_ptr().cast::<Row>().is_aligned();
-        // (listed symbol, first antenna) of every group, in the order they run.
-        let groups: Vec<(usize, usize)> = (0..symbols.len())
-            .flat_map(|j| (0..antennas).step_by(GROUP).map(move |m0| (j, m0)))
-            .collect();
+        // (listed symbol, first antenna) of the group after `(j, m0)`, in the
+        // order they run (no list: the steady state allocates nothing).
+        let next = |j: usize, m0: usize| match m0 + GROUP < antennas {
+            true => Some((j, m0 + GROUP)),
+            false => (j + 1 < symbols.len()).then_some((j + 1, 0)),
+        };
         let mut count = 0;
-        for (g, &(j, m0)) in groups.iter().enumerate() {
+        let mut here = (!symbols.is_empty() && antennas > 0).then_some((0, 0));
+        while let Some((j, m0)) = here {
+            here = next(j, m0);
             let group = GROUP.min(antennas - m0);
             let starts = |m0: usize, sym: usize| {
                 std::array::from_fn(|a| (m0 + a) * frame_len + sym * self.symbol_len + self.cp_len)
@@ -392,8 +396,8 @@ impl FrontEnd {
                 *e += e1;
                 count += c1;
             }
-            let prefetch = match groups.get(g + 1) {
-                Some(&(j, m0)) => Prefetch {
+            let prefetch = match here {
+                Some((j, m0)) => Prefetch {
                     samples,
                     starts: starts(m0, symbols[j]),
                     antennas: GROUP.min(antennas - m0),
