@@ -386,8 +386,8 @@ impl FrontEnd {
                 std::array::from_fn(|a| (m0 + a) * frame_len + sym * self.symbol_len + self.cp_len)
             };
             let batch = &mut self.batch[..group * n];
-            let here: [usize; GROUP] = starts(m0, symbols[j]);
-            for (time, &at) in batch.chunks_exact_mut(n).zip(&here) {
+            let current: [usize; GROUP] = starts(m0, symbols[j]);
+            for (time, &at) in batch.chunks_exact_mut(n).zip(&current) {
                 remove_cp_ci16(&samples[at - self.cp_len..at + n], self.cp_len, time);
             }
             self.fft.forward_batch(batch);
