@@ -118,6 +118,31 @@ fn quantise_body<const FMA: bool>(src: &[Cf32], dst: &mut [Ci16]) {
     }
 }
 
+/// [`add_cp`] and [`quantise_ci16`] in one pass: `out` (`cp_len + body.len()`)
+/// is `body` times `gain` with its last `cp_len` samples in front, each sample
+/// `Ci16::from_cf32` of [`add_cp`]'s, bit for bit.
+///
+/// # Panics
+/// If the lengths do not match (a caller bug).
+pub fn add_cp_ci16(body: &[Cf32], cp_len: usize, gain: f32, out: &mut [Ci16]) {
+    let n = body.len();
+    assert_eq!(out.len(), cp_len + n, "add_cp_ci16: length mismatch");
+    assert!(cp_len <= n, "add_cp_ci16: prefix longer than the symbol");
+    let dst = &mut out[cp_len..];
+    dispatch!(Isa::detect(), fn run(body: &[Cf32], gain: f32, dst: &mut [Ci16]) => scale_quantise_body);
+    // The prefix's samples are the same products, so the same words.
+    out.copy_within(n..n + cp_len, 0);
+}
+
+#[inline(always)]
+fn scale_quantise_body<const FMA: bool>(src: &[Cf32], gain: f32, dst: &mut [Ci16]) {
+    // `Ci16::from_cf32(s * gain)`, inlined so that it vectorises.
+    let q = |v: f32| (v * gain * i16::MAX as f32).round() as i16;
+    for (o, s) in dst.iter_mut().zip(src) {
+        *o = Ci16::new(q(s.re), q(s.im));
+    }
+}
+
 /// Drop the cyclic prefix of one cf32 symbol into `out`.
 ///
 /// # Panics
