@@ -14,6 +14,8 @@ use radiohost_iq::Cf32;
 
 use crate::simd::{dispatch, fmadd, Isa};
 
+pub mod lanewise;
+
 /// Subcarriers per vector (one AVX-512 register of f32, two AVX2 registers).
 pub const LANES: usize = 16;
 /// Output rows computed together (8 accumulators: enough independent FMA chains).

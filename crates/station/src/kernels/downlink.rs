@@ -1,6 +1,8 @@
 //! Downlink kernels: Encode, Modul, Precode, Ifft, Store.
 
 use radiohost_phy::crc::{self, CrcKind};
+use radiohost_phy::frontend::SLICE;
+use radiohost_phy::group_product::lanewise::{self, LaneCoefficients};
 use radiohost_phy::group_product::Coefficients;
 use radiohost_phy::scramble::GoldSequence;
 use radiohost_phy::simd::Isa;
@@ -96,6 +98,31 @@ pub(super) fn precode(
     }
     let isa = Isa::detect();
     let mut out = write(&slot.precoded[pos * ctx.shape.parts + k]);
+    if ctx.lanewise() {
+        for (sl, entries) in ctx.part_slices(k).zip(zf.lanes.chunks_exact(mk)) {
+            let s0 = sl * SLICE;
+            let lanes = range.start.max(s0) - s0..range.end.min(s0 + SLICE) - s0;
+            // The users' lanes of this slice, planar (zero outside the part).
+            for u in 0..k_n {
+                let (re, im) = (&mut s.users_re[u], &mut s.users_im[u]);
+                (*re, *im) = ([0.0; SLICE], [0.0; SLICE]);
+                let src = &s.eq[u * len + s0 + lanes.start - range.start..][..lanes.len()];
+                for (l, x) in lanes.clone().zip(src) {
+                    (re[l], im[l]) = (x.re, x.im);
+                }
+            }
+            lanewise::apply(
+                isa,
+                &LaneCoefficients::precoder(entries, k_n, m_n, beta),
+                &s.users_re,
+                &s.users_im,
+                lanes.clone(),
+                &mut out[s0 + lanes.start - range.start..],
+                len,
+            );
+        }
+        return;
+    }
     for g in ctx.part_groups(k) {
         let j = g - zf.first_group;
         let sub = ctx.group_in_part(g, k);

@@ -32,7 +32,7 @@ use radiohost_ldpc::{Decoder, Encoder};
 use radiohost_phy::coding::{decoder_config, user_c_init};
 use radiohost_phy::config::SymbolKind;
 use radiohost_phy::csi::{pilot_sequence, CsiEstimator};
-use radiohost_phy::frontend::{FrontEnd, Synthesizer};
+use radiohost_phy::frontend::{FrontEnd, Synthesizer, SLICE};
 use radiohost_phy::generator::TARGET_RMS;
 use radiohost_phy::group_product::GroupProduct;
 use radiohost_phy::qam::{Demodulator, Modulator};
@@ -179,6 +179,19 @@ impl KernelContext {
         (g * zb).max(r.start)..((g + 1) * zb).min(r.end)
     }
 
+    /// Whether ZF groups are narrower than a slice: then equalisation and
+    /// precoding read per-lane coefficients ([`ZfPart::lanes`]) and fill whole
+    /// vectors, instead of a quarter of one per group (16x4).
+    pub fn lanewise(&self) -> bool {
+        self.cfg.zf_block < SLICE
+    }
+
+    /// The 16-subcarrier slices part `k`'s subcarriers touch.
+    pub fn part_slices(&self, k: usize) -> Range<usize> {
+        let r = self.shape.part_range(k);
+        r.start / SLICE..r.end.div_ceil(SLICE)
+    }
+
     /// Largest subcarrier part (scratch sizing).
     pub fn max_part_len(&self) -> usize {
         self.shape.part_range(0).len()
@@ -275,6 +288,9 @@ pub struct Scratch {
     synth: Synthesizer,
     /// `[antenna][subcarrier]`: one downlink symbol's precoded bins.
     ant: Vec<Cf32>,
+    /// One slice of every user's symbols, planar (lanewise precoding's input).
+    users_re: Vec<[f32; SLICE]>,
+    users_im: Vec<[f32; SLICE]>,
 }
 
 impl Scratch {
@@ -305,6 +321,8 @@ impl Scratch {
             product: GroupProduct::new(k),
             synth: Synthesizer::new(cfg),
             ant: vec![Cf32::default(); m * d],
+            users_re: vec![[0.0; SLICE]; k],
+            users_im: vec![[0.0; SLICE]; k],
         })
     }
 }

@@ -12,6 +12,7 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use radiohost_iq::{Cf32, Ci16};
 use radiohost_phy::coding::BlockResult;
 use radiohost_phy::frontend::SLICE;
+use radiohost_phy::group_product::lanewise::LaneEntry;
 
 use super::KernelContext;
 
@@ -60,6 +61,10 @@ pub struct ZfPart {
     pub w_transposed: Vec<Cf32>,
     /// `[group of the part][user]`: `[(H^H H)^-1]_kk`.
     pub noise_gain: Vec<f32>,
+    /// `[slice of the part][antenna][user]`: `w_transposed` spread over each
+    /// slice's lanes (lane `l`: its subcarrier's group; lanes outside the part
+    /// zero); filled only when the context is lanewise.
+    pub lanes: Vec<LaneEntry>,
     /// Null-bin energy and bin count of all pilot symbols.
     pub pilot_null_energy: f64,
     pub pilot_null_bins: usize,
@@ -142,6 +147,10 @@ impl FrameSlot {
                     RwLock::new(ZfPart {
                         w_transposed: vec![Cf32::default(); groups * k * m],
                         noise_gain: vec![0.0; groups * k],
+                        lanes: match ctx.lanewise() {
+                            true => vec![LaneEntry::default(); ctx.part_slices(p).len() * k * m],
+                            false => Vec::new(),
+                        },
                         ..ZfPart::default()
                     })
                 })

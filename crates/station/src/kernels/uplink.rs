@@ -5,12 +5,13 @@ use std::sync::RwLock;
 use radiohost_iq::Cf32;
 use radiohost_phy::crc::{self, CrcKind};
 use radiohost_phy::frontend::{planar_index, SLICE};
+use radiohost_phy::group_product::lanewise::{self, LaneCoefficients};
 use radiohost_phy::group_product::{Coefficients, GroupProduct};
 use radiohost_phy::scramble::GoldSequence;
 use radiohost_phy::simd::Isa;
 use radiohost_phy::zf::{BatchIo, BATCH};
 
-use super::slot::{read, write, FreqSymbol, PlanarSymbol};
+use super::slot::{read, write, FreqSymbol, PlanarSymbol, ZfPart};
 use super::{FrameSlot, KernelContext, KernelError, Scratch};
 
 /// Fronthaul staging -> the frame's time-domain buffer.
@@ -120,9 +121,26 @@ pub(super) fn zf(
             }
         }
     }
+    if ctx.lanewise() {
+        spread_part(ctx, k, out);
+    }
     out.pilot_null_energy = e;
     out.pilot_null_bins = c;
     Ok(())
+}
+
+/// Spread part `k`'s detectors over the lanes of every slice it touches.
+fn spread_part(ctx: &KernelContext, k: usize, out: &mut ZfPart) {
+    let (range, zb) = (ctx.shape.part_range(k), ctx.cfg.zf_block);
+    let mk = ctx.cfg.antennas * ctx.cfg.users;
+    let slices = ctx.part_slices(k);
+    for (sl, entries) in slices.zip(out.lanes.chunks_exact_mut(mk)) {
+        let group_of_lane = |l: usize| {
+            let x = sl * SLICE + l;
+            range.contains(&x).then(|| x / zb - out.first_group)
+        };
+        lanewise::spread(&out.w_transposed, mk, group_of_lane, entries);
+    }
 }
 
 /// Equalise part `k` of uplink symbol `u` (each ZF group as one planar matrix
@@ -141,9 +159,32 @@ pub(super) fn eq_demod(ctx: &KernelContext, slot: &FrameSlot, u: usize, k: usize
         let freq = read(&slot.up_freq[u]);
         let noise = (zf.pilot_null_energy + freq.null_energy)
             / (zf.pilot_null_bins + freq.null_bins).max(1) as f64;
+        if ctx.lanewise() {
+            for (sl, entries) in ctx.part_slices(k).zip(zf.lanes.chunks_exact(mk)) {
+                let s0 = sl * SLICE;
+                let lanes = range.start.max(s0) - s0..range.end.min(s0 + SLICE) - s0;
+                let at = planar_index(0, sl, 0, slices, m_n);
+                lanewise::apply(
+                    isa,
+                    &LaneCoefficients::detector(entries, k_n, m_n),
+                    &freq.re[at..at + m_n],
+                    &freq.im[at..at + m_n],
+                    lanes.clone(),
+                    &mut s.eq[s0 + lanes.start..],
+                    d,
+                );
+            }
+        }
         for g in ctx.part_groups(k) {
             let j = g - zf.first_group;
             let sub = ctx.group_in_part(g, k);
+            for user in 0..k_n {
+                let v = (noise * zf.noise_gain[j * k_n + user] as f64) as f32;
+                s.nv[user * d + sub.start..user * d + sub.end].fill(v);
+            }
+            if ctx.lanewise() {
+                continue;
+            }
             let w = Coefficients::detector(&zf.w_transposed[j * mk..(j + 1) * mk], k_n, m_n);
             // The 16-subcarrier slices this group covers, and its lanes in each.
             for sl in sub.start / SLICE..sub.end.div_ceil(SLICE) {
@@ -160,10 +201,6 @@ pub(super) fn eq_demod(ctx: &KernelContext, slot: &FrameSlot, u: usize, k: usize
                     d,
                     s0,
                 );
-            }
-            for user in 0..k_n {
-                let v = (noise * zf.noise_gain[j * k_n + user] as f64) as f32;
-                s.nv[user * d + sub.start..user * d + sub.end].fill(v);
             }
         }
     }
