@@ -84,7 +84,9 @@ impl CsiEstimator {
     ///
     /// `received` is laid out `[symbol][antenna][subcarrier]` as for `estimate`. Each
     /// antenna's row is de-rotated by the pilots once, in order (no gathers), and every
-    /// output vector of 16 groups is written whole.
+    /// output vector of 16 groups is written whole. Only the ZF batches in `only` are
+    /// estimated (a subcarrier part's; `0..usize::MAX` for all), and only the subcarriers they
+    /// interpolate from are de-rotated.
     ///
     /// # Panics
     /// If the buffer sizes disagree with the configuration or `group` is 0 (caller bugs).
@@ -93,6 +95,7 @@ impl CsiEstimator {
         received: &[Cf32],
         pilot_syms: usize,
         group: usize,
+        only: std::ops::Range<usize>,
         h_re: &mut [Lanes],
         h_im: &mut [Lanes],
     ) {
@@ -104,22 +107,36 @@ impl CsiEstimator {
         assert_eq!(h_re.len(), batches * k_n * m_n, "csi: output size");
         assert_eq!(h_im.len(), batches * k_n * m_n, "csi: output size");
         assert!(pilot_syms > 0, "csi: no pilot symbols");
+        let only = only.start..only.end.min(batches);
+        if only.is_empty() {
+            return;
+        }
         let inv = 1.0 / pilot_syms as f32;
         match self.layout {
             PilotLayout::FrequencyOrthogonal => {
                 self.plan_groups(group);
+                // The subcarriers the batches' groups interpolate from.
+                let points =
+                    &self.plan[only.start * BATCH * k_n..(only.end * BATCH).min(groups) * k_n];
+                let first = points.iter().map(|p| p.0).min().unwrap_or(0);
+                let span = first..points.iter().map(|p| p.1 + 1).max().unwrap_or(0);
                 for m in 0..m_n {
                     // y * conj(p) averaged over the pilot symbols, as `estimate` sums it.
-                    self.derotated.fill(Cf32::default());
+                    let derotated = &mut self.derotated[span.clone()];
+                    derotated.fill(Cf32::default());
                     for j in 0..pilot_syms {
-                        let row = &received[(j * m_n + m) * d..][..d];
-                        for ((o, y), p) in self.derotated.iter_mut().zip(row).zip(&self.pilots) {
+                        let row = &received[(j * m_n + m) * d..][span.clone()];
+                        for ((o, y), p) in derotated
+                            .iter_mut()
+                            .zip(row)
+                            .zip(&self.pilots[span.clone()])
+                        {
                             *o += y * p.conj();
                         }
                     }
-                    self.derotated.iter_mut().for_each(|v| *v *= inv);
+                    derotated.iter_mut().for_each(|v| *v *= inv);
                     let row = &self.derotated;
-                    for b in 0..batches {
+                    for b in only.clone() {
                         let lanes = BATCH.min(groups - b * BATCH);
                         for k in 0..k_n {
                             let at = (b * k_n + k) * m_n + m;
@@ -141,7 +158,7 @@ impl CsiEstimator {
                 for j in 0..pilot_syms {
                     self.counts[j % k_n] += 1;
                 }
-                for b in 0..batches {
+                for b in only {
                     let lanes = BATCH.min(groups - b * BATCH);
                     for k in 0..k_n {
                         let c = self.counts[k].max(1) as f32;
@@ -394,7 +411,17 @@ mod tests {
                 let groups = d.div_ceil(group);
                 let len = groups.div_ceil(BATCH) * k_n * m_n;
                 let (mut hr, mut hi) = (vec![[0.0; BATCH]; len], vec![[0.0; BATCH]; len]);
-                est.estimate_groups(&rx, syms, group, &mut hr, &mut hi);
+                est.estimate_groups(&rx, syms, group, 0..usize::MAX, &mut hr, &mut hi);
+                // One batch at a time (a station part's range) gives the same bits.
+                for b in 0..groups.div_ceil(BATCH) {
+                    let (mut br, mut bi) = (vec![[9.0; BATCH]; len], vec![[9.0; BATCH]; len]);
+                    est.estimate_groups(&rx, syms, group, b..b + 1, &mut br, &mut bi);
+                    let lanes = BATCH.min(groups - b * BATCH);
+                    for at in b * k_n * m_n..(b + 1) * k_n * m_n {
+                        assert_eq!(br[at][..lanes], hr[at][..lanes], "{layout:?} {group} {b}");
+                        assert_eq!(bi[at][..lanes], hi[at][..lanes], "{layout:?} {group} {b}");
+                    }
+                }
                 for g in 0..groups {
                     let i = est.group_centre(group, g);
                     assert!(i >= g * group && i < ((g + 1) * group).min(d));

@@ -168,7 +168,10 @@ unsafe fn scale_quantise_avx2(src: &[Cf32], gain: f32, dst: &mut [Ci16]) -> usiz
     let done = src.len().min(dst.len()) / 8 * 8;
     let (g, k) = (_mm256_set1_ps(gain), _mm256_set1_ps(i16::MAX as f32));
     let (half, sign) = (_mm256_set1_ps(0.5f32.next_down()), _mm256_set1_ps(-0.0));
-    let (lo, hi) = (_mm256_set1_ps(i16::MIN as f32), _mm256_set1_ps(i16::MAX as f32));
+    let (lo, hi) = (
+        _mm256_set1_ps(i16::MIN as f32),
+        _mm256_set1_ps(i16::MAX as f32),
+    );
     let q = |v: __m256| {
         let v = _mm256_mul_ps(_mm256_mul_ps(v, g), k);
         let nudged = _mm256_add_ps(v, _mm256_or_ps(half, _mm256_and_ps(v, sign)));

@@ -275,6 +275,7 @@ impl Detector {
             &self.pilot_data,
             self.pilot_syms.len(),
             self.group,
+            0..usize::MAX,
             &mut self.h_re,
             &mut self.h_im,
         );

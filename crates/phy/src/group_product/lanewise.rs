@@ -335,9 +335,9 @@ mod tests {
                 spread(&wt, mk, group_of, &mut entries);
                 let planar = |rows: usize, seed: u32| {
                     let v = values(rows * 2 * LANES, seed);
-                    let mut it = v.chunks_exact(LANES).map(|c| -> [f32; LANES] {
-                        c.try_into().unwrap()
-                    });
+                    let mut it = v
+                        .chunks_exact(LANES)
+                        .map(|c| -> [f32; LANES] { c.try_into().unwrap() });
                     let re: Vec<_> = it.by_ref().take(rows).collect();
                     let im: Vec<_> = it.collect();
                     (re, im)
@@ -359,7 +359,16 @@ mod tests {
                             true => Coefficients::detector(w, k, m),
                             false => Coefficients::precoder_transposed(w, k, m, gain),
                         };
-                        GroupProduct::apply_planar(isa, c, &re, &im, l..l + 1, &mut want, stride, 0);
+                        GroupProduct::apply_planar(
+                            isa,
+                            c,
+                            &re,
+                            &im,
+                            l..l + 1,
+                            &mut want,
+                            stride,
+                            0,
+                        );
                     }
                     for r in 0..rows {
                         for l in lanes.clone() {

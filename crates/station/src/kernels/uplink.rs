@@ -69,13 +69,14 @@ pub(super) fn zf(
     let (zb, pilots) = (cfg.zf_block, slot.pilot_freq.len());
     let (mut e, mut c) = (0.0, 0);
     // The estimator reads every pilot symbol as one `[symbol][antenna][subcarrier]`
-    // buffer; one pilot symbol is read in place, more are gathered first. It covers
-    // the whole band (O(M d)) in every `Zf<k>`: each extra part repeats it.
+    // buffer; one pilot symbol is read in place, more are gathered first. Only the
+    // ZF batches of part `k` are estimated (the gather still copies every pilot).
+    let batches = ctx.part_batches(k);
     if pilots == 1 {
         let f = read(&slot.pilot_freq[0]);
         (e, c) = (f.null_energy, f.null_bins);
         s.csi_est
-            .estimate_groups(&f.data, 1, zb, &mut s.h_re, &mut s.h_im);
+            .estimate_groups(&f.data, 1, zb, batches.clone(), &mut s.h_re, &mut s.h_im);
     } else {
         for (p, region) in slot.pilot_freq.iter().enumerate() {
             let f = read(region);
@@ -83,8 +84,14 @@ pub(super) fn zf(
             e += f.null_energy;
             c += f.null_bins;
         }
-        s.csi_est
-            .estimate_groups(&s.pilot_rx, pilots, zb, &mut s.h_re, &mut s.h_im);
+        s.csi_est.estimate_groups(
+            &s.pilot_rx,
+            pilots,
+            zb,
+            batches.clone(),
+            &mut s.h_re,
+            &mut s.h_im,
+        );
     }
     let groups = cfg.zf_groups();
     let part = ctx.part_groups(k);
