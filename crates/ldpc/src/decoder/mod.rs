@@ -636,13 +636,17 @@ impl Decoder {
                             &self.halves[a * nh..b * nh],
                             c2v,
                             &dims,
-                            self.correction,
+                            &self.corrector,
                         )
                     };
-                    if done && !dims.wrap && !self.p.zc.is_multiple_of(32) {
+                    // The row kernel leaves the mirror to a copy after the row.
+                    if done && dims.wrap {
+                        // SAFETY: as above.
+                        unsafe { x86::fixup_wrap_avx2(&mut self.app, edges, &dims) }
+                    } else if done {
                         // SAFETY: as above.
                         unsafe { x86::fixup_avx2(&mut self.app, edges, &dims) }
-                    } else if !done {
+                    } else {
                         // SAFETY: as above.
                         unsafe {
                             x86::layer_avx2(
