@@ -239,15 +239,98 @@ unsafe fn opaque(mut x: __m256i) -> __m256i {
     x
 }
 
+/// Constants and per-lane steps of the AVX2 row kernels (straight-line and looped),
+/// every operation as in `scalar::layer`. Vector operation issue is what bounds them,
+/// so each step is the cheapest exact form without `vpblendvb` (see [`opaque`]).
+#[derive(Clone, Copy)]
+struct Lanes {
+    one: __m256i,
+    k125n: __m256i,
+    max127: __m256i,
+    /// The correction's nibble tables in both 128-bit lanes and its floor (see
+    /// [`Corrector::nibbles`]).
+    hi: __m256i,
+    lo: __m256i,
+    floor: __m256i,
+}
+
+/// The two candidate messages of a half (the corrected magnitudes with the sign product
+/// applied), their XOR, and the smallest `|t|`.
+#[derive(Clone, Copy)]
+struct Check {
+    min1: __m256i,
+    m1: __m256i,
+    m1_m2: __m256i,
+}
+
+impl Lanes {
+    #[inline(always)]
+    unsafe fn new(corr: &Corrector) -> Lanes {
+        let nib = corr.nibbles.as_ptr() as *const __m128i;
+        Lanes {
+            one: _mm256_set1_epi8(1),
+            k125n: _mm256_set1_epi8(-125),
+            max127: _mm256_set1_epi8(127),
+            hi: _mm256_broadcastsi128_si256(_mm_loadu_si128(nib)),
+            lo: _mm256_broadcastsi128_si256(_mm_loadu_si128(nib.add(1))),
+            floor: _mm256_set1_epi8(corr.floor as i8),
+        }
+    }
+
+    /// `t = a - c`, or `a` where `a` is saturated (127, -128, -127: subtract nothing,
+    /// `scalar::saturated`). `a + 1` wraps those to -128..=-126, the only values below
+    /// -125.
+    #[inline(always)]
+    unsafe fn extrinsic(&self, a: __m256i, c: __m256i) -> __m256i {
+        let sat = _mm256_cmpgt_epi8(self.k125n, _mm256_add_epi8(a, self.one));
+        _mm256_subs_epi8(a, opaque(_mm256_andnot_si256(sat, c)))
+    }
+
+    /// The half's [`Check`] from the two smallest `|t|` and the XOR of all `t`.
+    #[inline(always)]
+    unsafe fn check(&self, min1: __m256i, min2: __m256i, sgn: __m256i) -> Check {
+        // The low bit set, so never 0.
+        let sgn = _mm256_or_si256(sgn, self.one);
+        let m1 = _mm256_sign_epi8(correct_nibbles(min1, self.hi, self.lo, self.floor), sgn);
+        let m2 = _mm256_sign_epi8(correct_nibbles(min2, self.hi, self.lo, self.floor), sgn);
+        Check {
+            min1,
+            m1,
+            m1_m2: _mm256_xor_si256(m1, m2),
+        }
+    }
+
+    /// An edge's new message and APP value from its `t`.
+    #[inline(always)]
+    unsafe fn update(&self, t: __m256i, ck: &Check) -> (__m256i, __m256i) {
+        let abs_t = _mm256_abs_epi8(t);
+        // m2 where |t| is the minimum, else m1.
+        let eq = opaque(_mm256_cmpeq_epi8(abs_t, ck.min1));
+        let mag = _mm256_xor_si256(ck.m1, _mm256_and_si256(eq, ck.m1_m2));
+        // The sign of t on top of the product's; |mag| <= 127: negating never overflows;
+        // t | 1 is never 0.
+        let c = _mm256_sign_epi8(mag, _mm256_or_si256(t, self.one));
+        // Saturated t (|t| >= 127) is final: add nothing (`scalar::saturated`). The
+        // message stored for it is never read.
+        let sat = _mm256_cmpeq_epi8(_mm256_max_epu8(abs_t, self.max127), abs_t);
+        (c, _mm256_adds_epi8(t, opaque(_mm256_andnot_si256(sat, c))))
+    }
+}
+
+/// Folds `|t|` into the two smallest magnitudes so far.
+#[inline(always)]
+unsafe fn fold_min(t: __m256i, min1: &mut __m256i, min2: &mut __m256i) {
+    let m = _mm256_abs_epi8(t);
+    *min2 = _mm256_min_epu8(*min2, _mm256_max_epu8(*min1, m));
+    *min1 = _mm256_min_epu8(*min1, m);
+}
+
 /// AVX2 row kernel: for each 32-lane half (32 lanes of a 64-lane window in the wrapped
-/// layout), every operation as in `scalar::layer`. Messages keep the AVX-512 kernel's
-/// layout: half `j` of edge `e` at `c2v[((j / 2) * D + e) * 64 + (j % 2) * 32]`.
-///
-/// Vector operation issue is what bounds it, so each step is the cheapest exact form
-/// without `vpblendvb` (see [`opaque`]): masks applied with logic operations, the sign
-/// product applied to the two candidate magnitudes once per half, the correction as two
-/// byte shuffles. The message stored for a saturated `t` is
-/// the unmasked one: it is never read (see `scalar::saturated`).
+/// layout), the steps of [`Lanes`] with the row's `t` in registers (BG1's degree-19
+/// rows spill some; a loop over their edges, which shrinks the code, measured no
+/// faster). Messages keep the
+/// AVX-512 kernel's layout: half `j` of edge `e` at `c2v[((j / 2) * D + e) * 64 + (j %
+/// 2) * 32]`.
 #[target_feature(enable = "avx2")]
 unsafe fn row_avx2<const FIRST: bool, const LAST_SINGLE: bool, const D: usize>(
     app: &mut [i8],
@@ -259,15 +342,8 @@ unsafe fn row_avx2<const FIRST: bool, const LAST_SINGLE: bool, const D: usize>(
     const W: usize = 64;
     let appp = app.as_mut_ptr();
     let c2vp = c2v.as_mut_ptr();
-    let zero = _mm256_setzero_si256();
-    let one = _mm256_set1_epi8(1);
-    let k125n = _mm256_set1_epi8(-125);
-    let max127 = _mm256_set1_epi8(127);
-    let all = _mm256_set1_epi8(-1);
-    let nib = corr.nibbles.as_ptr() as *const __m128i;
-    let hi = _mm256_broadcastsi128_si256(_mm_loadu_si128(nib));
-    let lo = _mm256_broadcastsi128_si256(_mm_loadu_si128(nib.add(1)));
-    let floor = _mm256_set1_epi8(corr.floor as i8);
+    let k = Lanes::new(corr);
+    let (zero, all) = (_mm256_setzero_si256(), _mm256_set1_epi8(-1));
     for (j, win) in halves.chunks_exact(D).enumerate() {
         let win: &[u32; D] = win.try_into().expect("D windows per half");
         let c2vk = c2vp.add((j / 2) * D * W + (j % 2) * HALF);
@@ -275,46 +351,26 @@ unsafe fn row_avx2<const FIRST: bool, const LAST_SINGLE: bool, const D: usize>(
         let (mut min1, mut min2, mut sgn) = (all, all, zero);
         unroll!(D, |e| {
             let is_single = LAST_SINGLE && e + 1 == D;
+            // A single edge reads its channel copy, its t (see `scalar::layer`).
             let at = win[e] as usize + if is_single { single.chan } else { 0 };
             let a = _mm256_loadu_si256(appp.add(at) as *const __m256i);
             t[e] = if FIRST || is_single {
                 a
             } else {
-                let c = _mm256_load_si256(c2vk.add(e * W) as *const __m256i);
-                // Saturated APP (a in 127, -128, -127): subtract nothing
-                // (`scalar::saturated`). a + 1 wraps those to -128..=-126, the only
-                // values below -125.
-                let sat = _mm256_cmpgt_epi8(k125n, _mm256_add_epi8(a, one));
-                _mm256_subs_epi8(a, opaque(_mm256_andnot_si256(sat, c)))
+                k.extrinsic(a, _mm256_load_si256(c2vk.add(e * W) as *const __m256i))
             };
-            let m = _mm256_abs_epi8(t[e]);
-            min2 = _mm256_min_epu8(min2, _mm256_max_epu8(min1, m));
-            min1 = _mm256_min_epu8(min1, m);
+            fold_min(t[e], &mut min1, &mut min2);
             sgn = _mm256_xor_si256(sgn, t[e]);
         });
-        // The two candidate magnitudes with the sign product applied (the low bit set,
-        // so never 0); an edge's message is one of them with the sign of its t on top.
-        let sgn = _mm256_or_si256(sgn, one);
-        let m1 = _mm256_sign_epi8(correct_nibbles(min1, hi, lo, floor), sgn);
-        let m2 = _mm256_sign_epi8(correct_nibbles(min2, hi, lo, floor), sgn);
-        let m1_m2 = _mm256_xor_si256(m1, m2);
+        let ck = k.check(min1, min2, sgn);
         unroll!(D, |e| {
             let is_single = LAST_SINGLE && e + 1 == D;
             // A single edge's value is only needed when someone reads it.
             if !is_single || single.write {
-                let t = t[e];
-                let abs_t = _mm256_abs_epi8(t);
-                // m2 where |t| is the minimum, else m1.
-                let eq = opaque(_mm256_cmpeq_epi8(abs_t, min1));
-                let mag = _mm256_xor_si256(m1, _mm256_and_si256(eq, m1_m2));
-                // |mag| <= 127: negating never overflows; t | 1 is never 0.
-                let c = _mm256_sign_epi8(mag, _mm256_or_si256(t, one));
+                let (c, v) = k.update(t[e], &ck);
                 if !is_single {
                     _mm256_store_si256(c2vk.add(e * W) as *mut __m256i, c);
                 }
-                // Saturated t (|t| >= 127) is final: add nothing (`scalar::saturated`).
-                let sat = _mm256_cmpeq_epi8(_mm256_max_epu8(abs_t, max127), abs_t);
-                let v = _mm256_adds_epi8(t, opaque(_mm256_andnot_si256(sat, c)));
                 _mm256_storeu_si256(appp.add(win[e] as usize) as *mut __m256i, v);
             }
         });
