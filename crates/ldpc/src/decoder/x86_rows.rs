@@ -325,6 +325,9 @@ unsafe fn fold_min(t: __m256i, min1: &mut __m256i, min2: &mut __m256i) {
     *min1 = _mm256_min_epu8(*min1, m);
 }
 
+/// Rows above this degree keep their `t` in memory (16 registers).
+const SPILL_DEGREE: usize = 10;
+
 /// AVX2 row kernel: for each 32-lane half (32 lanes of a 64-lane window in the wrapped
 /// layout), the steps of [`Lanes`] with the row's `t` in registers (BG1's degree-19
 /// rows spill some; a loop over their edges, which shrinks the code, measured no
@@ -367,7 +370,10 @@ unsafe fn row_avx2<const FIRST: bool, const LAST_SINGLE: bool, const D: usize>(
             let is_single = LAST_SINGLE && e + 1 == D;
             // A single edge's value is only needed when someone reads it.
             if !is_single || single.write {
-                let (c, v) = k.update(t[e], &ck);
+                // Large degrees spill: |t| recomputed costs an operation, kept it would
+                // cost a store and a load (stores are the scarcer resource).
+                let te = if D > SPILL_DEGREE { opaque(t[e]) } else { t[e] };
+                let (c, v) = k.update(te, &ck);
                 if !is_single {
                     _mm256_store_si256(c2vk.add(e * W) as *mut __m256i, c);
                 }
