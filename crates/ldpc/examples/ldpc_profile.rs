@@ -1,10 +1,10 @@
-//! Decodes the throughput example's block (BG1 Zc=384 rate 1/3, 5 iterations, no early
-//! termination) `reps` times at one SIMD level and nothing else, so that an instruction
+//! Decodes the throughput example's block (BG1 rate 1/3, Zc=384 unless given, 5
+//! iterations, no early termination) `reps` times at one SIMD level and nothing else, so that an instruction
 //! counter (`valgrind --tool=callgrind --toggle-collect='*Decoder::decode*'`) or a
 //! profiler sees only the decoder. An optional noise factor makes the block harder
 //! (fewer saturated LLRs in later iterations; 1.6 is the throughput example's block).
 //!
-//! `cargo run --release -p radiohost-ldpc --example ldpc_profile [avx2|scalar|avx512] [reps] [noise]`
+//! `cargo run --release -p radiohost-ldpc --example ldpc_profile [avx2|scalar|avx512] [reps] [noise] [zc]`
 
 use radiohost_ldpc::{BaseGraph, CodeParams, Decoder, DecoderConfig, Encoder, SimdLevel};
 use std::time::Instant;
@@ -18,7 +18,8 @@ fn main() {
     };
     let reps: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(100);
     let noise: f32 = args.next().and_then(|s| s.parse().ok()).unwrap_or(1.6);
-    let p = CodeParams::for_rate(BaseGraph::Bg1, 384, 1.0 / 3.0).unwrap();
+    let zc: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(384);
+    let p = CodeParams::for_rate(BaseGraph::Bg1, zc, 1.0 / 3.0).unwrap();
     let payload: Vec<u8> = (0..p.payload_bits)
         .map(|i| ((i * 7919) >> 3) as u8 & 1)
         .collect();
