@@ -3,11 +3,13 @@
 //! vector (AVX2: one 32-lane half) of a row block at a time, with the row's extrinsic
 //! values held in registers (the row degree is a compile-time constant, so the per-edge
 //! loops unroll and `t` is never stored and reloaded; BG1's degree-19 rows do spill
-//! some). Each new APP vector costs one store, plus a mirror store for the (at most two
-//! per edge) vectors that touch the mirrored lanes or wrap (the same stores as
-//! `x86::mirror_store` makes, decided in advance by [`windows`] and [`halves`]; without
-//! direct mirror stores, i.e. Zc not a multiple of 32, the caller's fix-up copy restores
-//! the mirror after the row). A row's single edge
+//! some). In the AVX-512 kernel each new APP vector costs one store, plus a mirror store
+//! for the (at most two per edge) vectors that touch the mirrored lanes or wrap (the
+//! same stores as `x86::mirror_store` makes, decided in advance by [`windows`]). The
+//! AVX2 kernel stores each new APP vector once and the caller restores the mirror after
+//! the row (`x86::fixup_wrap_avx2`, `x86::fixup_avx2`): on Zen 3 that measured faster
+//! than mirror stores, whether behind per-window flag tests or unconditional (to the
+//! window itself when no mirror is due). A row's single edge
 //! (`decoder::Edge::single`) is its last one; whether a row has one is a compile-time
 //! constant as well.
 //!
