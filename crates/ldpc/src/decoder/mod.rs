@@ -636,13 +636,17 @@ impl Decoder {
                             &self.halves[a * nh..b * nh],
                             c2v,
                             &dims,
-                            self.correction,
+                            &self.corrector,
                         )
                     };
-                    if done && !dims.wrap && !self.p.zc.is_multiple_of(32) {
+                    // The row kernel leaves the mirror to a copy after the row.
+                    if done && dims.wrap {
+                        // SAFETY: as above.
+                        unsafe { x86::fixup_wrap_avx2(&mut self.app, edges, &dims) }
+                    } else if done {
                         // SAFETY: as above.
                         unsafe { x86::fixup_avx2(&mut self.app, edges, &dims) }
-                    } else if !done {
+                    } else {
                         // SAFETY: as above.
                         unsafe {
                             x86::layer_avx2(
@@ -763,7 +767,11 @@ unsafe fn quantize_avx512(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
     quantize(&llr[i..n], s, &mut out[i..n]) | (nan != 0)
 }
 
-/// `quantize` 32 values at a time (same operations, so the same results).
+/// `quantize` 32 values at a time (same float operations, so the same results). As in
+/// `quantize_avx512`, NaN is carried through the clamp (the operand order of
+/// `max`/`min`), converts to `i32::MIN` and packs to -128, which no number gives: one
+/// byte compare per 32 values instead of one float compare per 8. The conversion rounds
+/// by MXCSR, which Rust code may assume is the default (to nearest, ties to even).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn quantize_avx2(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
@@ -772,28 +780,26 @@ unsafe fn quantize_avx2(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
     let s = scale;
     let (scale, max) = (_mm256_set1_ps(s), _mm256_set1_ps(CHANNEL_LLR_MAX as f32));
     let min = _mm256_set1_ps(-(CHANNEL_LLR_MAX as f32));
-    let mut nan = _mm256_setzero_ps();
+    let nan_byte = _mm256_set1_epi8(i8::MIN);
+    let mut nan = _mm256_setzero_si256();
     let one = |x: __m256| {
-        let v = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(x, scale), min), max);
-        let r = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(v);
-        _mm256_cvttps_epi32(r)
+        // maxps/minps return their second operand when one is NaN.
+        let v = _mm256_min_ps(max, _mm256_max_ps(min, _mm256_mul_ps(x, scale)));
+        _mm256_cvtps_epi32(v)
     };
     // packs works within 128-bit halves: this restores the order of the 8 i32 groups.
     let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     let mut i = 0;
     while i + 32 <= n {
         let p = llr.as_ptr().add(i);
-        let x = [0, 8, 16, 24].map(|o| _mm256_loadu_ps(p.add(o)));
-        for v in x {
-            nan = _mm256_or_ps(nan, _mm256_cmp_ps::<_CMP_UNORD_Q>(v, v));
-        }
-        let [a, b, c, d] = x.map(one);
+        let [a, b, c, d] = [0, 8, 16, 24].map(|o| one(_mm256_loadu_ps(p.add(o))));
         let q = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
         let q = _mm256_permutevar8x32_epi32(q, order);
+        nan = _mm256_or_si256(nan, _mm256_cmpeq_epi8(q, nan_byte));
         _mm256_storeu_si256(out.as_mut_ptr().add(i) as *mut __m256i, q);
         i += 32;
     }
-    quantize(&llr[i..n], s, &mut out[i..n]) | (_mm256_movemask_ps(nan) != 0)
+    quantize(&llr[i..n], s, &mut out[i..n]) | (_mm256_movemask_epi8(nan) != 0)
 }
 
 /// Whether Zc uses the wrapped layout (see the module docs).

@@ -260,6 +260,43 @@ pub(crate) unsafe fn fixup_avx2(app: &mut [i8], edges: &[Edge], dims: &Dims) {
     }
 }
 
+/// Wrapped layout: `decoder::fixup_wrap` for every column the row block rewrote (each
+/// APP lane written once, at its window): with `r = shift % 64`, lanes `[0, r)` were
+/// written into the mirror and `[r, 64)` directly, so both copies of the 64 mirrored
+/// lanes become `mirror < r ? mirror : direct`, one byte blend per 32 lanes (`r = 0`:
+/// the direct lanes copied up).
+///
+/// # Safety
+/// The CPU must support AVX2, Zc must be a multiple of 64 and the buffers must pass
+/// `check_bounds`.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn fixup_wrap_avx2(app: &mut [i8], edges: &[Edge], dims: &Dims) {
+    const W: usize = 32;
+    // Lane i of the mask loaded at `64 - r + o` is all-ones exactly when `o + i < r`.
+    static FROM_MIRROR: [i8; 2 * LANE_PAD] = {
+        let mut m = [0i8; 2 * LANE_PAD];
+        let mut i = 0;
+        while i < LANE_PAD {
+            m[i] = -1;
+            i += 1;
+        }
+        m
+    };
+    let (appp, zc) = (app.as_mut_ptr(), dims.zc);
+    for ed in edges.iter().filter(|ed| !ed.single || dims.write_single) {
+        let r = ed.shift % LANE_PAD;
+        let col = appp.add(ed.base);
+        for o in [0, W] {
+            let mask = _mm256_loadu_si256(FROM_MIRROR.as_ptr().add(LANE_PAD - r + o) as *const _);
+            let direct = _mm256_loadu_si256(col.add(o) as *const __m256i);
+            let mirror = _mm256_loadu_si256(col.add(zc + o) as *const __m256i);
+            let v = _mm256_blendv_epi8(direct, mirror, mask);
+            _mm256_storeu_si256(col.add(o) as *mut __m256i, v);
+            _mm256_storeu_si256(col.add(zc + o) as *mut __m256i, v);
+        }
+    }
+}
+
 #[target_feature(enable = "avx512f,avx512bw")]
 pub(crate) fn correct512(m: __m512i, c: Correction) -> __m512i {
     match c {

@@ -3,11 +3,13 @@
 //! vector (AVX2: one 32-lane half) of a row block at a time, with the row's extrinsic
 //! values held in registers (the row degree is a compile-time constant, so the per-edge
 //! loops unroll and `t` is never stored and reloaded; BG1's degree-19 rows do spill
-//! some). Each new APP vector costs one store, plus a mirror store for the (at most two
-//! per edge) vectors that touch the mirrored lanes or wrap (the same stores as
-//! `x86::mirror_store` makes, decided in advance by [`windows`] and [`halves`]; without
-//! direct mirror stores, i.e. Zc not a multiple of 32, the caller's fix-up copy restores
-//! the mirror after the row). A row's single edge
+//! some). In the AVX-512 kernel each new APP vector costs one store, plus a mirror store
+//! for the (at most two per edge) vectors that touch the mirrored lanes or wrap (the
+//! same stores as `x86::mirror_store` makes, decided in advance by [`windows`]). The
+//! AVX2 kernel stores each new APP vector once and the caller restores the mirror after
+//! the row (`x86::fixup_wrap_avx2`, `x86::fixup_avx2`): on Zen 3 that measured faster
+//! than mirror stores, whether behind per-window flag tests or unconditional (to the
+//! window itself when no mirror is due). A row's single edge
 //! (`decoder::Edge::single`) is its last one; whether a row has one is a compile-time
 //! constant as well.
 //!
@@ -19,7 +21,7 @@
 //! applied to the two candidate magnitudes once instead of to every edge's message;
 //! saturation tests are one compare each (on `|t|`, or on `a + 126`).
 
-use super::x86::{correct256, correct512};
+use super::x86::correct512;
 use super::{scalar, Correction, Dims, Edge, LANE_PAD};
 use std::arch::x86_64::*;
 
@@ -48,6 +50,10 @@ macro_rules! unroll {
 #[repr(C, align(64))]
 pub(crate) struct Corrector {
     table: [i8; 128],
+    /// The AVX2 kernel's form (see [`Corrector::nibbles`]): the high-nibble table, then
+    /// the low-nibble one, then the floor subtracted at the end.
+    nibbles: [i8; 32],
+    floor: u8,
     pub correction: Correction,
     pub vbmi: bool,
 }
@@ -59,11 +65,47 @@ impl Corrector {
             // correct(m) <= m <= 127 for every correction.
             *v = scalar::correct(m as u8, correction) as i8;
         }
+        let (nibbles, floor) = Self::nibbles(correction);
         Corrector {
             table,
+            nibbles,
+            floor,
             correction,
             vbmi: std::is_x86_feature_detected!("avx512vbmi"),
         }
+    }
+
+    /// `correct(min(m, 127))` for every byte `m` as `hi[m >> 4] + lo[m & 15]` (`lo`
+    /// counting 0 for `m >= 128`, as a byte shuffle does), minus `floor` saturating at 0:
+    /// two shuffles instead of a 128-entry lookup. Exact because the correction of
+    /// `16 h + l` splits: `(16 h + l) >> s == 16 h >> s + l >> s` for the eighths'
+    /// shifts `s <= 3`, and the offset is subtracted from `m` itself (`hi[h] = 16 h`,
+    /// `lo[l] = l`, `floor` = beta). `hi[h >= 8]` holds `correct(127)`: the clamp.
+    fn nibbles(correction: Correction) -> ([i8; 32], u8) {
+        // An offset splits as the identity (eighths 8/8) followed by the floor.
+        let (split, floor) = match correction {
+            Correction::Offset(b) => (Correction::Eighths(8), b),
+            Correction::Eighths(_) => (correction, 0),
+        };
+        let mut t = [0i8; 32];
+        for n in 0..16u8 {
+            let m = if n >= 8 { 127 } else { 16 * n };
+            t[n as usize] = scalar::correct(m, split) as i8;
+            t[16 + n as usize] = scalar::correct(n, split) as i8;
+        }
+        (t, floor)
+    }
+
+    /// The scalar model of the AVX2 lookup (tests check it against `scalar::correct`).
+    #[cfg(test)]
+    fn nibble_lookup(&self, m: u8) -> u8 {
+        let hi = self.nibbles[(m >> 4) as usize] as u8;
+        let lo = if m >= 128 {
+            0
+        } else {
+            self.nibbles[16 + (m & 15) as usize] as u8
+        };
+        (hi + lo).saturating_sub(self.floor)
     }
 }
 
@@ -131,9 +173,9 @@ pub(crate) unsafe fn layer(
 
 /// [`layer`] for AVX2, for every Zc: the same row kernel on 32-lane halves (registers
 /// hold one half of a row at a time), addressed through the row's [`halves`] table.
-/// Without the wrapped layout and with Zc not a multiple of 32, the caller restores the
-/// mirror afterwards (`x86::fixup_avx2`). False (nothing done) when the degree has no
-/// kernel.
+/// It writes each new APP vector once, at its window; the caller restores the mirror
+/// after the row (`x86::fixup_wrap_avx2` or `x86::fixup_avx2`). False (nothing done)
+/// when the degree has no kernel.
 ///
 /// # Safety
 /// The CPU must support AVX2, the buffers must pass `x86::check_bounds`, and `halves`
@@ -145,7 +187,7 @@ pub(crate) unsafe fn layer_avx2(
     halves: &[u32],
     c2v: &mut [i8],
     dims: &Dims,
-    correction: Correction,
+    corr: &Corrector,
 ) -> bool {
     debug_assert_eq!(
         halves.len(),
@@ -162,18 +204,10 @@ pub(crate) unsafe fn layer_avx2(
         ($($d:literal)*) => {
             match (edges.len(), dims.first, last_single) {
                 $(
-                    ($d, true, false) => {
-                        row_avx2::<true, false, $d>(app, halves, c2v, dims.zc, correction, single)
-                    }
-                    ($d, false, false) => {
-                        row_avx2::<false, false, $d>(app, halves, c2v, dims.zc, correction, single)
-                    }
-                    ($d, true, true) => {
-                        row_avx2::<true, true, $d>(app, halves, c2v, dims.zc, correction, single)
-                    }
-                    ($d, false, true) => {
-                        row_avx2::<false, true, $d>(app, halves, c2v, dims.zc, correction, single)
-                    }
+                    ($d, true, false) => row_avx2::<true, false, $d>(app, halves, c2v, corr, single),
+                    ($d, false, false) => row_avx2::<false, false, $d>(app, halves, c2v, corr, single),
+                    ($d, true, true) => row_avx2::<true, true, $d>(app, halves, c2v, corr, single),
+                    ($d, false, true) => row_avx2::<false, true, $d>(app, halves, c2v, corr, single),
                 )*
                 _ => return false,
             }
@@ -186,88 +220,168 @@ pub(crate) unsafe fn layer_avx2(
 /// Lanes of an AVX2 vector: the row kernel's unit.
 const HALF: usize = 32;
 
+/// `correct(min(m, 127))` for every lane (see [`Corrector::nibbles`]): `hi` and `lo`
+/// hold the nibble tables in both 128-bit lanes.
+#[inline(always)]
+unsafe fn correct_nibbles(m: __m256i, hi: __m256i, lo: __m256i, floor: __m256i) -> __m256i {
+    // The 16-bit shift pulls the next byte's low bits into the high nibble: masked off.
+    let h = _mm256_and_si256(_mm256_srli_epi16(m, 4), _mm256_set1_epi8(0x0f));
+    // `lo` by `m` itself: a shuffle reads the low nibble and gives 0 for m >= 128.
+    let sum = _mm256_add_epi8(_mm256_shuffle_epi8(hi, h), _mm256_shuffle_epi8(lo, m));
+    _mm256_subs_epu8(sum, floor)
+}
+
+/// `x` unchanged, out of the optimiser's sight: LLVM turns a masked operand (`x &
+/// !mask`, `x ^ (d & mask)`) back into a `vpblendvb`, which issues at half the rate of
+/// the logic operations it replaces on Zen 3 (measured). Emits no instruction.
+#[inline]
+#[target_feature(enable = "avx")]
+unsafe fn opaque(mut x: __m256i) -> __m256i {
+    std::arch::asm!("/* {0} */", inout(ymm_reg) x, options(pure, nomem, nostack, preserves_flags));
+    x
+}
+
+/// Constants and per-lane steps of the AVX2 row kernels (straight-line and looped),
+/// every operation as in `scalar::layer`. Vector operation issue is what bounds them,
+/// so each step is the cheapest exact form without `vpblendvb` (see [`opaque`]).
+#[derive(Clone, Copy)]
+struct Lanes {
+    one: __m256i,
+    k125n: __m256i,
+    max127: __m256i,
+    /// The correction's nibble tables in both 128-bit lanes and its floor (see
+    /// [`Corrector::nibbles`]).
+    hi: __m256i,
+    lo: __m256i,
+    floor: __m256i,
+}
+
+/// The two candidate messages of a half (the corrected magnitudes with the sign product
+/// applied), their XOR, and the smallest `|t|`.
+#[derive(Clone, Copy)]
+struct Check {
+    min1: __m256i,
+    m1: __m256i,
+    m1_m2: __m256i,
+}
+
+impl Lanes {
+    #[inline(always)]
+    unsafe fn new(corr: &Corrector) -> Lanes {
+        let nib = corr.nibbles.as_ptr() as *const __m128i;
+        Lanes {
+            one: _mm256_set1_epi8(1),
+            k125n: _mm256_set1_epi8(-125),
+            max127: _mm256_set1_epi8(127),
+            hi: _mm256_broadcastsi128_si256(_mm_loadu_si128(nib)),
+            lo: _mm256_broadcastsi128_si256(_mm_loadu_si128(nib.add(1))),
+            floor: _mm256_set1_epi8(corr.floor as i8),
+        }
+    }
+
+    /// `t = a - c`, or `a` where `a` is saturated (127, -128, -127: subtract nothing,
+    /// `scalar::saturated`). `a + 1` wraps those to -128..=-126, the only values below
+    /// -125.
+    #[inline(always)]
+    unsafe fn extrinsic(&self, a: __m256i, c: __m256i) -> __m256i {
+        let sat = _mm256_cmpgt_epi8(self.k125n, _mm256_add_epi8(a, self.one));
+        _mm256_subs_epi8(a, opaque(_mm256_andnot_si256(sat, c)))
+    }
+
+    /// The half's [`Check`] from the two smallest `|t|` and the XOR of all `t`.
+    #[inline(always)]
+    unsafe fn check(&self, min1: __m256i, min2: __m256i, sgn: __m256i) -> Check {
+        // The low bit set, so never 0.
+        let sgn = _mm256_or_si256(sgn, self.one);
+        let m1 = _mm256_sign_epi8(correct_nibbles(min1, self.hi, self.lo, self.floor), sgn);
+        let m2 = _mm256_sign_epi8(correct_nibbles(min2, self.hi, self.lo, self.floor), sgn);
+        Check {
+            min1,
+            m1,
+            m1_m2: _mm256_xor_si256(m1, m2),
+        }
+    }
+
+    /// An edge's new message and APP value from its `t`.
+    #[inline(always)]
+    unsafe fn update(&self, t: __m256i, ck: &Check) -> (__m256i, __m256i) {
+        let abs_t = _mm256_abs_epi8(t);
+        // m2 where |t| is the minimum, else m1.
+        let eq = opaque(_mm256_cmpeq_epi8(abs_t, ck.min1));
+        let mag = _mm256_xor_si256(ck.m1, _mm256_and_si256(eq, ck.m1_m2));
+        // The sign of t on top of the product's; |mag| <= 127: negating never overflows;
+        // t | 1 is never 0.
+        let c = _mm256_sign_epi8(mag, _mm256_or_si256(t, self.one));
+        // Saturated t (|t| >= 127) is final: add nothing (`scalar::saturated`). The
+        // message stored for it is never read.
+        let sat = _mm256_cmpeq_epi8(_mm256_max_epu8(abs_t, self.max127), abs_t);
+        (c, _mm256_adds_epi8(t, opaque(_mm256_andnot_si256(sat, c))))
+    }
+}
+
+/// Folds `|t|` into the two smallest magnitudes so far.
+#[inline(always)]
+unsafe fn fold_min(t: __m256i, min1: &mut __m256i, min2: &mut __m256i) {
+    let m = _mm256_abs_epi8(t);
+    *min2 = _mm256_min_epu8(*min2, _mm256_max_epu8(*min1, m));
+    *min1 = _mm256_min_epu8(*min1, m);
+}
+
+/// Rows above this degree keep their `t` in memory (16 registers).
+const SPILL_DEGREE: usize = 10;
+
 /// AVX2 row kernel: for each 32-lane half (32 lanes of a 64-lane window in the wrapped
-/// layout), every operation as in `scalar::layer` (the saturation tests on `|x|`, the
-/// correction by shifts). Messages keep the AVX-512 kernel's layout: half `j` of edge
-/// `e` at `c2v[((j / 2) * D + e) * 64 + (j % 2) * 32]`.
+/// layout), the steps of [`Lanes`] with the row's `t` in registers (BG1's degree-19
+/// rows spill some; a loop over their edges, which shrinks the code, measured no
+/// faster). Messages keep the
+/// AVX-512 kernel's layout: half `j` of edge `e` at `c2v[((j / 2) * D + e) * 64 + (j %
+/// 2) * 32]`.
 #[target_feature(enable = "avx2")]
 unsafe fn row_avx2<const FIRST: bool, const LAST_SINGLE: bool, const D: usize>(
     app: &mut [i8],
     halves: &[u32],
     c2v: &mut [i8],
-    zc: usize,
-    correction: Correction,
+    corr: &Corrector,
     single: Single,
 ) {
     const W: usize = 64;
     let appp = app.as_mut_ptr();
     let c2vp = c2v.as_mut_ptr();
-    let zero = _mm256_setzero_si256();
-    let one = _mm256_set1_epi8(1);
-    let max127 = _mm256_set1_epi8(127);
-    let all = _mm256_set1_epi8(-1);
-    let (k126, k253) = (_mm256_set1_epi8(126), _mm256_set1_epi8(-3));
+    let k = Lanes::new(corr);
+    let (zero, all) = (_mm256_setzero_si256(), _mm256_set1_epi8(-1));
     for (j, win) in halves.chunks_exact(D).enumerate() {
         let win: &[u32; D] = win.try_into().expect("D windows per half");
-        {
-            let c2vk = c2vp.add((j / 2) * D * W + (j % 2) * HALF);
-            let mut t = [zero; D];
-            let (mut min1, mut min2, mut sgn) = (all, all, zero);
-            unroll!(D, |e| {
-                let is_single = LAST_SINGLE && e + 1 == D;
-                let at = (win[e] & OFFSET) as usize + if is_single { single.chan } else { 0 };
-                let a = _mm256_loadu_si256(appp.add(at) as *const __m256i);
-                t[e] = if FIRST || is_single {
-                    a
-                } else {
-                    let c = _mm256_load_si256(c2vk.add(e * W) as *const __m256i);
-                    // Saturated APP (|a| >= 127): subtract nothing (`scalar::saturated`).
-                    // a + 126 is 253..=255 exactly then (as u8); min/max/compare are
-                    // cheaper than |a| here.
-                    let x = _mm256_add_epi8(a, k126);
-                    let sat = _mm256_cmpeq_epi8(_mm256_max_epu8(x, k253), x);
-                    _mm256_subs_epi8(a, _mm256_andnot_si256(sat, c))
-                };
-                let m = _mm256_abs_epi8(t[e]);
-                min2 = _mm256_min_epu8(min2, _mm256_max_epu8(min1, m));
-                min1 = _mm256_min_epu8(min1, m);
-                sgn = _mm256_xor_si256(sgn, t[e]);
-            });
-            // The two candidate magnitudes; an edge's message is one of them with the sign
-            // of t ^ product.
-            let m1 = correct256(_mm256_min_epu8(min1, max127), correction);
-            let m2 = correct256(_mm256_min_epu8(min2, max127), correction);
-            unroll!(D, |e| {
-                let is_single = LAST_SINGLE && e + 1 == D;
-                // A single edge's value is only needed when someone reads it.
-                if !is_single || single.write {
-                    let t = t[e];
-                    let abs_t = _mm256_abs_epi8(t);
-                    // m2 >= m1: the larger one where |t| is the minimum, with logic and
-                    // max instead of a (slower) byte blend.
-                    let mag = _mm256_blendv_epi8(m1, m2, _mm256_cmpeq_epi8(abs_t, min1));
-                    // The sign of t ^ product (the low bit set, so never 0); |mag| <= 127:
-                    // negating never overflows.
-                    let s = _mm256_or_si256(_mm256_xor_si256(t, sgn), one);
-                    let c = _mm256_sign_epi8(mag, s);
-                    if !is_single {
-                        _mm256_store_si256(c2vk.add(e * W) as *mut __m256i, c);
-                    }
-                    // Saturated t (|t| >= 127) is final: add nothing (`scalar::saturated`).
-                    let sat = _mm256_cmpeq_epi8(_mm256_max_epu8(abs_t, max127), abs_t);
-                    let v = _mm256_adds_epi8(t, _mm256_andnot_si256(sat, c));
-                    let w = win[e];
-                    let p = appp.add((w & OFFSET) as usize);
-                    _mm256_storeu_si256(p as *mut __m256i, v);
-                    if w & MIRROR_UP != 0 {
-                        _mm256_storeu_si256(p.add(zc) as *mut __m256i, v);
-                    }
-                    if w & MIRROR_DOWN != 0 {
-                        _mm256_storeu_si256(p.sub(zc) as *mut __m256i, v);
-                    }
+        let c2vk = c2vp.add((j / 2) * D * W + (j % 2) * HALF);
+        let mut t = [zero; D];
+        let (mut min1, mut min2, mut sgn) = (all, all, zero);
+        unroll!(D, |e| {
+            let is_single = LAST_SINGLE && e + 1 == D;
+            // A single edge reads its channel copy, its t (see `scalar::layer`).
+            let at = win[e] as usize + if is_single { single.chan } else { 0 };
+            let a = _mm256_loadu_si256(appp.add(at) as *const __m256i);
+            t[e] = if FIRST || is_single {
+                a
+            } else {
+                k.extrinsic(a, _mm256_load_si256(c2vk.add(e * W) as *const __m256i))
+            };
+            fold_min(t[e], &mut min1, &mut min2);
+            sgn = _mm256_xor_si256(sgn, t[e]);
+        });
+        let ck = k.check(min1, min2, sgn);
+        unroll!(D, |e| {
+            let is_single = LAST_SINGLE && e + 1 == D;
+            // A single edge's value is only needed when someone reads it.
+            if !is_single || single.write {
+                // Large degrees spill: |t| recomputed costs an operation, kept it would
+                // cost a store and a load (stores are the scarcer resource).
+                let te = if D > SPILL_DEGREE { opaque(t[e]) } else { t[e] };
+                let (c, v) = k.update(te, &ck);
+                if !is_single {
+                    _mm256_store_si256(c2vk.add(e * W) as *mut __m256i, c);
                 }
-            });
-        }
+                _mm256_storeu_si256(appp.add(win[e] as usize) as *mut __m256i, v);
+            }
+        });
     }
 }
 
@@ -294,55 +408,37 @@ pub(crate) fn windows(edges: &[Edge], zc: usize) -> Vec<u32> {
 }
 
 /// The AVX2 kernel's table, for every Zc: where 32-lane half `j` (lanes `32 j..32 j +
-/// 32`) of every edge of a row starts, `halves[j * degree + e]`, with [`MIRROR_UP`] /
-/// [`MIRROR_DOWN`] as in [`windows`]. Wrapped layout: [`windows`]' 64-lane window and
-/// its flags, plus 32 for the upper half. Otherwise (the doubled layout, windows at
-/// `shift + 32 j`): with Zc a multiple of 32, the flags of `x86::mirror_store` for a
-/// 32-lane vector (`q < Zc`: the copy `Zc` higher; `q + 32 > Zc`: the one `Zc` lower);
-/// other Zc get no flags (the caller's fix-up copy restores the mirror) and a last half
-/// of padding lanes, which rewrites only bytes that the fix-up copy restores.
+/// 32`) of every edge of a row starts in `app`, `halves[j * degree + e]`. Wrapped
+/// layout: [`windows`]' 64-lane window, plus 32 for the upper half. Otherwise (the
+/// doubled layout) `shift + 32 j`; for Zc not a multiple of 32 the last half has
+/// padding lanes, which rewrite only mirror bytes that the fix-up copy restores. No
+/// mirror flags: the caller restores the mirror after the row.
 pub(crate) fn halves(edges: &[Edge], zc: usize) -> Vec<u32> {
     let wrap = super::wraps(zc);
-    let direct = zc.is_multiple_of(HALF);
     let mut w = Vec::with_capacity(edges.len() * zc.div_ceil(HALF));
     for i0 in (0..zc.div_ceil(HALF) * HALF).step_by(HALF) {
         for ed in edges {
-            let (q, up, down) = if wrap {
-                // The 64-lane window's start and flags serve both of its halves.
-                let q = (ed.shift + i0 / LANE_PAD * LANE_PAD) % zc;
-                (q + i0 % LANE_PAD, q < LANE_PAD, q + LANE_PAD > zc)
+            let q = if wrap {
+                (ed.shift + i0 / LANE_PAD * LANE_PAD) % zc + i0 % LANE_PAD
             } else {
-                let q = ed.shift + i0;
-                (q, direct && q < zc, direct && q + HALF > zc)
+                ed.shift + i0
             };
-            let at = u32::try_from(ed.base + q).expect("APP buffer below 1 GiB");
-            assert!(
-                at & (MIRROR_UP | MIRROR_DOWN) == 0,
-                "APP buffer below 1 GiB"
-            );
-            w.push(at | if up { MIRROR_UP } else { 0 } | if down { MIRROR_DOWN } else { 0 });
+            w.push(u32::try_from(ed.base + q).expect("APP buffer below 4 GiB"));
         }
     }
     w
 }
 
 /// The bounds [`row_avx2`] relies on for one row's [`halves`] table: every load (a
-/// single edge's `chan` further on) and every store, mirror stores included, lies
-/// inside `app`.
+/// single edge's `chan` further on) and every store lies inside `app`.
 pub(crate) fn check_halves(app: &[i8], edges: &[Edge], halves: &[u32], zc: usize, chan: usize) {
     assert_eq!(halves.len(), edges.len() * zc.div_ceil(HALF));
     for win in halves.chunks_exact(edges.len()) {
         for (ed, &w) in edges.iter().zip(win) {
-            let at = (w & OFFSET) as usize;
+            let at = w as usize;
             let load = at + if ed.single { chan } else { 0 };
             assert!(load + HALF <= app.len());
             assert!(at + HALF <= app.len());
-            if w & MIRROR_UP != 0 {
-                assert!(at + zc + HALF <= app.len());
-            }
-            if w & MIRROR_DOWN != 0 {
-                assert!(at >= zc);
-            }
         }
     }
 }
@@ -372,7 +468,7 @@ pub(crate) unsafe fn syndrome_ok_halves_avx2(
         for (j, win) in halves[r[0] * nh..r[1] * nh].chunks_exact(d).enumerate() {
             let mut x = _mm256_setzero_si256();
             for &w in win {
-                let a = _mm256_loadu_si256(p.add((w & OFFSET) as usize) as *const __m256i);
+                let a = _mm256_loadu_si256(p.add(w as usize) as *const __m256i);
                 x = _mm256_xor_si256(x, a);
             }
             let signs = _mm256_movemask_epi8(x) as u32;
@@ -620,4 +716,52 @@ pub(crate) unsafe fn syndrome_ok_avx2(
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The AVX2 kernel's nibble form of every correction (its scalar model and, where
+    /// the CPU has AVX2, the vector code) gives `scalar::correct` of the clamped
+    /// magnitude for every byte (min2 is 255 in a degree-1 row).
+    #[test]
+    fn nibble_correction_matches_scalar_for_every_byte() {
+        let avx2 = std::is_x86_feature_detected!("avx2");
+        if !avx2 {
+            println!("SKIPPED: AVX2 nibble correction (CPU lacks AVX2)");
+        }
+        let corrections = (1..=8)
+            .map(Correction::Eighths)
+            .chain((0..=127).map(Correction::Offset));
+        for c in corrections {
+            let corr = Corrector::new(c);
+            let expected: Vec<u8> = (0..=255u8)
+                .map(|m| scalar::correct(m.min(127), c))
+                .collect();
+            let model: Vec<u8> = (0..=255u8).map(|m| corr.nibble_lookup(m)).collect();
+            assert_eq!(model, expected, "{c:?}: scalar model");
+            if avx2 {
+                let input: Vec<u8> = (0..=255u8).collect();
+                let mut got = vec![0u8; 256];
+                // SAFETY: AVX2 detected; 8 whole vectors inside both 256-byte buffers.
+                unsafe { correct_all_avx2(&corr, &input, &mut got) };
+                assert_eq!(got, expected, "{c:?}: AVX2");
+            }
+        }
+    }
+
+    /// [`correct_nibbles`] over whole vectors of `input`.
+    #[target_feature(enable = "avx2")]
+    unsafe fn correct_all_avx2(corr: &Corrector, input: &[u8], out: &mut [u8]) {
+        let nib = corr.nibbles.as_ptr() as *const __m128i;
+        let hi = _mm256_broadcastsi128_si256(_mm_loadu_si128(nib));
+        let lo = _mm256_broadcastsi128_si256(_mm_loadu_si128(nib.add(1)));
+        let floor = _mm256_set1_epi8(corr.floor as i8);
+        for (i, o) in input.chunks_exact(HALF).zip(out.chunks_exact_mut(HALF)) {
+            let m = _mm256_loadu_si256(i.as_ptr() as *const __m256i);
+            let v = correct_nibbles(m, hi, lo, floor);
+            _mm256_storeu_si256(o.as_mut_ptr() as *mut __m256i, v);
+        }
+    }
 }
