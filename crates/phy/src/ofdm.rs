@@ -379,5 +379,24 @@ mod tests {
         for (g, s) in got.iter().zip(&src) {
             assert_eq!(*g, Ci16::from_cf32(*s), "{s}");
         }
+        // Both builds of the scaled quantiser, whatever `Isa::detect` picks.
+        let gain = 0.731;
+        let want: Vec<Ci16> = src.iter().map(|s| Ci16::from_cf32(s * gain)).collect();
+        let mut portable = vec![Ci16::default(); src.len()];
+        scale_quantise_body::<false>(&src, gain, &mut portable);
+        assert_eq!(portable, want);
+        #[cfg(target_arch = "x86_64")]
+        if Isa::cpu() >= Isa::Avx2 {
+            let mut simd = vec![Ci16::default(); src.len()];
+            // SAFETY: the CPU has AVX2 (checked just above).
+            let done = unsafe { scale_quantise_avx2(&src, gain, &mut simd) };
+            assert_eq!(done, src.len() / 8 * 8);
+            assert_eq!(simd[..done], want[..done]);
+        } else {
+            println!(
+                "SKIPPED: AVX2 quantiser (this CPU has {})",
+                Isa::cpu().name()
+            );
+        }
     }
 }
