@@ -4,7 +4,6 @@ use radiohost_phy::crc::{self, CrcKind};
 use radiohost_phy::frontend::SLICE;
 use radiohost_phy::group_product::lanewise::{self, LaneCoefficients};
 use radiohost_phy::group_product::Coefficients;
-use radiohost_phy::scramble::GoldSequence;
 use radiohost_phy::simd::Isa;
 
 use super::slot::{read, write};
@@ -41,8 +40,7 @@ pub(super) fn encode(
         s.encoder
             .encode(&s.block, &mut coded[b * tx_bits..(b + 1) * tx_bits])?;
     }
-    let sb = coded.len();
-    GoldSequence::new_at(ctx.c_init[user], data * sb).scramble_bits(&mut coded);
+    ctx.scrambler(data, user).scramble_bits(&mut coded);
     Ok(())
 }
 

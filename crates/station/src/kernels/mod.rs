@@ -36,6 +36,7 @@ use radiohost_phy::frontend::{FrontEnd, Synthesizer, SLICE};
 use radiohost_phy::generator::TARGET_RMS;
 use radiohost_phy::group_product::GroupProduct;
 use radiohost_phy::qam::{Demodulator, Modulator};
+use radiohost_phy::scramble::GoldSequence;
 use radiohost_phy::zf::{Lanes, ZfBatch, BATCH};
 use radiohost_phy::FrameConfig;
 
@@ -97,7 +98,10 @@ pub struct KernelContext {
     pub shape: FrameShape,
     pub roles: Vec<SymbolRole>,
     pub pilots: Vec<Cf32>,
-    pub c_init: Vec<u32>,
+    /// `[symbol][user]`: each user's scrambling sequence positioned at the start of
+    /// its `symbol`-th uplink or downlink data symbol, so `Encode` and `Decode` clone
+    /// a generator instead of stepping it over every earlier symbol's bits.
+    scramblers: Vec<GoldSequence>,
     /// Transmit digital gain (the reference downlink's, from the configuration).
     pub tx_gain: f32,
 }
@@ -143,14 +147,28 @@ impl KernelContext {
             })
             .collect();
         let per_antenna = (cfg.users * cfg.data_num) as f64 / (cfg.fft_size * cfg.antennas) as f64;
+        let (sb, symbols) = (cfg.symbol_bits(), u.max(d.saturating_sub(1)));
+        let scramblers = (0..symbols)
+            .flat_map(|i| (0..cfg.users).map(move |k| (i, k)))
+            .map(|(i, k)| GoldSequence::new_at(user_c_init(cfg, k), i * sb))
+            .collect();
         Ok(Self {
             roles,
             pilots: pilot_sequence(cfg.data_num),
-            c_init: (0..cfg.users).map(|k| user_c_init(cfg, k)).collect(),
+            scramblers,
             tx_gain: TARGET_RMS / per_antenna.sqrt() as f32,
             shape,
             cfg: cfg.clone(),
         })
+    }
+
+    /// `user`'s scrambling sequence at the start of its `symbol`-th uplink or
+    /// downlink data symbol (`symbol * symbol_bits` bits in).
+    ///
+    /// # Panics
+    /// If `symbol` or `user` is outside the frame (a caller bug).
+    pub fn scrambler(&self, symbol: usize, user: usize) -> GoldSequence {
+        self.scramblers[symbol * self.cfg.users + user].clone()
     }
 
     /// Role of schedule symbol `s` (`None` past the schedule).

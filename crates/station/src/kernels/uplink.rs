@@ -7,7 +7,6 @@ use radiohost_phy::crc::{self, CrcKind};
 use radiohost_phy::frontend::{planar_index, SLICE};
 use radiohost_phy::group_product::lanewise::{self, LaneCoefficients};
 use radiohost_phy::group_product::{Coefficients, GroupProduct};
-use radiohost_phy::scramble::GoldSequence;
 use radiohost_phy::simd::Isa;
 use radiohost_phy::zf::{BatchIo, BATCH};
 
@@ -242,8 +241,7 @@ pub(super) fn decode(
     }
     let tx_bits = cfg.code.tx_bits;
     let used = cfg.blocks_per_symbol * tx_bits;
-    let sb = s.llrs.len();
-    GoldSequence::new_at(ctx.c_init[user], u * sb).descramble_llrs(&mut s.llrs[..used]);
+    ctx.scrambler(u, user).descramble_llrs(&mut s.llrs[..used]);
     let pb = cfg.block_payload_bits();
     let mut out = write(&slot.decoded[u * cfg.users + user]);
     let out = &mut *out;
