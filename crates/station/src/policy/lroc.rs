@@ -132,6 +132,9 @@ impl Lroc {
     fn own_queue(&self, core: &Core, d: DeviceId) -> Option<Dispatch> {
         let dev = core.devices.get(d)?;
         let free = dev.free();
+        if free == 0 {
+            return None; // every instruction needs at least one unit (`min_units`)
+        }
         let q = core.device_queues.get(&d)?;
         let &(_, hf, hi) = q.first()?;
         let band_end = latest_start(core, hf, hi).saturating_add(core.params.reorder_band_ns);

@@ -1,11 +1,12 @@
 //! The simulator's event loop.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 use radiohost_rt::stats::LatencyHistogram;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rustc_hash::FxHashMap;
 
 use super::model::input_bytes;
 use super::{DeviceRuns, OpcodeBreakdown, SimConfig, SimError, SimResult};
@@ -63,14 +64,14 @@ struct Sim<'a> {
     now: Nanos,
     seq: u64,
     events: BinaryHeap<Reverse<(Nanos, u64, Ev)>>,
-    devices: HashMap<DeviceId, SimDevice>,
+    devices: FxHashMap<DeviceId, SimDevice>,
     runs: Vec<Option<Run>>,
     free_runs: Vec<usize>,
-    followers: HashMap<(Instr, DeviceId), Dispatch>,
+    followers: FxHashMap<(Instr, DeviceId), Dispatch>,
     /// Normal-priority dispatches a full device took into its own work queue (LROC's
     /// lookahead); each starts when units free on that device, in order.
-    device_queues: HashMap<DeviceId, VecDeque<Dispatch>>,
-    frames: HashMap<FrameId, SimFrame>,
+    device_queues: FxHashMap<DeviceId, VecDeque<Dispatch>>,
+    frames: FxHashMap<FrameId, SimFrame>,
     /// What every device offers and each opcode costs on it (the simulated kernels
     /// take these latencies; the policy is told the same profile).
     profile: DeviceProfile,
@@ -117,12 +118,12 @@ pub fn simulate(policy: &str, cfg: &SimConfig) -> Result<SimResult, SimError> {
         now: 0,
         seq: 0,
         events: BinaryHeap::new(),
-        devices: HashMap::new(),
+        devices: FxHashMap::default(),
         runs: Vec::new(),
         free_runs: Vec::new(),
-        followers: HashMap::new(),
-        device_queues: HashMap::new(),
-        frames: HashMap::new(),
+        followers: FxHashMap::default(),
+        device_queues: FxHashMap::default(),
+        frames: FxHashMap::default(),
         profile,
         ops: [OpStats::default(); Opcode::ALL.len()],
         hist: LatencyHistogram::new(),
