@@ -133,7 +133,8 @@ pub(super) fn precode(
 }
 
 /// Gather the precoded parts into `[antenna][subcarrier]` rows, then IFFT + CP and
-/// ci16 quantisation of every antenna (phy's batched synthesis).
+/// ci16 quantisation of every antenna (phy's batched synthesis) into the symbol's
+/// fronthaul output.
 pub(super) fn ifft(ctx: &KernelContext, slot: &FrameSlot, pos: usize, s: &mut Scratch) {
     let cfg = &ctx.cfg;
     let (m_n, d) = (cfg.antennas, cfg.data_num);
@@ -146,13 +147,7 @@ pub(super) fn ifft(ctx: &KernelContext, slot: &FrameSlot, pos: usize, s: &mut Sc
             s.ant[m * d + r.start..m * d + r.end].copy_from_slice(&p[m * len..(m + 1) * len]);
         }
     }
-    let mut out = write(&slot.tx_time[pos]);
+    let mut out = write(&slot.tx_out[pos]);
     s.synth
         .antennas_ci16(&s.ant, m_n, ctx.tx_gain, &mut out, cfg.symbol_len(), 0);
-}
-
-/// Hand downlink symbol `pos` to the fronthaul output.
-pub(super) fn store(slot: &FrameSlot, pos: usize) {
-    let src = read(&slot.tx_time[pos]);
-    write(&slot.tx_out[pos]).copy_from_slice(&src);
 }

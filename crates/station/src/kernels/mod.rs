@@ -360,11 +360,11 @@ pub fn execute(
     let part = instr.part as usize;
     let role = ctx.role(sym);
     match instr.opcode {
+        // On a CPU device the staged samples already are in the memory the FFT
+        // reads, so Load and Store copy nothing: they only order the DAG (a GPU's
+        // copy host <-> device). They still check their operands.
         Opcode::Load => match role {
-            Some(SymbolRole::Pilot { rx, .. } | SymbolRole::Uplink { rx, .. }) if part == 0 => {
-                uplink::load(slot, rx);
-                Ok(())
-            }
+            Some(SymbolRole::Pilot { .. } | SymbolRole::Uplink { .. }) if part == 0 => Ok(()),
             _ => Err(bad()),
         },
         Opcode::PilotFft => match role {
@@ -435,13 +435,8 @@ pub fn execute(
             _ => Err(bad()),
         },
         Opcode::Store => match role {
-            Some(SymbolRole::DownlinkReference) if part == 0 => {
-                downlink::store(slot, 0);
-                Ok(())
-            }
-            Some(SymbolRole::DownlinkData { pos, .. }) if part == 0 => {
-                downlink::store(slot, pos);
-                Ok(())
+            Some(SymbolRole::DownlinkReference | SymbolRole::DownlinkData { .. }) if part == 0 => {
+                Ok(()) // Ifft wrote the fronthaul output (see Load)
             }
             _ => Err(bad()),
         },

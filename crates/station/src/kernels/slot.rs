@@ -82,10 +82,9 @@ pub struct DecodedSymbol {
 #[derive(Debug)]
 pub struct FrameSlot {
     /// Fronthaul staging of each received symbol, `[antenna][sample]` with CP: what the
-    /// radio-unit receiver writes before `input_ready`.
+    /// radio-unit receiver writes before `input_ready` (and never after: it drops
+    /// duplicates), and what the CPU FFT kernels read in place.
     pub staging: Vec<RwLock<Vec<Ci16>>>,
-    /// `Load` output: the symbol in the frame's own buffer.
-    pub time: Vec<RwLock<Vec<Ci16>>>,
     pub pilot_freq: Vec<RwLock<FreqSymbol>>,
     pub up_freq: Vec<RwLock<PlanarSymbol>>,
     pub zf: Vec<RwLock<ZfPart>>,
@@ -104,9 +103,8 @@ pub struct FrameSlot {
     pub qam: Vec<RwLock<Vec<Cf32>>>,
     /// Per (downlink symbol incl. reference, part): `[antenna][subcarrier of the part]`.
     pub precoded: Vec<RwLock<Vec<Cf32>>>,
-    /// Per downlink symbol incl. reference: `Ifft` output, `[antenna][sample]` with CP.
-    pub tx_time: Vec<RwLock<Vec<Ci16>>>,
-    /// Per downlink symbol incl. reference: `Store` output (fronthaul to the RU).
+    /// Per downlink symbol incl. reference: the fronthaul output to the RU,
+    /// `[antenna][sample]` with CP (written by the CPU `Ifft`, or a GPU's `Store`).
     pub tx_out: Vec<RwLock<Vec<Ci16>>>,
 }
 
@@ -134,7 +132,6 @@ impl FrameSlot {
         };
         Self {
             staging: regions(rx, || vec![Ci16::default(); sym]),
-            time: regions(rx, || vec![Ci16::default(); sym]),
             pilot_freq: regions(s.pilot_symbols.len(), freq),
             up_freq: regions(nu, || PlanarSymbol {
                 re: vec![[0.0; SLICE]; d.div_ceil(SLICE) * m],
@@ -170,7 +167,6 @@ impl FrameSlot {
             precoded: (0..nd_all * np)
                 .map(|i| RwLock::new(vec![Cf32::default(); m * s.part_range(i % np).len()]))
                 .collect(),
-            tx_time: regions(nd_all, || vec![Ci16::default(); sym]),
             tx_out: regions(nd_all, || vec![Ci16::default(); sym]),
         }
     }

@@ -1,4 +1,5 @@
-//! Uplink kernels: Load, PilotFft/UpFft, Zf, EqDemod, Decode, Store.
+//! Uplink kernels: PilotFft/UpFft (reading the fronthaul staging in place), Zf,
+//! EqDemod, Decode, Store.
 
 use std::sync::RwLock;
 
@@ -13,12 +14,6 @@ use radiohost_phy::zf::{BatchIo, BATCH};
 use super::slot::{read, write, FreqSymbol, PlanarSymbol, ZfPart};
 use super::{FrameSlot, KernelContext, KernelError, Scratch};
 
-/// Fronthaul staging -> the frame's time-domain buffer.
-pub(super) fn load(slot: &FrameSlot, rx: usize) {
-    let src = read(&slot.staging[rx]);
-    write(&slot.time[rx]).copy_from_slice(&src);
-}
-
 /// CP removal and FFT of every antenna of received pilot symbol `rx` (one batched
 /// call of phy's front end): data subcarriers `[antenna][subcarrier]` and null-bin
 /// energy into `out`.
@@ -29,7 +24,7 @@ pub(super) fn pilot_fft(
     out: &RwLock<FreqSymbol>,
     s: &mut Scratch,
 ) {
-    let time = read(&slot.time[rx]);
+    let time = read(&slot.staging[rx]);
     let mut o = write(out);
     let o = &mut *o;
     (o.null_energy, o.null_bins) = s
@@ -47,7 +42,7 @@ pub(super) fn up_fft(
     out: &RwLock<PlanarSymbol>,
     s: &mut Scratch,
 ) {
-    let time = read(&slot.time[rx]);
+    let time = read(&slot.staging[rx]);
     let mut o = write(out);
     let o = &mut *o;
     (o.null_energy, o.null_bins) =
