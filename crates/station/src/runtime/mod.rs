@@ -173,6 +173,11 @@ impl DriverSender {
         }
     }
 
+    /// Whether the driver has installed its state (its devices are up).
+    pub fn is_installed(&self) -> bool {
+        self.lock_state().is_some()
+    }
+
     /// Sends that found the inbox full and had to wait, over every clone.
     pub fn full_waits(&self) -> u64 {
         self.full_waits.load(Ordering::Relaxed)

@@ -3,6 +3,7 @@
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
 use radiohost_phy::FrameConfig;
 
@@ -119,18 +120,35 @@ pub fn run_station(
                 source,
             })?
     };
-    // Give the devices a moment to start before the first frame is due.
-    let start = now_ns() + 20_000_000;
     let max_packet = HEADER_LEN + ctx.cfg.symbol_len() * 4;
     // Up to 64 frames of packets, within 64 MiB per RU: a ring this deep only drops
     // when the ingest stalls for tens of frames.
     let per_frame = ctx.cfg.antennas * ctx.cfg.schedule.len();
     let ring_packets = (per_frame * 64).min((64 << 20) / max_packet).max(per_frame);
+    let links = (0..setup.rus as u16)
+        .map(|ru| {
+            link(setup.transport, ring_packets, max_packet)
+                .map_err(|source| StationError::Fronthaul { ru, source })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    // The radio units' clock starts once the fronthaul is allocated and the devices
+    // are up (allocating either takes tens of ms on a small machine): a frame due
+    // before then would reach the station late by construction and start the run
+    // with a backlog. Then a moment for the threads below to start.
+    while !tx.is_installed() {
+        if driver.is_finished() {
+            return Err(driver
+                .join()
+                .map_err(|_| StationError::Panicked("scheduler"))?
+                .err()
+                .unwrap_or(StationError::Panicked("scheduler state")));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let start = now_ns() + 20_000_000;
     let mut rus = Vec::new();
     let mut ingests = Vec::new();
-    for ru in 0..setup.rus as u16 {
-        let (ptx, prx) = link(setup.transport, ring_packets, max_packet)
-            .map_err(|source| StationError::Fronthaul { ru, source })?;
+    for (ru, (ptx, prx)) in (0u16..).zip(links) {
         let finished = Arc::new(AtomicBool::new(false));
         ingests.push(spawn_ingest(
             ru,
