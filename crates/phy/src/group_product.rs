@@ -524,7 +524,7 @@ fn block<const R: usize, const FMA: bool>(
     s0: usize,
     lanes: std::ops::Range<usize>,
 ) {
-    let (acc_re, acc_im) = products::<R, FMA>(a, r0, re, im);
+    let (acc_re, acc_im) = products::<R, FMA, _>(a, r0, re, im);
     for j in 0..R {
         let row = (r0 + j) * out_stride + s0;
         for l in lanes.clone() {
@@ -911,34 +911,68 @@ fn slice_planar_portable<const FMA: bool>(
     };
     let mut r0 = 0;
     while r0 + ROWS <= a.rows {
-        let (acc_re, acc_im) = products::<ROWS, FMA>(a, r0, re, im);
+        let (acc_re, acc_im) = products::<ROWS, FMA, _>(a, r0, re, im);
         emit(r0, (&acc_re, &acc_im));
         r0 += ROWS;
     }
     while r0 < a.rows {
-        let (acc_re, acc_im) = products::<1, FMA>(a, r0, re, im);
+        let (acc_re, acc_im) = products::<1, FMA, _>(a, r0, re, im);
         emit(r0, (&acc_re, &acc_im));
         r0 += 1;
     }
 }
 
-/// `sum_c a(r0 + j, c) * v[c]` for `j < R`, portable.
+/// A coefficient matrix as [`products`] reads it: one complex value per entry,
+/// shared by every lane ([`Coefficients`]: a group's matrix) or one per lane
+/// ([`lanewise::LaneCoefficients`]: each lane its own subcarrier's group).
+trait LaneWeights {
+    /// What one entry `a(r, c)` is.
+    type Entry: Copy;
+    fn cols(&self) -> usize;
+    fn entry(&self, r: usize, c: usize) -> Self::Entry;
+    /// Lane `l` of an entry: (re, im).
+    fn lane(e: Self::Entry, l: usize) -> (f32, f32);
+}
+
+impl LaneWeights for Coefficients<'_> {
+    type Entry = (f32, f32);
+
+    #[inline(always)]
+    fn cols(&self) -> usize {
+        self.cols
+    }
+
+    #[inline(always)]
+    fn entry(&self, r: usize, c: usize) -> (f32, f32) {
+        self.at(r, c)
+    }
+
+    #[inline(always)]
+    fn lane(e: (f32, f32), _: usize) -> (f32, f32) {
+        e
+    }
+}
+
+/// `sum_c a(r0 + j, c) * v[c]` for `j < R`, portable: the order of operations every
+/// SIMD build repeats, so all give the same bits.
 #[inline(always)]
-fn products<const R: usize, const FMA: bool>(
-    a: &Coefficients<'_>,
+fn products<const R: usize, const FMA: bool, W: LaneWeights>(
+    a: &W,
     r0: usize,
     re: &[[f32; LANES]],
     im: &[[f32; LANES]],
 ) -> Rows<R> {
     let mut acc_re = [[0f32; LANES]; R];
     let mut acc_im = [[0f32; LANES]; R];
-    let (re, im) = (&re[..a.cols], &im[..a.cols]);
-    for c in 0..a.cols {
+    let cols = a.cols();
+    let (re, im) = (&re[..cols], &im[..cols]);
+    for c in 0..cols {
         let (xr, xi) = (&re[c], &im[c]);
         for j in 0..R {
-            let (wr, wi) = a.at(r0 + j, c);
+            let w = a.entry(r0 + j, c);
             let (ar, ai) = (&mut acc_re[j], &mut acc_im[j]);
             for l in 0..LANES {
+                let (wr, wi) = W::lane(w, l);
                 ar[l] = fmadd::<FMA>(wr, xr[l], ar[l]);
                 ar[l] = fmadd::<FMA>(-wi, xi[l], ar[l]);
                 ai[l] = fmadd::<FMA>(wr, xi[l], ai[l]);

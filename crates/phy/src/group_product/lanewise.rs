@@ -9,8 +9,8 @@
 
 use radiohost_iq::Cf32;
 
-use super::LANES;
-use crate::simd::{dispatch, fmadd, Isa};
+use super::{products, LaneWeights, Rows, LANES};
+use crate::simd::{dispatch, Isa};
 
 /// Output rows accumulated together: 8 accumulators, which AVX2's 16 registers
 /// hold beside the inputs.
@@ -73,7 +73,7 @@ impl<'a> LaneCoefficients<'a> {
     }
 
     #[inline(always)]
-    fn at(&self, r: usize, c: usize) -> &LaneEntry {
+    fn at(&self, r: usize, c: usize) -> &'a LaneEntry {
         let i = r * self.row_step + c * self.col_step;
         debug_assert!(i < self.entries.len());
         // SAFETY: the constructors checked `entries.len() == rows * cols`, and with
@@ -180,39 +180,30 @@ fn block<const R: usize, const FMA: bool>(
         let (acc_re, acc_im) = unsafe { sums_avx2::<R>(a, r0, re, im) };
         return write_rows(a.gain, &acc_re, &acc_im, r0, lanes, out, out_stride);
     }
-    let (acc_re, acc_im) = sums::<R, FMA>(a, r0, re, im);
+    let (acc_re, acc_im) = products::<R, FMA, _>(a, r0, re, im);
     write_rows(a.gain, &acc_re, &acc_im, r0, lanes, out, out_stride)
 }
 
-type Rows<const R: usize> = ([[f32; LANES]; R], [[f32; LANES]; R]);
+impl<'a> LaneWeights for LaneCoefficients<'a> {
+    type Entry = &'a LaneEntry;
 
-/// The portable sums of rows `r0 .. r0 + R`.
-#[inline(always)]
-fn sums<const R: usize, const FMA: bool>(
-    a: &LaneCoefficients<'_>,
-    r0: usize,
-    re: &[[f32; LANES]],
-    im: &[[f32; LANES]],
-) -> Rows<R> {
-    let mut acc_re = [[0f32; LANES]; R];
-    let mut acc_im = [[0f32; LANES]; R];
-    for c in 0..a.cols {
-        let (xr, xi) = (&re[c], &im[c]);
-        for j in 0..R {
-            let w = a.at(r0 + j, c);
-            let (ar, ai) = (&mut acc_re[j], &mut acc_im[j]);
-            for l in 0..LANES {
-                ar[l] = fmadd::<FMA>(w.re[l], xr[l], ar[l]);
-                ar[l] = fmadd::<FMA>(-w.im[l], xi[l], ar[l]);
-                ai[l] = fmadd::<FMA>(w.re[l], xi[l], ai[l]);
-                ai[l] = fmadd::<FMA>(w.im[l], xr[l], ai[l]);
-            }
-        }
+    #[inline(always)]
+    fn cols(&self) -> usize {
+        self.cols
     }
-    (acc_re, acc_im)
+
+    #[inline(always)]
+    fn entry(&self, r: usize, c: usize) -> &'a LaneEntry {
+        self.at(r, c)
+    }
+
+    #[inline(always)]
+    fn lane(e: &'a LaneEntry, l: usize) -> (f32, f32) {
+        (e.re[l], e.im[l])
+    }
 }
 
-/// [`sums`] in AVX2 registers, the same fused operations in the same order.
+/// [`products`] in AVX2 registers, the same fused operations in the same order.
 ///
 /// # Safety
 /// The CPU has AVX2 and FMA.
