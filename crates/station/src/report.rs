@@ -106,6 +106,24 @@ impl RunReport {
         (self.frames - self.completed.min(self.frames)) as f64 / self.frames.max(1) as f64
     }
 
+    /// How busy the CPU workers were, as a share of their time over the run: kernels
+    /// (the stages' total) plus scheduling (which the workers and the ingest share,
+    /// all counted as the workers'). `None` when a device is not a CPU device (a
+    /// GPU's kernel time is not a worker's).
+    pub fn worker_load(&self) -> Option<f64> {
+        let cpu_only = self.device_costs.iter().all(|d| d.name.starts_with("cpu:"));
+        if self.workers == 0 || !cpu_only {
+            return None;
+        }
+        let kernel_ns: f64 = self
+            .stages
+            .iter()
+            .map(|s| s.count as f64 * s.mean_us * 1e3)
+            .sum();
+        let capacity_ns = self.workers as f64 * self.wall_s.max(1e-9) * 1e9;
+        Some(kernel_ns / capacity_ns + self.scheduler_busy / self.workers as f64)
+    }
+
     /// `Err` when more than `max_miss` (a fraction of the frames) did not
     /// complete in their deadline: the run did not keep up.
     pub fn check_misses(&self, max_miss: f64) -> Result<(), TooManyMisses> {
@@ -120,9 +138,14 @@ impl RunReport {
             frames: self.frames,
             fraction,
             allowed: max_miss,
+            worker_load: self.worker_load(),
         })
     }
 }
+
+/// Worker load from which a run's misses are put down to too little CPU (the rest
+/// of the cores' time goes to the fronthaul threads and the OS).
+const SATURATED: f64 = 0.8;
 
 /// A run that left more of its frames undone in their deadline than allowed.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -140,6 +163,29 @@ pub struct TooManyMisses {
     pub fraction: f64,
     /// Share allowed, 0..=1.
     pub allowed: f64,
+    /// [`RunReport::worker_load`] of the run.
+    pub worker_load: Option<f64>,
+}
+
+impl TooManyMisses {
+    /// What the load says about the misses, starting with "; " (empty when the run
+    /// had a GPU device).
+    pub fn cause(&self) -> String {
+        match self.worker_load {
+            Some(load) if load >= SATURATED => format!(
+                "; the CPU workers were {:.0}% busy (kernels and scheduling): more work \
+                 than they can do at this frame rate, so lengthen --frame-period or add cores",
+                100.0 * load
+            ),
+            Some(load) => format!(
+                "; the CPU workers were only {:.0}% busy (kernels and scheduling): the cores \
+                 were not the limit, the deadline is short for when the symbols arrive and \
+                 for the frame's chain of dependent instructions",
+                100.0 * load
+            ),
+            None => String::new(),
+        }
+    }
 }
 
 /// One device of a run and whether the scheduler charged it calibrated or modelled
@@ -325,6 +371,7 @@ mod tests {
         b.stage(Opcode::Zf, 4_000);
         let r = b.finish(RunMeta {
             wall_s: 2.0,
+            workers: 1,
             ..RunMeta::default()
         });
         assert_eq!(
@@ -352,5 +399,20 @@ mod tests {
         let e = r.check_misses(0.001).unwrap_err();
         assert_eq!((e.undone, e.frames), (1, 200));
         assert!(e.to_string().contains("1 of 200 frames (0.5%)"), "{e}");
+        // One CPU worker, two zf of 2 and 4 us in a 2 s run: idle.
+        assert!(e.worker_load.is_some_and(|l| l < 0.01), "{e:?}");
+        assert!(e.cause().contains("only 0% busy"), "{}", e.cause());
+        assert!(e.cause().contains("not the limit"), "{}", e.cause());
+        let busy = TooManyMisses {
+            worker_load: Some(0.93),
+            ..e.clone()
+        };
+        assert!(busy.cause().contains("93% busy"), "{}", busy.cause());
+        assert!(busy.cause().contains("--frame-period"), "{}", busy.cause());
+        let gpu = TooManyMisses {
+            worker_load: None,
+            ..e
+        };
+        assert_eq!(gpu.cause(), "");
     }
 }
