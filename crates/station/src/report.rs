@@ -150,9 +150,10 @@ const SATURATED: f64 = 0.8;
 /// A run that left more of its frames undone in their deadline than allowed.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error(
-    "{policy} on {config}: {undone} of {frames} frames ({:.1}%) not decoded within the deadline, above the {:.1}% allowed",
+    "{policy} on {config}: {undone} of {frames} frames ({:.1}%) not decoded within the deadline, above the {:.1}% allowed by --max-miss{}",
     100.0 * .fraction,
-    100.0 * .allowed
+    100.0 * .allowed,
+    self.cause()
 )]
 pub struct TooManyMisses {
     pub policy: String,

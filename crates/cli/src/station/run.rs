@@ -185,12 +185,8 @@ pub fn run(a: RunArgs) -> Result<()> {
     }
     if !a.accept_misses {
         for r in &reports {
-            r.check_misses(a.max_miss).map_err(|e| {
-                anyhow::anyhow!(
-                    "{e} by --max-miss{} (pass --accept-misses to exit 0 anyway)",
-                    e.cause()
-                )
-            })?;
+            r.check_misses(a.max_miss)
+                .map_err(|e| anyhow::anyhow!("{e} (pass --accept-misses to exit 0 anyway)"))?;
         }
     }
     Ok(())
