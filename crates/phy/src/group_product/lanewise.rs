@@ -2,10 +2,15 @@
 //!
 //! With `zf_block` below [`LANES`] (16x4 uses groups of 4 subcarriers) the
 //! per-group product fills only a quarter of each vector. Here every lane of a
-//! slice carries its own subcarrier's coefficients ([`LaneEntry`], spread once per
-//! frame by [`spread`]), so one pass over a slice serves all the groups in it with
-//! full vectors. The sums run in the order of the per-group kernels, so each
-//! output is bit for bit what [`super::GroupProduct::apply_planar`] gives.
+//! slice carries its own subcarrier's coefficients (spread once per frame by
+//! [`spread`]), so one pass over a slice serves all the groups in it with full
+//! vectors. The sums run in the order of the per-group kernels, so each output is
+//! bit for bit what [`super::GroupProduct::apply_planar`] gives.
+//!
+//! Adjacent lanes of one group share their coefficient, so a slice stores one value
+//! per run of [`run_width`] lanes (4 for groups of 4) and the kernels widen runs to
+//! lanes in registers. Each coefficient is read once per symbol; stored lane by
+//! lane, 16x4's took four times the bytes of the samples they multiply.
 
 use radiohost_iq::Cf32;
 
@@ -16,20 +21,33 @@ use crate::simd::{dispatch, Isa};
 /// hold beside the inputs.
 const ROWS: usize = 2;
 
-/// One coefficient of a slice, lane by lane: lane `l` holds the value for the
-/// slice's subcarrier `l`.
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(C, align(64))]
-pub struct LaneEntry {
-    pub re: [f32; LANES],
-    pub im: [f32; LANES],
+/// Lanes that share one stored coefficient for ZF groups of `zf_block`
+/// subcarriers: the largest power of two dividing it, at most 8. Slices start at
+/// multiples of 16, so no run of that many lanes crosses a group boundary.
+pub fn run_width(zf_block: usize) -> usize {
+    1 << zf_block.trailing_zeros().min(3)
 }
 
-/// A `rows x cols` complex matrix per lane, times `gain`: `a(r, c)` is
-/// `entries[r * row_step + c * col_step]`.
+/// Floats one stored coefficient takes at run width `width`: its runs' real parts,
+/// then their imaginary parts.
+pub fn entry_len(width: usize) -> usize {
+    2 * LANES / width
+}
+
+fn check_width(width: usize) {
+    assert!(
+        matches!(width, 1 | 2 | 4 | 8),
+        "lanewise: run width {width} is not 1, 2, 4 or 8"
+    );
+}
+
+/// A `rows x cols` complex matrix per lane, times `gain`: `a(r, c)` is the stored
+/// coefficient `r * row_step + c * col_step` of `values` ([`entry_len`] floats
+/// each, lanes `width * i ..` sharing run `i`).
 #[derive(Clone, Copy, Debug)]
 pub struct LaneCoefficients<'a> {
-    entries: &'a [LaneEntry],
+    values: &'a [f32],
+    width: usize,
     row_step: usize,
     col_step: usize,
     pub rows: usize,
@@ -38,73 +56,94 @@ pub struct LaneCoefficients<'a> {
 }
 
 impl<'a> LaneCoefficients<'a> {
-    /// Equalisation: `W` (`K x M`) per lane, from entries in `W^T` order
+    /// Equalisation: `W` (`K x M`) per lane, from coefficients in `W^T` order
     /// (`[antenna][user]`, what [`spread`] writes).
     ///
     /// # Panics
-    /// If `entries` is not `users * antennas` long (a caller bug).
-    pub fn detector(entries: &'a [LaneEntry], users: usize, antennas: usize) -> Self {
-        assert_eq!(entries.len(), users * antennas, "lanewise: detector size");
-        Self {
-            entries,
-            row_step: 1,
-            col_step: users,
-            rows: users,
-            cols: antennas,
-            gain: 1.0,
-        }
+    /// If `width` is not 1, 2, 4 or 8, or `values` is not `users * antennas`
+    /// coefficients long (caller bugs).
+    pub fn detector(values: &'a [f32], width: usize, users: usize, antennas: usize) -> Self {
+        Self::new(values, width, (users, antennas), (1, users), 1.0)
     }
 
     /// Reciprocity precoding: `gain * W^T` (`M x K`) per lane, from the same
-    /// entries as [`Self::detector`].
+    /// coefficients as [`Self::detector`].
     ///
     /// # Panics
-    /// If `entries` is not `users * antennas` long (a caller bug).
-    pub fn precoder(entries: &'a [LaneEntry], users: usize, antennas: usize, gain: f32) -> Self {
-        assert_eq!(entries.len(), users * antennas, "lanewise: precoder size");
+    /// As [`Self::detector`].
+    pub fn precoder(
+        values: &'a [f32],
+        width: usize,
+        users: usize,
+        antennas: usize,
+        gain: f32,
+    ) -> Self {
+        Self::new(values, width, (antennas, users), (users, 1), gain)
+    }
+
+    fn new(
+        values: &'a [f32],
+        width: usize,
+        (rows, cols): (usize, usize),
+        (row_step, col_step): (usize, usize),
+        gain: f32,
+    ) -> Self {
+        check_width(width);
+        assert_eq!(
+            values.len(),
+            rows * cols * entry_len(width),
+            "lanewise: coefficient table size"
+        );
         Self {
-            entries,
-            row_step: users,
-            col_step: 1,
-            rows: antennas,
-            cols: users,
+            values,
+            width,
+            row_step,
+            col_step,
+            rows,
+            cols,
             gain,
         }
     }
 
+    /// The stored runs of `a(r, c)`: real parts, then imaginary parts; `n` is
+    /// [`entry_len`] of the table's width (a constant in the kernels).
     #[inline(always)]
-    fn at(&self, r: usize, c: usize) -> &'a LaneEntry {
-        let i = r * self.row_step + c * self.col_step;
-        debug_assert!(i < self.entries.len());
-        // SAFETY: the constructors checked `entries.len() == rows * cols`, and with
-        // either step pair the largest index, at (rows - 1, cols - 1), is
+    fn at(&self, r: usize, c: usize, n: usize) -> &'a [f32] {
+        debug_assert_eq!(n, entry_len(self.width));
+        let i = (r * self.row_step + c * self.col_step) * n;
+        debug_assert!(i + n <= self.values.len());
+        // SAFETY: the constructor checked `values` holds `rows * cols` entries, and
+        // with either step pair the largest entry index, at (rows - 1, cols - 1), is
         // `rows * cols - 1`; callers pass r < rows, c < cols.
-        unsafe { self.entries.get_unchecked(i) }
+        unsafe { self.values.get_unchecked(i..i + n) }
     }
 }
 
-/// One slice's entries from per-group matrices: lane `l` of entry `e` takes
-/// `w_transposed[g * mk + e]` where `g = group_of_lane(l)`; lanes mapped to `None`
-/// are zeroed. `out` holds `mk` entries.
+/// One slice's coefficients from per-group matrices: run `i` (lanes
+/// `width * i ..`) of coefficient `e` takes `w_transposed[g * mk + e]` where
+/// `g = group_of_lane(width * i)`; runs mapped to `None` are zeroed. `out` holds
+/// `mk` coefficients ([`entry_len`] floats each).
 ///
 /// # Panics
-/// If `out` is not `mk` long or a group's matrix lies outside `w_transposed`.
+/// If `width` is not 1, 2, 4 or 8, `out` is not `mk` coefficients long or a
+/// group's matrix lies outside `w_transposed`.
 pub fn spread(
     w_transposed: &[Cf32],
     mk: usize,
+    width: usize,
     group_of_lane: impl Fn(usize) -> Option<usize>,
-    out: &mut [LaneEntry],
+    out: &mut [f32],
 ) {
-    assert_eq!(out.len(), mk, "lanewise: spread output size");
-    for l in 0..LANES {
-        match group_of_lane(l) {
-            Some(g) => {
-                let w = &w_transposed[g * mk..(g + 1) * mk];
-                for (o, v) in out.iter_mut().zip(w) {
-                    (o.re[l], o.im[l]) = (v.re, v.im);
-                }
-            }
-            None => out.iter_mut().for_each(|o| (o.re[l], o.im[l]) = (0.0, 0.0)),
+    check_width(width);
+    let n = entry_len(width);
+    let runs = n / 2;
+    assert_eq!(out.len(), mk * n, "lanewise: spread output size");
+    for i in 0..runs {
+        let group = group_of_lane(i * width);
+        let w = group.map(|g| &w_transposed[g * mk..(g + 1) * mk]);
+        for (e, o) in out.chunks_exact_mut(n).enumerate() {
+            let v = w.map_or(Cf32::default(), |w| w[e]);
+            (o[i], o[runs + i]) = (v.re, v.im);
         }
     }
 }
@@ -149,20 +188,37 @@ fn body<const FMA: bool>(
     out: &mut [Cf32],
     out_stride: usize,
 ) {
+    match a.width {
+        1 => all_rows::<FMA, 1>(a, re, im, lanes, out, out_stride),
+        2 => all_rows::<FMA, 2>(a, re, im, lanes, out, out_stride),
+        4 => all_rows::<FMA, 4>(a, re, im, lanes, out, out_stride),
+        _ => all_rows::<FMA, 8>(a, re, im, lanes, out, out_stride),
+    }
+}
+
+#[inline(always)]
+fn all_rows<const FMA: bool, const W: usize>(
+    a: &LaneCoefficients<'_>,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+    lanes: std::ops::Range<usize>,
+    out: &mut [Cf32],
+    out_stride: usize,
+) {
     let mut r0 = 0;
     while r0 + ROWS <= a.rows {
-        block::<ROWS, FMA>(a, r0, re, im, lanes.clone(), out, out_stride);
+        block::<ROWS, FMA, W>(a, r0, re, im, lanes.clone(), out, out_stride);
         r0 += ROWS;
     }
     while r0 < a.rows {
-        block::<1, FMA>(a, r0, re, im, lanes.clone(), out, out_stride);
+        block::<1, FMA, W>(a, r0, re, im, lanes.clone(), out, out_stride);
         r0 += 1;
     }
 }
 
 /// Rows `r0 .. r0 + R`, summed in the per-group kernels' order.
 #[inline(always)]
-fn block<const R: usize, const FMA: bool>(
+fn block<const R: usize, const FMA: bool, const W: usize>(
     a: &LaneCoefficients<'_>,
     r0: usize,
     re: &[[f32; LANES]],
@@ -176,16 +232,16 @@ fn block<const R: usize, const FMA: bool>(
     // AVX2 intrinsics (two 8-lane halves; AVX-512 CPUs run them too).
     #[cfg(target_arch = "x86_64")]
     if FMA {
-        // SAFETY: FMA builds run only where the CPU has AVX2 and FMA (above).
-        let (acc_re, acc_im) = unsafe { sums_avx2::<R>(a, r0, re, im) };
-        return write_rows(a.gain, &acc_re, &acc_im, r0, lanes, out, out_stride);
+        // SAFETY: FMA builds run only where the CPU has AVX2 and FMA (above); the
+        // caller checked the input and output sizes.
+        return unsafe { block_avx2::<R, W>(a, r0, re, im, lanes, out, out_stride) };
     }
     let (acc_re, acc_im) = products::<R, FMA, _>(a, r0, re, im);
     write_rows(a.gain, &acc_re, &acc_im, r0, lanes, out, out_stride)
 }
 
 impl<'a> LaneWeights for LaneCoefficients<'a> {
-    type Entry = &'a LaneEntry;
+    type Entry = &'a [f32];
 
     #[inline(always)]
     fn cols(&self) -> usize {
@@ -193,69 +249,129 @@ impl<'a> LaneWeights for LaneCoefficients<'a> {
     }
 
     #[inline(always)]
-    fn entry(&self, r: usize, c: usize) -> &'a LaneEntry {
-        self.at(r, c)
+    fn entry(&self, r: usize, c: usize) -> &'a [f32] {
+        self.at(r, c, entry_len(self.width))
     }
 
     #[inline(always)]
-    fn lane(e: &'a LaneEntry, l: usize) -> (f32, f32) {
-        (e.re[l], e.im[l])
+    fn lane(e: &'a [f32], l: usize) -> (f32, f32) {
+        let runs = e.len() / 2;
+        let i = l * runs / LANES;
+        (e[i], e[runs + i])
     }
 }
 
-/// [`products`] in AVX2 registers, the same fused operations in the same order.
+/// The two 8-lane halves of one stored coefficient part (`runs` floats at `p`),
+/// each run widened to its `W` lanes.
 ///
 /// # Safety
-/// The CPU has AVX2 and FMA.
+/// The CPU has AVX2; `p` points at [`entry_len`]`(W) / 2` readable floats.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-unsafe fn sums_avx2<const R: usize>(
+unsafe fn widen<const W: usize>(p: *const f32) -> [std::arch::x86_64::__m256; 2] {
+    use std::arch::x86_64::*;
+    // SAFETY (all arms): each reads within the `16 / W` floats at `p`.
+    unsafe {
+        match W {
+            1 => [_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))],
+            // Each half's runs in the low 128 bits, then each lane picks its run
+            // (one `vpermps`; LLVM turned in-lane permutes of a broadcast into two
+            // shuffles each).
+            2 => {
+                let pick = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
+                let half = |q: *const f32| _mm256_castps128_ps256(_mm_loadu_ps(q));
+                [
+                    _mm256_permutevar8x32_ps(half(p), pick),
+                    _mm256_permutevar8x32_ps(half(p.add(4)), pick),
+                ]
+            }
+            4 => {
+                let runs = _mm256_castps128_ps256(_mm_loadu_ps(p));
+                [
+                    _mm256_permutevar8x32_ps(runs, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)),
+                    _mm256_permutevar8x32_ps(runs, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3)),
+                ]
+            }
+            _ => [_mm256_broadcast_ss(&*p), _mm256_broadcast_ss(&*p.add(1))],
+        }
+    }
+}
+
+/// [`products`] in AVX2 registers (the same fused operations in the same order),
+/// times `gain`, written as [`write_rows`] writes them.
+///
+/// # Safety
+/// The CPU has AVX2 and FMA; `re`/`im` hold `a.cols` rows, and `out` every row
+/// `r0 + j` at `out_stride` for `lanes.len()` values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn block_avx2<const R: usize, const W: usize>(
     a: &LaneCoefficients<'_>,
     r0: usize,
     re: &[[f32; LANES]],
     im: &[[f32; LANES]],
-) -> Rows<R> {
+    lanes: std::ops::Range<usize>,
+    out: &mut [Cf32],
+    out_stride: usize,
+) {
     use std::arch::x86_64::*;
     const H: usize = LANES / 8;
+    let runs = LANES / W;
     let mut ar = [[_mm256_setzero_ps(); H]; R];
     let mut ai = [[_mm256_setzero_ps(); H]; R];
     for c in 0..a.cols {
-        for h in 0..H {
-            // SAFETY: every row holds 16 floats; `h * 8 + 8 <= 16`.
-            let (xr, xi) = unsafe {
-                (
-                    _mm256_loadu_ps(re[c].as_ptr().add(h * 8)),
-                    _mm256_loadu_ps(im[c].as_ptr().add(h * 8)),
-                )
-            };
-            for j in 0..R {
-                let w = a.at(r0 + j, c);
-                // SAFETY: as above.
-                let (wr, wi) = unsafe {
-                    (
-                        _mm256_loadu_ps(w.re.as_ptr().add(h * 8)),
-                        _mm256_loadu_ps(w.im.as_ptr().add(h * 8)),
-                    )
-                };
-                ar[j][h] = _mm256_fmadd_ps(wr, xr, ar[j][h]);
-                ar[j][h] = _mm256_fnmadd_ps(wi, xi, ar[j][h]);
-                ai[j][h] = _mm256_fmadd_ps(wr, xi, ai[j][h]);
-                ai[j][h] = _mm256_fmadd_ps(wi, xr, ai[j][h]);
+        // SAFETY: every row holds 16 floats.
+        let (xr, xi) = unsafe {
+            let (r, i) = (re[c].as_ptr(), im[c].as_ptr());
+            (
+                [_mm256_loadu_ps(r), _mm256_loadu_ps(r.add(8))],
+                [_mm256_loadu_ps(i), _mm256_loadu_ps(i.add(8))],
+            )
+        };
+        for j in 0..R {
+            let w = a.at(r0 + j, c, 2 * runs).as_ptr();
+            // SAFETY: `at` returns the coefficient's `2 * runs` floats.
+            let (wr, wi) = unsafe { (widen::<W>(w), widen::<W>(w.add(runs))) };
+            for h in 0..H {
+                ar[j][h] = _mm256_fmadd_ps(wr[h], xr[h], ar[j][h]);
+                ar[j][h] = _mm256_fnmadd_ps(wi[h], xi[h], ar[j][h]);
+                ai[j][h] = _mm256_fmadd_ps(wr[h], xi[h], ai[j][h]);
+                ai[j][h] = _mm256_fmadd_ps(wi[h], xr[h], ai[j][h]);
             }
         }
+    }
+    let gain = _mm256_set1_ps(a.gain);
+    if lanes.len() == LANES {
+        // Whole slice: interleave each half's re/im pairs and store them in order.
+        for j in 0..R {
+            let row = out[(r0 + j) * out_stride..][..LANES]
+                .as_mut_ptr()
+                .cast::<f32>();
+            for h in 0..H {
+                let (vr, vi) = (_mm256_mul_ps(ar[j][h], gain), _mm256_mul_ps(ai[j][h], gain));
+                let (lo, hi) = (_mm256_unpacklo_ps(vr, vi), _mm256_unpackhi_ps(vr, vi));
+                // SAFETY: the row holds 16 `Cf32` (32 floats), `repr(C)` re then im.
+                unsafe {
+                    _mm256_storeu_ps(row.add(16 * h), _mm256_permute2f128_ps(lo, hi, 0x20));
+                    _mm256_storeu_ps(row.add(16 * h + 8), _mm256_permute2f128_ps(lo, hi, 0x31));
+                }
+            }
+        }
+        return;
     }
     let mut rows: Rows<R> = ([[0.0; LANES]; R], [[0.0; LANES]; R]);
     for j in 0..R {
         for h in 0..H {
-            // SAFETY: as above.
+            // SAFETY: each row holds 16 floats; `h * 8 + 8 <= 16`.
             unsafe {
                 _mm256_storeu_ps(rows.0[j].as_mut_ptr().add(h * 8), ar[j][h]);
                 _mm256_storeu_ps(rows.1[j].as_mut_ptr().add(h * 8), ai[j][h]);
             }
         }
     }
-    rows
+    write_rows(a.gain, &rows.0, &rows.1, r0, lanes, out, out_stride)
 }
 
 /// Rows `r0 ..` of the sums, times `gain`, interleaved to `out` for `lanes`.
@@ -272,15 +388,8 @@ fn write_rows<const R: usize>(
     for j in 0..R {
         let row = &mut out[(r0 + j) * out_stride..][..lanes.len()];
         let (ar, ai) = (&acc_re[j], &acc_im[j]);
-        if lanes.len() == LANES {
-            // Whole slice: a fixed-length loop, so it vectorises.
-            for l in 0..LANES {
-                row[l] = Cf32::new(ar[l] * gain, ai[l] * gain);
-            }
-        } else {
-            for (o, l) in row.iter_mut().zip(lanes.clone()) {
-                *o = Cf32::new(ar[l] * gain, ai[l] * gain);
-            }
+        for (o, l) in row.iter_mut().zip(lanes.clone()) {
+            *o = Cf32::new(ar[l] * gain, ai[l] * gain);
         }
     }
 }
@@ -310,69 +419,89 @@ mod tests {
     #[test]
     fn matches_per_group_product() {
         for isa in Isa::available() {
-            for (m, k, zb, lanes) in [
+            let cases = [
                 (16, 4, 4, 0..16),
                 (16, 4, 4, 12..16),
+                (8, 2, 2, 2..16),
+                (32, 8, 8, 0..16),
                 (8, 2, 3, 1..14),
                 (5, 3, 1, 0..16),
                 (4, 4, 16, 3..9),
                 (7, 1, 5, 0..11),
-            ] {
-                let mk = m * k;
-                let groups = LANES.div_ceil(zb) + 1;
-                let wt = complex(groups * mk, 3);
-                let group_of = |l: usize| lanes.contains(&l).then_some(l / zb);
-                let mut entries = vec![LaneEntry::default(); mk];
-                spread(&wt, mk, group_of, &mut entries);
-                let planar = |rows: usize, seed: u32| {
-                    let v = values(rows * 2 * LANES, seed);
-                    let mut it = v
-                        .chunks_exact(LANES)
-                        .map(|c| -> [f32; LANES] { c.try_into().unwrap() });
-                    let re: Vec<_> = it.by_ref().take(rows).collect();
-                    let im: Vec<_> = it.collect();
-                    (re, im)
-                };
-                // Equalisation (K rows from M planar inputs), then precoding.
-                for (rows, cols, gain) in [(k, m, 1.0), (m, k, 0.6)] {
-                    let (re, im) = planar(cols, (rows * 31 + cols) as u32);
-                    let a = match rows == k && cols == m {
-                        true => LaneCoefficients::detector(&entries, k, m),
-                        false => LaneCoefficients::precoder(&entries, k, m, gain),
+            ];
+            // Every run width the group size allows, up to `run_width`'s.
+            let widths = |zb: usize| {
+                [1, 2, 4, 8]
+                    .into_iter()
+                    .filter(move |w| zb.is_multiple_of(*w))
+            };
+            for (m, k, zb, lanes) in cases {
+                for width in widths(zb) {
+                    let mk = m * k;
+                    let groups = LANES.div_ceil(zb) + 1;
+                    let wt = complex(groups * mk, 3);
+                    // Lanes outside `lanes` take their nearest lane's group, as the
+                    // station spreads a part's edge slices.
+                    let group_of = |l: usize| Some(l.clamp(lanes.start, lanes.end - 1) / zb);
+                    let mut entries = vec![0.0; mk * entry_len(width)];
+                    spread(&wt, mk, width, group_of, &mut entries);
+                    let planar = |rows: usize, seed: u32| {
+                        let v = values(rows * 2 * LANES, seed);
+                        let mut it = v
+                            .chunks_exact(LANES)
+                            .map(|c| -> [f32; LANES] { c.try_into().unwrap() });
+                        let re: Vec<_> = it.by_ref().take(rows).collect();
+                        let im: Vec<_> = it.collect();
+                        (re, im)
                     };
-                    let stride = LANES + 3;
-                    let mut got = vec![Cf32::default(); rows * stride];
-                    apply(isa, &a, &re, &im, lanes.clone(), &mut got, stride);
-                    let mut want = vec![Cf32::default(); rows * stride + LANES];
-                    for l in lanes.clone() {
-                        let w = &wt[l / zb * mk..][..mk];
-                        let c = match rows == k && cols == m {
-                            true => Coefficients::detector(w, k, m),
-                            false => Coefficients::precoder_transposed(w, k, m, gain),
+                    // Equalisation (K rows from M planar inputs), then precoding.
+                    for (rows, cols, gain) in [(k, m, 1.0), (m, k, 0.6)] {
+                        let (re, im) = planar(cols, (rows * 31 + cols) as u32);
+                        let a = match rows == k && cols == m {
+                            true => LaneCoefficients::detector(&entries, width, k, m),
+                            false => LaneCoefficients::precoder(&entries, width, k, m, gain),
                         };
-                        GroupProduct::apply_planar(
-                            isa,
-                            c,
-                            &re,
-                            &im,
-                            l..l + 1,
-                            &mut want,
-                            stride,
-                            0,
-                        );
-                    }
-                    for r in 0..rows {
+                        let stride = LANES + 3;
+                        let mut got = vec![Cf32::default(); rows * stride];
+                        apply(isa, &a, &re, &im, lanes.clone(), &mut got, stride);
+                        let mut want = vec![Cf32::default(); rows * stride + LANES];
                         for l in lanes.clone() {
-                            let (g, w) = (got[r * stride + l - lanes.start], want[r * stride + l]);
-                            assert_eq!(
-                                (g.re.to_bits(), g.im.to_bits()),
-                                (w.re.to_bits(), w.im.to_bits()),
-                                "{isa:?} {m}x{k} zb {zb} row {r} lane {l}"
+                            let w = &wt[l / zb * mk..][..mk];
+                            let c = match rows == k && cols == m {
+                                true => Coefficients::detector(w, k, m),
+                                false => Coefficients::precoder_transposed(w, k, m, gain),
+                            };
+                            GroupProduct::apply_planar(
+                                isa,
+                                c,
+                                &re,
+                                &im,
+                                l..l + 1,
+                                &mut want,
+                                stride,
+                                0,
                             );
+                        }
+                        for r in 0..rows {
+                            for l in lanes.clone() {
+                                let (g, w) =
+                                    (got[r * stride + l - lanes.start], want[r * stride + l]);
+                                assert_eq!(
+                                    (g.re.to_bits(), g.im.to_bits()),
+                                    (w.re.to_bits(), w.im.to_bits()),
+                                    "{isa:?} {m}x{k} zb {zb} width {width} row {r} lane {l}"
+                                );
+                            }
                         }
                     }
                 }
             }
         }
+    }
+
+    #[test]
+    fn run_width_is_the_largest_power_of_two_dividing_the_group() {
+        let got: Vec<_> = [1, 2, 3, 4, 6, 8, 12, 16, 24].map(run_width).into();
+        assert_eq!(got, [1, 2, 1, 4, 2, 8, 4, 8, 8]);
     }
 }

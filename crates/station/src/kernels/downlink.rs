@@ -1,5 +1,6 @@
 //! Downlink kernels: Encode, Modul, Precode, Ifft, Store.
 
+use radiohost_iq::Cf32;
 use radiohost_phy::crc::{self, CrcKind};
 use radiohost_phy::frontend::SLICE;
 use radiohost_phy::group_product::lanewise::{self, LaneCoefficients};
@@ -97,21 +98,29 @@ pub(super) fn precode(
     let isa = Isa::detect();
     let mut out = write(&slot.precoded[pos * ctx.shape.parts + k]);
     if ctx.lanewise() {
-        for (sl, entries) in ctx.part_slices(k).zip(zf.lanes.chunks_exact(mk)) {
+        let table = zf.lanes.chunks_exact(ctx.lane_table_len());
+        for (sl, entries) in ctx.part_slices(k).zip(table) {
             let s0 = sl * SLICE;
             let lanes = range.start.max(s0) - s0..range.end.min(s0 + SLICE) - s0;
             // The users' lanes of this slice, planar (zero outside the part).
             for u in 0..k_n {
                 let (re, im) = (&mut s.users_re[u], &mut s.users_im[u]);
-                (*re, *im) = ([0.0; SLICE], [0.0; SLICE]);
                 let src = &s.eq[u * len + s0 + lanes.start - range.start..][..lanes.len()];
+                if let Ok(whole) = <&[Cf32; SLICE]>::try_from(src) {
+                    // A fixed-length loop, so it vectorises.
+                    for (l, x) in whole.iter().enumerate() {
+                        (re[l], im[l]) = (x.re, x.im);
+                    }
+                    continue;
+                }
+                (*re, *im) = ([0.0; SLICE], [0.0; SLICE]);
                 for (l, x) in lanes.clone().zip(src) {
                     (re[l], im[l]) = (x.re, x.im);
                 }
             }
             lanewise::apply(
                 isa,
-                &LaneCoefficients::precoder(entries, k_n, m_n, beta),
+                &LaneCoefficients::precoder(entries, ctx.lane_width(), k_n, m_n, beta),
                 &s.users_re,
                 &s.users_im,
                 lanes.clone(),

@@ -34,7 +34,7 @@ use radiohost_phy::config::SymbolKind;
 use radiohost_phy::csi::{pilot_sequence, CsiEstimator};
 use radiohost_phy::frontend::{FrontEnd, Synthesizer, SLICE};
 use radiohost_phy::generator::TARGET_RMS;
-use radiohost_phy::group_product::GroupProduct;
+use radiohost_phy::group_product::{lanewise, GroupProduct};
 use radiohost_phy::qam::{Demodulator, Modulator};
 use radiohost_phy::scramble::GoldSequence;
 use radiohost_phy::zf::{Lanes, ZfBatch, BATCH};
@@ -202,6 +202,16 @@ impl KernelContext {
     /// vectors, instead of a quarter of one per group (16x4).
     pub fn lanewise(&self) -> bool {
         self.cfg.zf_block < SLICE
+    }
+
+    /// Adjacent lanes sharing one stored coefficient in [`ZfPart::lanes`].
+    pub fn lane_width(&self) -> usize {
+        lanewise::run_width(self.cfg.zf_block)
+    }
+
+    /// Floats one slice's coefficients take in [`ZfPart::lanes`].
+    pub fn lane_table_len(&self) -> usize {
+        self.cfg.antennas * self.cfg.users * lanewise::entry_len(self.lane_width())
     }
 
     /// The 16-subcarrier slices part `k`'s subcarriers touch.

@@ -12,7 +12,6 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use radiohost_iq::{Cf32, Ci16};
 use radiohost_phy::coding::BlockResult;
 use radiohost_phy::frontend::SLICE;
-use radiohost_phy::group_product::lanewise::LaneEntry;
 
 use super::KernelContext;
 
@@ -62,9 +61,10 @@ pub struct ZfPart {
     /// `[group of the part][user]`: `[(H^H H)^-1]_kk`.
     pub noise_gain: Vec<f32>,
     /// `[slice of the part][antenna][user]`: `w_transposed` spread over each
-    /// slice's lanes (lane `l`: its subcarrier's group; lanes outside the part
-    /// zero); filled only when the context is lanewise.
-    pub lanes: Vec<LaneEntry>,
+    /// slice's runs of [`KernelContext::lane_width`] lanes (lanes outside the part
+    /// take the nearest lane's group; their outputs are never written); filled only
+    /// when the context is lanewise.
+    pub lanes: Vec<f32>,
     /// Null-bin energy and bin count of all pilot symbols.
     pub pilot_null_energy: f64,
     pub pilot_null_bins: usize,
@@ -145,7 +145,7 @@ impl FrameSlot {
                         w_transposed: vec![Cf32::default(); groups * k * m],
                         noise_gain: vec![0.0; groups * k],
                         lanes: match ctx.lanewise() {
-                            true => vec![LaneEntry::default(); ctx.part_slices(p).len() * k * m],
+                            true => vec![0.0; ctx.part_slices(p).len() * ctx.lane_table_len()],
                             false => Vec::new(),
                         },
                         ..ZfPart::default()

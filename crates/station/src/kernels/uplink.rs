@@ -135,12 +135,16 @@ fn spread_part(ctx: &KernelContext, k: usize, out: &mut ZfPart) {
     let (range, zb) = (ctx.shape.part_range(k), ctx.cfg.zf_block);
     let mk = ctx.cfg.antennas * ctx.cfg.users;
     let slices = ctx.part_slices(k);
-    for (sl, entries) in slices.zip(out.lanes.chunks_exact_mut(mk)) {
+    for (sl, entries) in slices.zip(out.lanes.chunks_exact_mut(ctx.lane_table_len())) {
+        // A lane outside the part takes its nearest lane's group: a run of lanes
+        // cut by the part's edge is then one group, and such lanes' outputs are
+        // never written.
         let group_of_lane = |l: usize| {
-            let x = sl * SLICE + l;
-            range.contains(&x).then(|| x / zb - out.first_group)
+            let x = (sl * SLICE + l).clamp(range.start, range.end - 1);
+            Some(x / zb - out.first_group)
         };
-        lanewise::spread(&out.w_transposed, mk, group_of_lane, entries);
+        let width = ctx.lane_width();
+        lanewise::spread(&out.w_transposed, mk, width, group_of_lane, entries);
     }
 }
 
@@ -161,13 +165,14 @@ pub(super) fn eq_demod(ctx: &KernelContext, slot: &FrameSlot, u: usize, k: usize
         let noise = (zf.pilot_null_energy + freq.null_energy)
             / (zf.pilot_null_bins + freq.null_bins).max(1) as f64;
         if ctx.lanewise() {
-            for (sl, entries) in ctx.part_slices(k).zip(zf.lanes.chunks_exact(mk)) {
+            let table = zf.lanes.chunks_exact(ctx.lane_table_len());
+            for (sl, entries) in ctx.part_slices(k).zip(table) {
                 let s0 = sl * SLICE;
                 let lanes = range.start.max(s0) - s0..range.end.min(s0 + SLICE) - s0;
                 let at = planar_index(0, sl, 0, slices, m_n);
                 lanewise::apply(
                     isa,
-                    &LaneCoefficients::detector(entries, k_n, m_n),
+                    &LaneCoefficients::detector(entries, ctx.lane_width(), k_n, m_n),
                     &freq.re[at..at + m_n],
                     &freq.im[at..at + m_n],
                     lanes.clone(),
