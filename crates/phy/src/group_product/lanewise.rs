@@ -174,44 +174,44 @@ pub fn apply(
         (a.rows - 1) * out_stride + lanes.len() <= out.len(),
         "lanewise: output too short"
     );
-    let (re, im) = (&re[..a.cols], &im[..a.cols]);
-    dispatch!(isa, fn run(a: &LaneCoefficients<'_>, re: &[[f32; LANES]], im: &[[f32; LANES]],
-        lanes: std::ops::Range<usize>, out: &mut [Cf32], out_stride: usize) => body)
+    let ops = &mut Operands {
+        re: &re[..a.cols],
+        im: &im[..a.cols],
+        lanes,
+        out,
+        out_stride,
+    };
+    dispatch!(isa, fn run(a: &LaneCoefficients<'_>, ops: &mut Operands<'_>) => body)
+}
+
+/// What [`apply`] multiplies and where the rows go (checked by it).
+struct Operands<'o> {
+    re: &'o [[f32; LANES]],
+    im: &'o [[f32; LANES]],
+    lanes: std::ops::Range<usize>,
+    out: &'o mut [Cf32],
+    out_stride: usize,
 }
 
 #[inline(always)]
-fn body<const FMA: bool>(
-    a: &LaneCoefficients<'_>,
-    re: &[[f32; LANES]],
-    im: &[[f32; LANES]],
-    lanes: std::ops::Range<usize>,
-    out: &mut [Cf32],
-    out_stride: usize,
-) {
+fn body<const FMA: bool>(a: &LaneCoefficients<'_>, ops: &mut Operands<'_>) {
     match a.width {
-        1 => all_rows::<FMA, 1>(a, re, im, lanes, out, out_stride),
-        2 => all_rows::<FMA, 2>(a, re, im, lanes, out, out_stride),
-        4 => all_rows::<FMA, 4>(a, re, im, lanes, out, out_stride),
-        _ => all_rows::<FMA, 8>(a, re, im, lanes, out, out_stride),
+        1 => all_rows::<FMA, 1>(a, ops),
+        2 => all_rows::<FMA, 2>(a, ops),
+        4 => all_rows::<FMA, 4>(a, ops),
+        _ => all_rows::<FMA, 8>(a, ops),
     }
 }
 
 #[inline(always)]
-fn all_rows<const FMA: bool, const W: usize>(
-    a: &LaneCoefficients<'_>,
-    re: &[[f32; LANES]],
-    im: &[[f32; LANES]],
-    lanes: std::ops::Range<usize>,
-    out: &mut [Cf32],
-    out_stride: usize,
-) {
+fn all_rows<const FMA: bool, const W: usize>(a: &LaneCoefficients<'_>, ops: &mut Operands<'_>) {
     let mut r0 = 0;
     while r0 + ROWS <= a.rows {
-        block::<ROWS, FMA, W>(a, r0, re, im, lanes.clone(), out, out_stride);
+        block::<ROWS, FMA, W>(a, r0, ops);
         r0 += ROWS;
     }
     while r0 < a.rows {
-        block::<1, FMA, W>(a, r0, re, im, lanes.clone(), out, out_stride);
+        block::<1, FMA, W>(a, r0, ops);
         r0 += 1;
     }
 }
@@ -221,11 +221,7 @@ fn all_rows<const FMA: bool, const W: usize>(
 fn block<const R: usize, const FMA: bool, const W: usize>(
     a: &LaneCoefficients<'_>,
     r0: usize,
-    re: &[[f32; LANES]],
-    im: &[[f32; LANES]],
-    lanes: std::ops::Range<usize>,
-    out: &mut [Cf32],
-    out_stride: usize,
+    ops: &mut Operands<'_>,
 ) {
     // `dispatch!` builds the FMA body only with AVX2 or AVX-512 enabled, and
     // LLVM leaves the per-lane sums scalar (measured), so those builds take the
@@ -234,10 +230,10 @@ fn block<const R: usize, const FMA: bool, const W: usize>(
     if FMA {
         // SAFETY: FMA builds run only where the CPU has AVX2 and FMA (above); the
         // caller checked the input and output sizes.
-        return unsafe { block_avx2::<R, W>(a, r0, re, im, lanes, out, out_stride) };
+        return unsafe { block_avx2::<R, W>(a, r0, ops) };
     }
-    let (acc_re, acc_im) = products::<R, FMA, _>(a, r0, re, im);
-    write_rows(a.gain, &acc_re, &acc_im, r0, lanes, out, out_stride)
+    let (acc_re, acc_im) = products::<R, FMA, _>(a, r0, ops.re, ops.im);
+    write_rows(a.gain, &acc_re, &acc_im, r0, ops)
 }
 
 impl<'a> LaneWeights for LaneCoefficients<'a> {
@@ -302,21 +298,18 @@ unsafe fn widen<const W: usize>(p: *const f32) -> [std::arch::x86_64::__m256; 2]
 /// times `gain`, written as [`write_rows`] writes them.
 ///
 /// # Safety
-/// The CPU has AVX2 and FMA; `re`/`im` hold `a.cols` rows, and `out` every row
-/// `r0 + j` at `out_stride` for `lanes.len()` values.
+/// The CPU has AVX2 and FMA; `ops` as [`apply`] checked them (`re`/`im` hold
+/// `a.cols` rows, `out` every row `r0 + j` at `out_stride` for `lanes.len()` values).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 unsafe fn block_avx2<const R: usize, const W: usize>(
     a: &LaneCoefficients<'_>,
     r0: usize,
-    re: &[[f32; LANES]],
-    im: &[[f32; LANES]],
-    lanes: std::ops::Range<usize>,
-    out: &mut [Cf32],
-    out_stride: usize,
+    ops: &mut Operands<'_>,
 ) {
     use std::arch::x86_64::*;
+    let (re, im) = (ops.re, ops.im);
     const H: usize = LANES / 8;
     let runs = LANES / W;
     let mut ar = [[_mm256_setzero_ps(); H]; R];
@@ -343,10 +336,10 @@ unsafe fn block_avx2<const R: usize, const W: usize>(
         }
     }
     let gain = _mm256_set1_ps(a.gain);
-    if lanes.len() == LANES {
+    if ops.lanes.len() == LANES {
         // Whole slice: interleave each half's re/im pairs and store them in order.
         for j in 0..R {
-            let row = out[(r0 + j) * out_stride..][..LANES]
+            let row = ops.out[(r0 + j) * ops.out_stride..][..LANES]
                 .as_mut_ptr()
                 .cast::<f32>();
             for h in 0..H {
@@ -371,7 +364,7 @@ unsafe fn block_avx2<const R: usize, const W: usize>(
             }
         }
     }
-    write_rows(a.gain, &rows.0, &rows.1, r0, lanes, out, out_stride)
+    write_rows(a.gain, &rows.0, &rows.1, r0, ops)
 }
 
 /// Rows `r0 ..` of the sums, times `gain`, interleaved to `out` for `lanes`.
@@ -381,14 +374,12 @@ fn write_rows<const R: usize>(
     acc_re: &[[f32; LANES]; R],
     acc_im: &[[f32; LANES]; R],
     r0: usize,
-    lanes: std::ops::Range<usize>,
-    out: &mut [Cf32],
-    out_stride: usize,
+    ops: &mut Operands<'_>,
 ) {
     for j in 0..R {
-        let row = &mut out[(r0 + j) * out_stride..][..lanes.len()];
+        let row = &mut ops.out[(r0 + j) * ops.out_stride..][..ops.lanes.len()];
         let (ar, ai) = (&acc_re[j], &acc_im[j]);
-        for (o, l) in row.iter_mut().zip(lanes.clone()) {
+        for (o, l) in row.iter_mut().zip(ops.lanes.clone()) {
             *o = Cf32::new(ar[l] * gain, ai[l] * gain);
         }
     }
