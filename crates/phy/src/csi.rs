@@ -51,9 +51,15 @@ pub struct CsiEstimator {
     /// `plan_group`: `(lower pilot, upper pilot, weight of the upper)`.
     plan: Vec<(usize, usize, f32)>,
     plan_group: usize,
-    /// One antenna's pilot observations times the conjugate pilots.
+    /// [`DEROTATE_BLOCK`] antennas' pilot observations times the conjugate pilots,
+    /// `[antenna of the block][subcarrier]`.
     derotated: Vec<Cf32>,
 }
+
+/// Antennas derotated together before [`CsiEstimator::estimate_groups`]
+/// interpolates them: their outputs are adjacent, so each (batch, user) writes
+/// this many consecutive output rows instead of one per pass over the plan.
+const DEROTATE_BLOCK: usize = 8;
 
 impl CsiEstimator {
     pub fn new(layout: PilotLayout, antennas: usize, users: usize, data_num: usize) -> Self {
@@ -65,7 +71,7 @@ impl CsiEstimator {
             counts: vec![0; users],
             plan: Vec::new(),
             plan_group: 0,
-            derotated: vec![Cf32::default(); data_num],
+            derotated: vec![Cf32::default(); antennas.min(DEROTATE_BLOCK) * data_num],
         }
     }
 
@@ -120,34 +126,42 @@ impl CsiEstimator {
                     &self.plan[only.start * BATCH * k_n..(only.end * BATCH).min(groups) * k_n];
                 let first = points.iter().map(|p| p.0).min().unwrap_or(0);
                 let span = first..points.iter().map(|p| p.1 + 1).max().unwrap_or(0);
-                for m in 0..m_n {
-                    // y * conj(p) averaged over the pilot symbols, as `estimate` sums it.
-                    let derotated = &mut self.derotated[span.clone()];
-                    derotated.fill(Cf32::default());
-                    for j in 0..pilot_syms {
-                        let row = &received[(j * m_n + m) * d..][span.clone()];
-                        for ((o, y), p) in derotated
-                            .iter_mut()
-                            .zip(row)
-                            .zip(&self.pilots[span.clone()])
-                        {
-                            *o += y * p.conj();
+                for m0 in (0..m_n).step_by(DEROTATE_BLOCK) {
+                    let block = m0..(m0 + DEROTATE_BLOCK).min(m_n);
+                    for m in block.clone() {
+                        // y * conj(p) averaged over the pilot symbols, as `estimate`
+                        // sums it.
+                        let derotated = &mut self.derotated[(m - m0) * d..][..d][span.clone()];
+                        derotated.fill(Cf32::default());
+                        for j in 0..pilot_syms {
+                            let row = &received[(j * m_n + m) * d..][span.clone()];
+                            for ((o, y), p) in derotated
+                                .iter_mut()
+                                .zip(row)
+                                .zip(&self.pilots[span.clone()])
+                            {
+                                *o += y * p.conj();
+                            }
                         }
+                        derotated.iter_mut().for_each(|v| *v *= inv);
                     }
-                    derotated.iter_mut().for_each(|v| *v *= inv);
-                    let row = &self.derotated;
                     for b in only.clone() {
                         let lanes = BATCH.min(groups - b * BATCH);
                         for k in 0..k_n {
-                            let at = (b * k_n + k) * m_n + m;
-                            let (hr, hi) = (&mut h_re[at], &mut h_im[at]);
-                            for l in 0..lanes {
-                                let (lo, hi_, t) = self.plan[(b * BATCH + l) * k_n + k];
-                                let (a, c) = (row[lo], row[hi_]);
-                                // The same expression as `interpolate`, so both agree exactly.
-                                let v = if lo == hi_ { a } else { a + (c - a) * t };
-                                hr[l] = v.re;
-                                hi[l] = v.im;
+                            let plan = |l: usize| self.plan[(b * BATCH + l) * k_n + k];
+                            for m in block.clone() {
+                                let row = &self.derotated[(m - m0) * d..][..d];
+                                let at = (b * k_n + k) * m_n + m;
+                                let (hr, hi) = (&mut h_re[at], &mut h_im[at]);
+                                for l in 0..lanes {
+                                    let (lo, hi_, t) = plan(l);
+                                    let (a, c) = (row[lo], row[hi_]);
+                                    // The same expression as `interpolate`, so both
+                                    // agree exactly.
+                                    let v = if lo == hi_ { a } else { a + (c - a) * t };
+                                    hr[l] = v.re;
+                                    hi[l] = v.im;
+                                }
                             }
                         }
                     }
@@ -395,12 +409,15 @@ mod tests {
     /// The group-centre estimates are exactly the full estimate at the centres.
     #[test]
     fn group_centres_match_full_estimate() {
-        for (layout, syms) in [
+        let layouts = [
             (PilotLayout::FrequencyOrthogonal, 1),
             (PilotLayout::FrequencyOrthogonal, 2),
             (PilotLayout::TimeOrthogonal, 7),
-        ] {
-            let (m_n, k_n, d) = (4, 3, 60);
+        ];
+        // 11 antennas: one whole block of derotated antennas and a partial one.
+        let cases = layouts.into_iter().flat_map(|c| [(c, 4), (c, 11)]);
+        for ((layout, syms), m_n) in cases {
+            let (k_n, d) = (3, 60);
             let mut est = CsiEstimator::new(layout, m_n, k_n, d);
             let rx: Vec<Cf32> = (0..syms * m_n * d)
                 .map(|i| Cf32::new((i % 13) as f32 - 6.0, (i % 7) as f32 * 0.5))
