@@ -162,7 +162,6 @@ fn prerequisites(shape: &FrameShape) -> Vec<Instr> {
     if let Some(&s) = shape.downlink_symbols.first() {
         for u in 0..shape.users {
             v.push(Instr::new(0, s, Opcode::Encode, u));
-            v.push(Instr::new(0, s, Opcode::Modul, u));
         }
         for p in 0..shape.parts {
             v.push(Instr::new(0, s, Opcode::Precode, p));
@@ -180,7 +179,7 @@ fn sample_instr(shape: &FrameShape, op: Opcode) -> Option<Instr> {
         Opcode::PilotFft => shape.pilot_symbols.first().copied(),
         Opcode::UpFft | Opcode::EqDemod | Opcode::Decode => up,
         Opcode::Zf => Some(0),
-        Opcode::Encode | Opcode::Modul | Opcode::Precode | Opcode::Ifft => dl,
+        Opcode::Encode | Opcode::Precode | Opcode::Ifft => dl,
     }?;
     Some(Instr::new(0, s, op, 0))
 }
@@ -288,9 +287,8 @@ fn cpu_baseline_ns(cfg: &FrameConfig, shape: &FrameShape, op: Opcode) -> Result<
                 precode(&w, &s, 1.0, &mut out);
             }
         }
-        // CRC + LDPC encode + scrambling + modulation of one user's symbol (the CPU
-        // chain does Encode and Modul together).
-        Opcode::Encode | Opcode::Modul => tx.symbol(&payload, 1, 0, &mut syms)?,
+        // CRC + LDPC encode + scrambling + modulation of one user's symbol.
+        Opcode::Encode => tx.symbol(&payload, 1, 0, &mut syms)?,
         // Demodulation + descrambling + LDPC decode + CRC of one user's symbol.
         Opcode::Decode => {
             let nv = vec![0.1f32; d];

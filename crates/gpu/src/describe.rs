@@ -91,14 +91,16 @@ pub fn launches(cfg: &FrameConfig, shape: &FrameShape, opcode: Opcode) -> Vec<Ke
         ],
         Opcode::EqDemod => vec![one("eq_demod", ew(part * k), ELEMENTWISE_THREADS, 0)],
         Opcode::Precode => vec![one("precode", ew(part * m), ELEMENTWISE_THREADS, 0)],
-        Opcode::Modul => vec![one(
-            "modulate",
-            ew(cfg.data_num as u32),
-            ELEMENTWISE_THREADS,
-            0,
-        )],
         Opcode::Decode => vec![one("ldpc_decode", blocks, ldpc_threads(zc), ldpc_smem)],
-        Opcode::Encode => vec![one("ldpc_encode", blocks, ldpc_threads(zc), ldpc_smem)],
+        Opcode::Encode => vec![
+            one("ldpc_encode", blocks, ldpc_threads(zc), ldpc_smem),
+            one(
+                "modulate",
+                ew(cfg.data_num as u32),
+                ELEMENTWISE_THREADS,
+                0,
+            ),
+        ],
     }
 }
 

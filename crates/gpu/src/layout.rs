@@ -130,7 +130,7 @@ impl FrameLayout {
             Opcode::Zf => part_ok.then_some(0),
             Opcode::EqDemod => self.uplink_slot(s).filter(|_| part_ok),
             Opcode::Decode => self.uplink_slot(s).filter(|_| user_ok),
-            Opcode::Encode | Opcode::Modul => self.downlink_slot(s).filter(|&j| j > 0 && user_ok),
+            Opcode::Encode => self.downlink_slot(s).filter(|&j| j > 0 && user_ok),
             Opcode::Precode => self.downlink_slot(s).filter(|_| part_ok),
             Opcode::Ifft => self.downlink_slot(s),
             Opcode::Store => Some(self.downlink_slot(s).unwrap_or(0)),
@@ -194,7 +194,7 @@ mod tests {
             0
         );
         assert_eq!(
-            dl.check(&Instr::new(0, dl.downlink[1], Opcode::Modul, 0))
+            dl.check(&Instr::new(0, dl.downlink[1], Opcode::Encode, 0))
                 .unwrap(),
             1
         );

@@ -324,7 +324,6 @@ fn downlink(
         for (u, p) in payload.iter().enumerate() {
             ex.set_downlink_payload(0, j, u, &p[j * blocks * pb..(j + 1) * blocks * pb])?;
             instrs.push(Instr::new(0, s, Opcode::Encode, u));
-            instrs.push(Instr::new(0, s, Opcode::Modul, u));
         }
     }
     for &s in std::iter::once(&reference).chain(&shape.downlink_symbols) {

@@ -27,7 +27,8 @@ use crate::runtime::{
 use crate::sim::{CostModel, RefShape};
 
 /// The file format's name and version.
-pub const FORMAT: &str = "radiohost-station-calibration/1";
+/// Version 2: `encode` includes the QAM mapping (version 1's `modul`).
+pub const FORMAT: &str = "radiohost-station-calibration/2";
 
 /// How long one instruction may take before calibration gives up on the device.
 const INSTR_TIMEOUT: Duration = Duration::from_secs(30);
@@ -269,9 +270,11 @@ impl Calibration {
         for d in &c.devices {
             for (name, s) in &d.opcodes {
                 if !Opcode::ALL.iter().any(|o| o.name() == name) {
+                    let known: Vec<&str> = Opcode::ALL.iter().map(|o| o.name()).collect();
                     return Err(invalid(format!(
-                        "device {} names unknown opcode `{name}`: use one of load, pilot_fft, up_fft, zf, eq_demod, decode, encode, modul, precode, ifft, store",
-                        d.name
+                        "device {} names unknown opcode `{name}`: use one of {}",
+                        d.name,
+                        known.join(", ")
                     )));
                 }
                 if s.need == 0 || s.samples == 0 {
@@ -495,7 +498,7 @@ mod tests {
 
     #[test]
     fn bad_files_are_refused_with_the_reason() {
-        let ok = r#"{"format": "radiohost-station-calibration/1", "config": "x", "frames": 1, "loadavg": "",
+        let ok = r#"{"format": "radiohost-station-calibration/2", "config": "x", "frames": 1, "loadavg": "",
             "shape": {"antennas": 16, "users": 4, "data_num": 300, "fft_size": 512, "parts": 4},
             "devices": [{"name": "cpu:1", "kind": "cpu", "units": 1, "memory_bytes": 0,
               "opcodes": {"zf": {"need": 1, "samples": 3, "min_ns": 1, "median_ns": 11000, "p90_ns": 1, "p99_ns": 1, "max_ns": 1, "mean_ns": 1}}}]}"#;
@@ -505,7 +508,7 @@ mod tests {
             Some(11_000)
         );
         for (bad, why) in [
-            (ok.replace("/1\"", "/0\""), "format"),
+            (ok.replace("/2\"", "/1\""), "format"),
             (ok.replace("\"zf\"", "\"fft\""), "unknown opcode"),
             (ok.replace("\"parts\": 4", "\"parts\": 0"), "parts"),
             (ok.replace("\"need\": 1", "\"need\": 0"), "need"),

@@ -9,8 +9,8 @@
 //! - `PilotFft<p> <- Load<p>`; `Zf<0,k> <- every PilotFft`;
 //! - `UpFft<u> <- Load<u>`; `EqDemod<u,k> <- UpFft<u>, Zf<k>`;
 //! - `Decode<u,user> <- every EqDemod<u,*>`; uplink `Store<0,0> <- every Decode`;
-//! - downlink (when the shape has data symbols): `Encode<d,user> -> Modul<d,user>`;
-//!   `Precode<d,k> <- Zf<k>, every Modul<d,*>` (`Zf<k>` only for the reference symbol);
+//! - downlink (when the shape has data symbols): `Encode<d,user>` (no inputs);
+//!   `Precode<d,k> <- Zf<k>, every Encode<d,*>` (`Zf<k>` only for the reference symbol);
 //!   `Ifft<d> <- every Precode<d,*>`; `Store<d,0> <- Ifft<d>`.
 
 use std::collections::HashMap;
@@ -112,15 +112,12 @@ impl FrameDag {
                 b.add(dref, Opcode::Store, 0, &[ifft]);
             }
             for &d in &shape.downlink_symbols {
-                let mods: Vec<InstrIdx> = (0..shape.users)
-                    .map(|user| {
-                        let enc = b.add(d, Opcode::Encode, user, &[]);
-                        b.add(d, Opcode::Modul, user, &[enc])
-                    })
+                let encs: Vec<InstrIdx> = (0..shape.users)
+                    .map(|user| b.add(d, Opcode::Encode, user, &[]))
                     .collect();
                 let pre: Vec<InstrIdx> = (0..shape.parts)
                     .map(|k| {
-                        let mut deps = mods.clone();
+                        let mut deps = encs.clone();
                         deps.push(zfs[k]);
                         b.add(d, Opcode::Precode, k, &deps)
                     })
@@ -239,7 +236,7 @@ mod tests {
         let mut len = (p + u) + p + k + u + u * k + u * n + usize::from(u > 0);
         if s.has_downlink() {
             let d = s.downlink_symbols.len();
-            len += 2 * d * n + (d + 1) * k + 2 * (d + 1);
+            len += d * n + (d + 1) * k + 2 * (d + 1);
         }
         len
     }
@@ -331,8 +328,7 @@ mod tests {
                             | (Opcode::UpFft | Opcode::Zf, Opcode::EqDemod)
                             | (Opcode::EqDemod, Opcode::Decode)
                             | (Opcode::Decode, Opcode::Store)
-                            | (Opcode::Encode, Opcode::Modul)
-                            | (Opcode::Modul | Opcode::Zf, Opcode::Precode)
+                            | (Opcode::Encode | Opcode::Zf, Opcode::Precode)
                             | (Opcode::Precode, Opcode::Ifft)
                             | (Opcode::Ifft, Opcode::Store)
                     );

@@ -10,8 +10,7 @@
 //! | `Zf` | 0 | subcarrier part `k` | CSI of all pilot symbols, bins of part `k` | detector / precoder of part `k` |
 //! | `EqDemod` | uplink symbol | subcarrier part `k` | FFT output + ZF part `k` | LLRs of part `k`, all users |
 //! | `Decode` | uplink symbol | user | LLRs of that symbol and user (all parts) | payload bits + CRC verdicts |
-//! | `Encode` | downlink symbol | user | payload bits | coded, scrambled bits |
-//! | `Modul` | downlink symbol | user | coded bits | QAM symbols of that user |
+//! | `Encode` | downlink symbol | user | payload bits | QAM symbols of that user (CRC, LDPC, scrambling, mapping) |
 //! | `Precode` | downlink symbol | subcarrier part `k` | QAM symbols of all users + ZF part `k` | antenna-domain bins of part `k` |
 //! | `Ifft` | downlink symbol | 0 | precoded bins of all parts | time-domain symbol, all antennas |
 //! | `Store` | symbol (downlink) or 0 (uplink) | 0 | decoded bits / time-domain symbol | host output / RU fronthaul |
@@ -42,7 +41,6 @@ pub enum Opcode {
     EqDemod,
     Decode,
     Encode,
-    Modul,
     Precode,
     Ifft,
     Store,
@@ -50,7 +48,7 @@ pub enum Opcode {
 
 impl Opcode {
     /// Every opcode, in pipeline order (tables and reports iterate this).
-    pub const ALL: [Opcode; 11] = [
+    pub const ALL: [Opcode; 10] = [
         Opcode::Load,
         Opcode::PilotFft,
         Opcode::UpFft,
@@ -58,7 +56,6 @@ impl Opcode {
         Opcode::EqDemod,
         Opcode::Decode,
         Opcode::Encode,
-        Opcode::Modul,
         Opcode::Precode,
         Opcode::Ifft,
         Opcode::Store,
@@ -79,7 +76,6 @@ impl Opcode {
             Opcode::EqDemod => "eq_demod",
             Opcode::Decode => "decode",
             Opcode::Encode => "encode",
-            Opcode::Modul => "modul",
             Opcode::Precode => "precode",
             Opcode::Ifft => "ifft",
             Opcode::Store => "store",

@@ -262,9 +262,7 @@ impl GpuExecutor {
                         &fs.dl_bits.at((j * ku + part) * l.symbol_bits),
                     ],
                 )?;
-            }
-            Opcode::Modul => {
-                let j = idx - 1;
+                // The QAM mapping of the coded bits, on the same stream.
                 let ctas = du.div_ceil(ELEMENTWISE_THREADS as usize) as u32;
                 self.run(
                     st,

@@ -121,8 +121,8 @@ impl<'a> LaneCoefficients<'a> {
 
 /// One slice's coefficients from per-group matrices: run `i` (lanes
 /// `width * i ..`) of coefficient `e` takes `w_transposed[g * mk + e]` where
-/// `g = group_of_lane(width * i)`; runs mapped to `None` are zeroed. `out` holds
-/// `mk` coefficients ([`entry_len`] floats each).
+/// `g = group_of_lane(width * i)`. `out` holds `mk` coefficients ([`entry_len`]
+/// floats each).
 ///
 /// # Panics
 /// If `width` is not 1, 2, 4 or 8, `out` is not `mk` coefficients long or a
@@ -131,7 +131,7 @@ pub fn spread(
     w_transposed: &[Cf32],
     mk: usize,
     width: usize,
-    group_of_lane: impl Fn(usize) -> Option<usize>,
+    group_of_lane: impl Fn(usize) -> usize,
     out: &mut [f32],
 ) {
     check_width(width);
@@ -139,10 +139,9 @@ pub fn spread(
     let runs = n / 2;
     assert_eq!(out.len(), mk * n, "lanewise: spread output size");
     for i in 0..runs {
-        let group = group_of_lane(i * width);
-        let w = group.map(|g| &w_transposed[g * mk..(g + 1) * mk]);
-        for (e, o) in out.chunks_exact_mut(n).enumerate() {
-            let v = w.map_or(Cf32::default(), |w| w[e]);
+        let g = group_of_lane(i * width);
+        let w = &w_transposed[g * mk..(g + 1) * mk];
+        for (o, v) in out.chunks_exact_mut(n).zip(w) {
             (o[i], o[runs + i]) = (v.re, v.im);
         }
     }
@@ -433,7 +432,7 @@ mod tests {
                     let wt = complex(groups * mk, 3);
                     // Lanes outside `lanes` take their nearest lane's group, as the
                     // station spreads a part's edge slices.
-                    let group_of = |l: usize| Some(l.clamp(lanes.start, lanes.end - 1) / zb);
+                    let group_of = |l: usize| l.clamp(lanes.start, lanes.end - 1) / zb;
                     let mut entries = vec![0.0; mk * entry_len(width)];
                     spread(&wt, mk, width, group_of, &mut entries);
                     let planar = |rows: usize, seed: u32| {

@@ -1,4 +1,4 @@
-//! Downlink kernels: Encode, Modul, Precode, Ifft, Store.
+//! Downlink kernels: Encode, Precode, Ifft, Store.
 
 use radiohost_iq::Cf32;
 use radiohost_phy::crc::{self, CrcKind};
@@ -10,7 +10,9 @@ use radiohost_phy::simd::Isa;
 use super::slot::{read, write};
 use super::{FrameSlot, KernelContext, KernelError, Scratch};
 
-/// CRC, LDPC and scrambling of `user`'s blocks for downlink data symbol `data`.
+/// CRC, LDPC, scrambling and QAM mapping of `user`'s blocks for downlink data
+/// symbol `data`. One instruction: the mapping alone is a few microseconds, less
+/// than dispatching it separately costs.
 pub(super) fn encode(
     ctx: &KernelContext,
     slot: &FrameSlot,
@@ -33,7 +35,7 @@ pub(super) fn encode(
             expected,
         })?;
     let bits = &bits[data * blocks * pb..(data + 1) * blocks * pb];
-    let mut coded = write(&slot.coded[data * cfg.users + user]);
+    let coded = &mut s.coded;
     coded.fill(0);
     for (b, chunk) in bits.chunks_exact(pb).enumerate() {
         s.block[..pb].copy_from_slice(chunk);
@@ -41,21 +43,10 @@ pub(super) fn encode(
         s.encoder
             .encode(&s.block, &mut coded[b * tx_bits..(b + 1) * tx_bits])?;
     }
-    ctx.scrambler(data, user).scramble_bits(&mut coded);
+    ctx.scrambler(data, user).scramble_bits(coded);
+    s.modulator
+        .modulate(coded, &mut write(&slot.qam[data * cfg.users + user]));
     Ok(())
-}
-
-/// QAM-map `user`'s coded bits of downlink data symbol `data`.
-pub(super) fn modul(
-    ctx: &KernelContext,
-    slot: &FrameSlot,
-    data: usize,
-    user: usize,
-    s: &mut Scratch,
-) {
-    let i = data * ctx.cfg.users + user;
-    let coded = read(&slot.coded[i]);
-    s.modulator.modulate(&coded, &mut write(&slot.qam[i]));
 }
 
 /// ZF-precode part `k` of downlink symbol `pos` (reference when `data` is `None`:

@@ -261,11 +261,6 @@ impl KernelContext {
                     v.push(Instr::new(frame, d, Opcode::Encode, user));
                 }
             }
-            for &d in &s.downlink_symbols {
-                for user in 0..s.users {
-                    v.push(Instr::new(frame, d, Opcode::Modul, user));
-                }
-            }
             let all_dl: Vec<usize> = s
                 .downlink_reference
                 .iter()
@@ -310,6 +305,8 @@ pub struct Scratch {
     decoder: Decoder,
     llrs: Vec<f32>,
     block: Vec<u8>,
+    /// One user's scrambled coded bits of one downlink symbol.
+    coded: Vec<u8>,
     encoder: Encoder,
     modulator: Modulator,
     product: GroupProduct,
@@ -344,6 +341,7 @@ impl Scratch {
             decoder: Decoder::try_new(cfg.code, decoder_config(cfg.decoder_iter))?,
             llrs: vec![0.0; cfg.symbol_bits()],
             block: vec![0; cfg.code.payload_bits],
+            coded: vec![0; cfg.symbol_bits()],
             encoder: Encoder::new(cfg.code),
             modulator: Modulator::new(cfg.modulation),
             product: GroupProduct::new(k),
@@ -412,13 +410,6 @@ pub fn execute(
         Opcode::Encode => match role {
             Some(SymbolRole::DownlinkData { data, .. }) if part < ctx.shape.users => {
                 downlink::encode(ctx, slot, data, part, scratch)
-            }
-            _ => Err(bad()),
-        },
-        Opcode::Modul => match role {
-            Some(SymbolRole::DownlinkData { data, .. }) if part < ctx.shape.users => {
-                downlink::modul(ctx, slot, data, part, scratch);
-                Ok(())
             }
             _ => Err(bad()),
         },

@@ -97,8 +97,6 @@ pub struct FrameSlot {
     pub uplink_blocks: RwLock<Vec<Vec<BlockResult>>>,
     /// Per user, the frame's downlink payload (set when the frame arrives).
     pub downlink_payload: RwLock<Vec<Vec<u8>>>,
-    /// Per (downlink data symbol, user): scrambled coded bits.
-    pub coded: Vec<RwLock<Vec<u8>>>,
     /// Per (downlink data symbol, user): QAM symbols.
     pub qam: Vec<RwLock<Vec<Cf32>>>,
     /// Per (downlink symbol incl. reference, part): `[antenna][subcarrier of the part]`.
@@ -162,7 +160,6 @@ impl FrameSlot {
             uplink_payload: RwLock::new(vec![vec![0; cfg.uplink_blocks() * pb]; k]),
             uplink_blocks: RwLock::new(vec![vec![BlockResult::default(); cfg.uplink_blocks()]; k]),
             downlink_payload: RwLock::new(vec![vec![0; cfg.downlink_blocks() * pb]; k]),
-            coded: regions(nd * k, || vec![0; cfg.symbol_bits()]),
             qam: regions(nd * k, || vec![Cf32::default(); d]),
             precoded: (0..nd_all * np)
                 .map(|i| RwLock::new(vec![Cf32::default(); m * s.part_range(i % np).len()]))

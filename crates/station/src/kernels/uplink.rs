@@ -141,7 +141,7 @@ fn spread_part(ctx: &KernelContext, k: usize, out: &mut ZfPart) {
         // never written.
         let group_of_lane = |l: usize| {
             let x = (sl * SLICE + l).clamp(range.start, range.end - 1);
-            Some(x / zb - out.first_group)
+            x / zb - out.first_group
         };
         let width = ctx.lane_width();
         lanewise::spread(&out.w_transposed, mk, width, group_of_lane, entries);

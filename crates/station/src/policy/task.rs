@@ -16,7 +16,7 @@ fn class(op: Opcode) -> usize {
         Opcode::Load | Opcode::PilotFft | Opcode::UpFft | Opcode::Ifft => 0,
         Opcode::Zf => 1,
         Opcode::EqDemod | Opcode::Precode => 2,
-        Opcode::Decode | Opcode::Encode | Opcode::Modul | Opcode::Store => 3,
+        Opcode::Decode | Opcode::Encode | Opcode::Store => 3,
     }
 }
 

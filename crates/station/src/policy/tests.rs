@@ -86,7 +86,7 @@ fn cpu(units: u32, ns: impl Fn(Opcode) -> Nanos) -> DeviceProfile {
 /// Before any completion: roughly a 16x4 frame's kernels on one core.
 fn untrained(op: Opcode) -> Nanos {
     match op {
-        Opcode::Load | Opcode::Store | Opcode::Modul => 5_000,
+        Opcode::Load | Opcode::Store => 5_000,
         Opcode::Zf | Opcode::Decode => 50_000,
         _ => 20_000,
     }

@@ -85,8 +85,7 @@ impl Default for CostModel {
                 Opcode::Zf => (60_000.0, 500.0),
                 Opcode::EqDemod | Opcode::Precode => (40_000.0, 1_000.0),
                 Opcode::Decode => (150_000.0, 4_000.0),
-                Opcode::Encode => (40_000.0, 2_000.0),
-                Opcode::Modul => (8_000.0, 500.0),
+                Opcode::Encode => (48_000.0, 2_500.0),
                 Opcode::Store => (5_000.0, 1_000.0),
             };
             scaled_ns[0][op.index()] = cpu;
@@ -114,7 +113,7 @@ fn modelled_gpu_need(op: Opcode) -> u32 {
         Opcode::PilotFft | Opcode::UpFft | Opcode::Ifft => 8,
         Opcode::Zf => 13,
         Opcode::Precode => 3,
-        Opcode::EqDemod | Opcode::Decode | Opcode::Encode | Opcode::Modul => 1,
+        Opcode::EqDemod | Opcode::Decode | Opcode::Encode => 1,
     }
 }
 
@@ -208,7 +207,7 @@ fn work(op: Opcode, m: usize, k: usize, data_num: usize, fft: usize, parts: usiz
             blocks * (m * kf * kf + kf * kf * kf)
         }
         Opcode::EqDemod | Opcode::Precode => per_part(data_num, parts) * m * kf,
-        Opcode::Decode | Opcode::Encode | Opcode::Modul => data_num as f64,
+        Opcode::Decode | Opcode::Encode => data_num as f64,
         Opcode::Store => data_num as f64 * kf.max(m / 4.0),
     };
     w.max(1.0)
@@ -230,8 +229,9 @@ pub fn input_bytes(pred: Opcode, succ: Opcode, shape: &FrameShape, fft_size: usi
         (Opcode::Zf, _) => part.div_ceil(ZF_BLOCK as u64) * m * k * 8,
         // One user's LLRs (4 bits per subcarrier at 16-QAM, one byte each) of a part.
         (Opcode::EqDemod, _) => part * 4,
-        (Opcode::Decode | Opcode::Encode, _) => n / 2,
-        (Opcode::Modul, _) => part * 8,
+        (Opcode::Decode, _) => n / 2,
+        // One user's QAM symbols of the consumer's part.
+        (Opcode::Encode, _) => part * 8,
         (Opcode::Precode, _) => part * m * 8,
         (Opcode::Store, _) => 0,
     }
@@ -270,7 +270,7 @@ mod tests {
 
     #[test]
     fn a_calibration_replaces_the_figures_of_the_kinds_it_measured() {
-        let text = r#"{"format": "radiohost-station-calibration/1", "config": "16x4", "frames": 1, "loadavg": "",
+        let text = r#"{"format": "radiohost-station-calibration/2", "config": "16x4", "frames": 1, "loadavg": "",
             "shape": {"antennas": 16, "users": 4, "data_num": 300, "fft_size": 512, "parts": 4},
             "devices": [{"name": "cpu:1", "kind": "cpu", "units": 1, "memory_bytes": 0,
               "opcodes": {"zf": {"need": 1, "samples": 3, "min_ns": 1, "median_ns": 11000, "p90_ns": 1, "p99_ns": 1, "max_ns": 1, "mean_ns": 1}}}]}"#;
