@@ -94,12 +94,7 @@ pub fn launches(cfg: &FrameConfig, shape: &FrameShape, opcode: Opcode) -> Vec<Ke
         Opcode::Decode => vec![one("ldpc_decode", blocks, ldpc_threads(zc), ldpc_smem)],
         Opcode::Encode => vec![
             one("ldpc_encode", blocks, ldpc_threads(zc), ldpc_smem),
-            one(
-                "modulate",
-                ew(cfg.data_num as u32),
-                ELEMENTWISE_THREADS,
-                0,
-            ),
+            one("modulate", ew(cfg.data_num as u32), ELEMENTWISE_THREADS, 0),
         ],
     }
 }
