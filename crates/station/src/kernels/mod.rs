@@ -353,6 +353,44 @@ impl Scratch {
     }
 }
 
+/// The uplink `Store` (symbol 0, part 0, when the shape has uplink symbols).
+fn is_uplink_store(ctx: &KernelContext, instr: Instr) -> bool {
+    instr.opcode == Opcode::Store
+        && instr.symbol == 0
+        && instr.part == 0
+        && !ctx.shape.uplink_symbols.is_empty()
+}
+
+/// The verdict on an instruction that only orders the DAG on a CPU device, `None`
+/// for the others. `Load` and a downlink `Store` copy nothing here: the staged
+/// samples already are where the FFT reads them, and `Ifft` wrote the fronthaul
+/// output (on a GPU they are the copies host <-> device). Only their operands are
+/// checked, so a CPU device completes them without a worker.
+pub fn ordering_only(ctx: &KernelContext, instr: Instr) -> Option<Result<(), KernelError>> {
+    let ok = instr.part == 0;
+    let role = ctx.role(instr.symbol as usize);
+    let valid = match instr.opcode {
+        Opcode::Load => {
+            ok && matches!(
+                role,
+                Some(SymbolRole::Pilot { .. } | SymbolRole::Uplink { .. })
+            )
+        }
+        Opcode::Store if !is_uplink_store(ctx, instr) => {
+            ok && matches!(
+                role,
+                Some(SymbolRole::DownlinkReference | SymbolRole::DownlinkData { .. })
+            )
+        }
+        _ => return None,
+    };
+    Some(if valid {
+        Ok(())
+    } else {
+        Err(KernelError::BadOperand { instr })
+    })
+}
+
 /// Run `instr` on `slot` with this worker's `scratch`.
 ///
 /// # Errors
@@ -363,18 +401,14 @@ pub fn execute(
     instr: Instr,
     scratch: &mut Scratch,
 ) -> Result<(), KernelError> {
+    if let Some(verdict) = ordering_only(ctx, instr) {
+        return verdict;
+    }
     let bad = || KernelError::BadOperand { instr };
     let sym = instr.symbol as usize;
     let part = instr.part as usize;
     let role = ctx.role(sym);
     match instr.opcode {
-        // On a CPU device the staged samples already are in the memory the FFT
-        // reads, so Load and Store copy nothing: they only order the DAG (a GPU's
-        // copy host <-> device). They still check their operands.
-        Opcode::Load => match role {
-            Some(SymbolRole::Pilot { .. } | SymbolRole::Uplink { .. }) if part == 0 => Ok(()),
-            _ => Err(bad()),
-        },
         Opcode::PilotFft => match role {
             Some(SymbolRole::Pilot { pos, rx }) if part == 0 => {
                 uplink::pilot_fft(ctx, slot, rx, &slot.pilot_freq[pos], scratch);
@@ -403,7 +437,7 @@ pub fn execute(
             }
             _ => Err(bad()),
         },
-        Opcode::Store if sym == 0 && part == 0 && !ctx.shape.uplink_symbols.is_empty() => {
+        Opcode::Store if is_uplink_store(ctx, instr) => {
             uplink::store(ctx, slot);
             Ok(())
         }
@@ -435,13 +469,8 @@ pub fn execute(
             }
             _ => Err(bad()),
         },
-        Opcode::Store => match role {
-            Some(SymbolRole::DownlinkReference | SymbolRole::DownlinkData { .. }) if part == 0 => {
-                Ok(()) // Ifft wrote the fronthaul output (see Load)
-            }
-            _ => Err(bad()),
-        },
-        Opcode::Zf => Err(bad()),
+        // `ordering_only` took Load and every other Store.
+        Opcode::Load | Opcode::Store | Opcode::Zf => Err(bad()),
     }
 }
 

@@ -183,3 +183,50 @@ fn operands_outside_the_shape_are_errors() {
         Err(KernelError::Payload { user: 1, .. })
     ));
 }
+
+#[test]
+fn only_load_and_downlink_store_are_ordering_only() {
+    let cfg = phy_config("8x2");
+    let ctx = KernelContext::new(&cfg, 2).unwrap();
+    let s = &ctx.shape;
+    let (p, u, d) = (
+        s.pilot_symbols[0],
+        s.uplink_symbols[0],
+        s.downlink_symbols[0],
+    );
+    for instr in [
+        Instr::new(0, p, Opcode::Load, 0),
+        Instr::new(0, u, Opcode::Load, 0),
+        Instr::new(0, d, Opcode::Store, 0),
+        Instr::new(0, s.downlink_reference.unwrap(), Opcode::Store, 0),
+    ] {
+        assert!(
+            matches!(ordering_only(&ctx, instr), Some(Ok(()))),
+            "{instr}"
+        );
+    }
+    // Wrong operands are refused there too, as `execute` refuses them.
+    for instr in [
+        Instr::new(0, d, Opcode::Load, 0),
+        Instr::new(0, u, Opcode::Load, 1),
+        Instr::new(0, u, Opcode::Store, 0),
+    ] {
+        assert!(
+            matches!(
+                ordering_only(&ctx, instr),
+                Some(Err(KernelError::BadOperand { .. }))
+            ),
+            "{instr}"
+        );
+    }
+    // The uplink Store copies the payload, and every other opcode runs a kernel.
+    let work: Vec<Instr> = ctx
+        .frame_program(0)
+        .into_iter()
+        .filter(|i| ordering_only(&ctx, *i).is_none())
+        .collect();
+    assert!(work.contains(&Instr::new(0, 0, Opcode::Store, 0)));
+    assert!(work
+        .iter()
+        .all(|i| i.opcode != Opcode::Load && (i.opcode != Opcode::Store || i.symbol == 0)));
+}

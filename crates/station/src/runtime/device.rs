@@ -9,7 +9,7 @@ use radiohost_rt::{RtThread, RtThreadBuilder, ThreadConfig};
 use rustc_hash::FxHashMap;
 
 use crate::isa::{DeviceId, Instr, Nanos};
-use crate::kernels::{execute, KernelContext, Scratch};
+use crate::kernels::{execute, ordering_only, KernelContext, Scratch};
 
 use super::executor::{CompletionSink, Executor, ExecutorEnv, Job, Refused, SubmitError};
 use super::{now_ns, StationError};
@@ -59,6 +59,7 @@ impl Shared {
 /// A running CPU device.
 pub(crate) struct CpuDevice {
     shared: Arc<Shared>,
+    ctx: Arc<KernelContext>,
     profile: DeviceProfile,
     workers: Vec<RtThread<()>>,
     /// What the kernel refused when pinning (reported once, then carried on).
@@ -129,6 +130,7 @@ impl CpuDevice {
         }
         Ok(Self {
             shared,
+            ctx,
             profile,
             workers,
             pin_problems,
@@ -205,6 +207,11 @@ impl Executor for CpuDevice {
 
     fn submit(&self, job: Job, low_priority: bool, after: Option<Instr>) -> Result<(), Refused> {
         self.queue(job, low_priority, after)
+    }
+
+    fn complete_inline(&self, job: &Job) -> Option<Result<(), InstrError>> {
+        ordering_only(&self.ctx, job.instr)
+            .map(|verdict| verdict.map_err(|e| InstrError::Kernel(Arc::new(e))))
     }
 
     fn remove(&self) -> usize {
@@ -330,6 +337,7 @@ mod tests {
         );
         let dev = CpuDevice {
             shared,
+            ctx: ctx.clone(),
             profile,
             workers: Vec::new(),
             pin_problems: Vec::new(),
@@ -429,6 +437,30 @@ mod tests {
         r.start(1);
         let order: Vec<Instr> = r.completions(2).into_iter().map(|c| c.0).collect();
         assert_eq!(order, vec![normal, low]);
+        r.dev.join();
+    }
+
+    #[test]
+    fn load_completes_inline_and_kernels_are_queued() {
+        let r = rig();
+        let slot = r.pool.acquire().unwrap();
+        let job = |instr| Job {
+            instr,
+            slot: slot.clone(),
+        };
+        let u = r.ctx.shape.uplink_symbols[0];
+        let load = job(Instr::new(0, u, Opcode::Load, 0));
+        assert!(matches!(r.dev.complete_inline(&load), Some(Ok(()))));
+        let bad = job(Instr::new(0, u, Opcode::Load, 3));
+        assert!(matches!(
+            r.dev.complete_inline(&bad),
+            Some(Err(InstrError::Kernel(_)))
+        ));
+        assert!(r
+            .dev
+            .complete_inline(&job(Instr::new(0, u, Opcode::UpFft, 0)))
+            .is_none());
+        drop((load, bad));
         r.dev.join();
     }
 

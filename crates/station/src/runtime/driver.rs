@@ -16,7 +16,7 @@ use super::{now_ns, DeviceAction, DeviceChange, DriverMsg, DriverSender, Station
 use crate::calibration::Calibration;
 use crate::engine::InstrError;
 use crate::engine::{EngineEvent, FrameOutcome, Policy};
-use crate::isa::{DeviceId, FrameId, Nanos};
+use crate::isa::{DeviceId, FrameId, Instr, Nanos};
 use crate::kernels::slot::read;
 use crate::kernels::{FrameSlot, KernelContext};
 use crate::pool::Lease;
@@ -67,7 +67,8 @@ pub struct DriverOutput {
     /// Time spent handling messages and polling the policy, on whichever thread
     /// delivered them (workers, the ingest, the scheduler thread's timers).
     pub scheduler_busy_ns: Nanos,
-    /// Dispatches sent to devices.
+    /// Dispatches sent to devices, and those a device completed at once
+    /// ([`Executor::complete_inline`]).
     pub dispatches: u64,
     pub notes: Vec<String>,
     /// Messages whose sender found the scheduler's inbox full and waited.
@@ -265,10 +266,7 @@ impl DriverState {
             } => {
                 let live = d.devices.get(device as usize).is_some_and(Option::is_some);
                 if live {
-                    d.out.device_instrs[device as usize] += 1;
-                    d.report
-                        .stage(instr.opcode, finished.saturating_sub(started));
-                    policy.completed(now, instr, device, started, result);
+                    d.completed(policy, now, device, instr, (started, finished), result);
                 } else {
                     d.out.ignored_completions += 1;
                 }
@@ -565,11 +563,17 @@ impl Driver {
                 instr: disp.instr,
                 slot: live.slot.clone(),
             };
-            let err = match self
+            let dev = self
                 .devices
                 .get(disp.device as usize)
-                .and_then(Option::as_ref)
-            {
+                .and_then(Option::as_ref);
+            if let Some(verdict) = dev.and_then(|dev| dev.complete_inline(&job)) {
+                self.out.dispatches += 1;
+                let now = now_ns();
+                self.completed(policy, now, disp.device, disp.instr, (now, now), verdict);
+                continue;
+            }
+            let err = match dev {
                 Some(dev) => match dev.submit(job, disp.low_priority, disp.after) {
                     Ok(()) => {
                         self.out.dispatches += 1;
@@ -614,6 +618,22 @@ impl Driver {
                 EngineEvent::Rescheduled { .. } => self.out.rescheduled += 1,
             }
         }
+    }
+
+    /// Account a live device's completion of `instr` (run from `ran.0` to `ran.1`)
+    /// and hand it to the policy.
+    fn completed(
+        &mut self,
+        policy: &mut dyn Policy,
+        now: Nanos,
+        device: DeviceId,
+        instr: Instr,
+        ran: (Nanos, Nanos),
+        result: Result<(), InstrError>,
+    ) {
+        self.out.device_instrs[device as usize] += 1;
+        self.report.stage(instr.opcode, ran.1.saturating_sub(ran.0));
+        policy.completed(now, instr, device, ran.0, result);
     }
 
     fn record(&mut self, r: FrameRecord) {

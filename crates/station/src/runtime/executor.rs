@@ -114,6 +114,15 @@ pub trait Executor: Send {
     /// The queue is full or the device was removed; the job comes back.
     fn submit(&self, job: Job, low_priority: bool, after: Option<Instr>) -> Result<(), Refused>;
 
+    /// The verdict on `job` when this device has nothing to run for it (a CPU's
+    /// `Load` and downlink `Store` only order the DAG): the driver then completes it
+    /// at once, on its own thread, instead of a [`Executor::submit`] and a
+    /// completion round trip that cost more than the instruction. `None` (the
+    /// default): submit it.
+    fn complete_inline(&self, _job: &Job) -> Option<Result<(), InstrError>> {
+        None
+    }
+
     /// Stop taking work and drop what is queued (the policy re-plans it); running
     /// instructions may still report, and the driver ignores them. Returns the number
     /// of jobs dropped.
