@@ -121,6 +121,7 @@ const CASES: &[(&str, &str)] = &[
     ("station simulate --antennas 100000", "1..=1024"),
     ("station simulate --devices 0", "1..=1024"),
     ("station run --config 8x2 --frames 0", "0 is not in"),
+    ("station run --config 8x2 --parts 0", "0 is not in 1..=1200"),
     ("station bench --frames 0", "0 is not in"),
     ("station bench --frames -1", "-1 is not in 1..=10000000"),
     ("station run --config 8x2 --max-miss -1%", "negative"),

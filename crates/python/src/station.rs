@@ -42,7 +42,7 @@ struct RunOptions {
     transport: String,
     frame_period: String,
     deadline: String,
-    parts: u16,
+    parts: Option<u16>,
     device_events: Option<String>,
     calibration: Option<PathBuf>,
     bank_frames: u16,
@@ -61,7 +61,7 @@ impl Default for RunOptions {
             transport: "ring".into(),
             frame_period: "1ms".into(),
             deadline: "4ms".into(),
-            parts: 4,
+            parts: None,
             device_events: None,
             calibration: None,
             bank_frames: 8,
@@ -117,7 +117,10 @@ fn run_config(o: &RunOptions) -> PyResult<(RunConfig, Vec<String>)> {
         transport,
         frame_period_ns,
         deadline_ns: duration("deadline", &o.deadline, true)?.as_nanos() as u64,
-        parts: usize::from(in_range("parts", o.parts, 1, 1200)?),
+        parts: o
+            .parts
+            .map(|p| in_range("parts", p, 1, 1200).map(usize::from))
+            .transpose()?,
         device_changes,
         bank_frames: usize::from(in_range("bank_frames", o.bank_frames, 1, 256)?),
         verify_downlink: o.verify_downlink,
@@ -135,7 +138,7 @@ fn run_config(o: &RunOptions) -> PyResult<(RunConfig, Vec<String>)> {
 /// ``policy`` (``"lroc"``; a comma list or ``"all"``), ``devices``
 /// (``"cpu:1,cpu:1"``), ``pin`` (True), ``rus`` (1), ``frames`` (500 per RU),
 /// ``transport`` (``"ring"`` or ``"udp"``), ``frame_period`` (``"1ms"``),
-/// ``deadline`` (``"4ms"``), ``parts`` (4), ``device_events`` (e.g.
+/// ``deadline`` (``"4ms"``), ``parts`` (None: the CLI's choice), ``device_events`` (e.g.
 /// ``"remove:1@200ms"``), ``calibration`` (a path), ``bank_frames`` (8),
 /// ``verify_downlink`` (False). Durations carry their unit.
 ///

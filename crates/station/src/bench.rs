@@ -21,6 +21,7 @@ use crate::policy::{make_policy, PolicyParams};
 use crate::ru::TransportKind;
 use crate::runtime::{run_station, DeviceSpec, StationSetup};
 use crate::setup::SetupError;
+use crate::shape::FrameShape;
 
 /// A load sweep.
 #[derive(Clone, Debug)]
@@ -35,7 +36,8 @@ pub struct BenchConfig {
     pub frames: u64,
     /// Frame deadline; `None`: max(4 ms, 4 x the serial frame time).
     pub deadline_ns: Option<u64>,
-    pub parts: usize,
+    /// Subcarrier parts; `None`: [`FrameShape::default_parts_here`] per configuration.
+    pub parts: Option<usize>,
     pub transport: TransportKind,
 }
 
@@ -182,7 +184,10 @@ pub fn run_bench(
         if stopped() {
             break;
         }
-        let mut s = StationSetup::new(cfg, name, b.parts, 8, b.devices.clone()).map_err(|e| {
+        let parts = b
+            .parts
+            .unwrap_or_else(|| FrameShape::default_parts_here(cfg));
+        let mut s = StationSetup::new(cfg, name, parts, 8, b.devices.clone()).map_err(|e| {
             SetupError::Engine {
                 context: format!("setting up {name}"),
                 source: e,
@@ -321,7 +326,7 @@ mod tests {
             loads: vec![0.2],
             frames: 4,
             deadline_ns: Some(1_000_000_000),
-            parts: 2,
+            parts: Some(2),
             transport: TransportKind::Ring,
         };
         let mut runs = 0;

@@ -85,6 +85,16 @@ pub enum CalibrationError {
     Format { path: String, found: String },
     #[error("{path}: {what}")]
     Invalid { path: String, what: String },
+    #[error(
+        "the calibration was measured on {calibrated}, this run is {run}: measure one for it \
+         (`radiohost station calibrate --config {config} --parts {} --out FILE`)",
+        run.parts
+    )]
+    Shape {
+        calibrated: RefShape,
+        run: RefShape,
+        config: String,
+    },
 }
 
 /// One opcode on one device: units charged and latency distribution (ns).
@@ -177,13 +187,7 @@ impl Calibration {
         Ok(Self {
             format: FORMAT.to_string(),
             config: config.to_string(),
-            shape: RefShape {
-                antennas: ctx.cfg.antennas,
-                users: ctx.cfg.users,
-                data_num: ctx.cfg.data_num,
-                fft_size: ctx.cfg.fft_size,
-                parts: ctx.shape.parts,
-            },
+            shape: RefShape::of(&ctx.shape, ctx.cfg.fft_size),
             frames,
             loadavg: std::fs::read_to_string("/proc/loadavg")
                 .unwrap_or_default()
@@ -191,6 +195,28 @@ impl Calibration {
                 .to_string(),
             devices,
         })
+    }
+
+    /// Refuse a run of another shape: the runtime charges the measured figures as
+    /// they are (only the simulator scales them to other sizes).
+    ///
+    /// # Errors
+    /// [`CalibrationError::Shape`] when any dimension or the part count differs.
+    pub fn check_run_shape(
+        &self,
+        shape: &crate::shape::FrameShape,
+        fft_size: usize,
+        config: &str,
+    ) -> Result<(), CalibrationError> {
+        let run = RefShape::of(shape, fft_size);
+        match run == self.shape {
+            true => Ok(()),
+            false => Err(CalibrationError::Shape {
+                calibrated: self.shape,
+                run,
+                config: config.to_string(),
+            }),
+        }
     }
 
     /// The measured device called `name`; a CPU device of any width matches the

@@ -14,6 +14,7 @@ use crate::policy::{make_policy, PolicyError, PolicyParams, POLICY_NAMES};
 use crate::report::RunReport;
 use crate::ru::TransportKind;
 use crate::runtime::{run_station, DeviceAction, DeviceChange, DeviceSpec, StationSetup};
+use crate::shape::FrameShape;
 use crate::sim::{ChurnEvent, CostModel};
 
 /// The frame configurations known by name (the repository's phy and station configs).
@@ -43,6 +44,8 @@ pub enum SetupError {
     Policy(#[from] PolicyError),
     #[error(transparent)]
     Kernel(#[from] crate::kernels::KernelError),
+    #[error(transparent)]
+    Shape(#[from] crate::shape::ShapeError),
     /// The engine failed while setting up or running.
     #[error("{context}: {source}")]
     Engine {
@@ -269,8 +272,9 @@ pub struct RunConfig {
     pub frame_period_ns: u64,
     /// Deadline after a frame's first packet.
     pub deadline_ns: u64,
-    /// Subcarrier parts ZF, EqDemod and Precode are split into.
-    pub parts: usize,
+    /// Subcarrier parts ZF, EqDemod and Precode are split into; `None`: see
+    /// [`Self::parts`].
+    pub parts: Option<usize>,
     /// Devices leaving and rejoining during the run.
     pub device_changes: Vec<DeviceChange>,
     /// Distinct generated frames the radio units replay.
@@ -282,6 +286,16 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
+    /// The part count: the one asked for, else the calibration's (its figures are
+    /// per part), else [`FrameShape::default_parts_here`].
+    pub fn parts(&self) -> usize {
+        match (self.parts, &self.calibration) {
+            (Some(p), _) => p,
+            (None, Some(c)) => c.shape.parts,
+            (None, None) => FrameShape::default_parts_here(&self.config),
+        }
+    }
+
     /// The engine setup of this run (generates the frame bank).
     pub fn setup(&self) -> Result<StationSetup, SetupError> {
         if self.rus == 0 {
@@ -292,6 +306,11 @@ impl RunConfig {
         }
         if self.devices.is_empty() {
             return Err(SetupError::Zero("devices"));
+        }
+        let parts = self.parts();
+        if let Some(c) = &self.calibration {
+            let shape = FrameShape::new(&self.config, parts)?;
+            c.check_run_shape(&shape, self.config.fft_size, &self.config_name)?;
         }
         let removed: std::collections::BTreeSet<_> = self
             .device_changes
@@ -307,7 +326,7 @@ impl RunConfig {
         let mut s = StationSetup::new(
             &self.config,
             &self.config_name,
-            self.parts,
+            parts,
             self.bank_frames,
             self.devices.clone(),
         )
@@ -376,6 +395,54 @@ mod tests {
     }
 
     #[test]
+    fn parts_come_from_the_flag_the_calibration_or_the_cores() {
+        let (config, config_name) = load_config(Path::new("16x4")).unwrap();
+        let calibrated_at = |parts: usize| {
+            let json = format!(
+                r#"{{"format": "{}", "config": "16x4", "frames": 1, "loadavg": "", "devices": [],
+                "shape": {{"antennas": 16, "users": 4, "data_num": 600, "fft_size": 1024, "parts": {parts}}}}}"#,
+                crate::calibration::FORMAT
+            );
+            Some(Arc::new(Calibration::from_json(&json, "cal.json").unwrap()))
+        };
+        let rc = RunConfig {
+            config,
+            config_name,
+            devices: DeviceSpec::split(1, 1, &[]),
+            rus: 1,
+            frames: 1,
+            transport: TransportKind::Ring,
+            frame_period_ns: 1_000_000,
+            deadline_ns: 4_000_000,
+            parts: None,
+            device_changes: Vec::new(),
+            bank_frames: 1,
+            verify_downlink: false,
+            calibration: None,
+        };
+        assert_eq!(rc.parts(), FrameShape::default_parts_here(&rc.config));
+        let calibrated = RunConfig {
+            calibration: calibrated_at(3),
+            ..rc.clone()
+        };
+        assert_eq!(calibrated.parts(), 3);
+        let asked = RunConfig {
+            parts: Some(1),
+            ..calibrated
+        };
+        assert_eq!(asked.parts(), 1);
+        // A calibration of another part count would charge the wrong costs.
+        let Err(e) = asked.setup() else {
+            panic!("a calibration at 3 parts was accepted for a run at 1")
+        };
+        let e = e.to_string();
+        assert!(
+            e.contains("3 parts") && e.contains("--config 16x4 --parts 1"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn small_run_decodes_every_frame() {
         let (config, config_name) = load_config(Path::new("8x2")).unwrap();
         let rc = RunConfig {
@@ -387,7 +454,7 @@ mod tests {
             transport: TransportKind::Ring,
             frame_period_ns: 2_000_000,
             deadline_ns: 1_000_000_000,
-            parts: 2,
+            parts: Some(2),
             device_changes: parse_device_events(Some("remove:0@1ms"), 2_000_000, 1, 1).unwrap(),
             bank_frames: 2,
             verify_downlink: false,

@@ -18,6 +18,15 @@ pub enum ShapeError {
     NoData,
 }
 
+/// Complex multiply-adds (antennas x users x subcarriers) that one part's
+/// equalisation of a symbol should hold at least, for [`FrameShape::default_parts`].
+///
+/// 2^15 is about 16 us of `EqDemod` on a Zen 3 AVX2 core (16x4's whole symbol,
+/// 38,400, took 19.5 us), some four times the 3-4.5 us the scheduler spends
+/// dispatching one instruction there (docs/BENCHMARKS.md, session 13): smaller
+/// parts pay more in dispatch than their parallelism returns.
+pub const MIN_PART_MACS: usize = 1 << 15;
+
 /// Symbol roles and subcarrier partition of one frame configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FrameShape {
@@ -68,6 +77,23 @@ impl FrameShape {
             downlink_symbols: downlink.into_iter().skip(1).collect(),
             parts,
         })
+    }
+
+    /// The part count when none is asked for: one per core that can run at once,
+    /// but no more than leaves each part [`MIN_PART_MACS`] of equalisation per
+    /// symbol. With 2 cores: 8x2 and 16x4 get 1, 32x8 and 64x16 get 2; with 36
+    /// cores 64x16 gets 36 (the ZF on every frame's critical path splits with it).
+    pub fn default_parts(cfg: &FrameConfig, cores: usize) -> usize {
+        let macs = cfg.antennas * cfg.users * cfg.data_num;
+        (macs / MIN_PART_MACS)
+            .clamp(1, cores.max(1))
+            .min(cfg.data_num)
+    }
+
+    /// [`Self::default_parts`] for the cores this process may run on.
+    pub fn default_parts_here(cfg: &FrameConfig) -> usize {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Self::default_parts(cfg, cores)
     }
 
     /// Data-subcarrier indices (0..data_num) of part `k`; parts differ by at most one.
@@ -130,6 +156,19 @@ mod tests {
                 assert_eq!(next, data_num);
             }
         }
+    }
+
+    #[test]
+    fn default_parts_follow_the_work_and_the_cores() {
+        let parts = |name: &str, cores: usize| {
+            let (cfg, _) = crate::setup::load_config(std::path::Path::new(name)).unwrap();
+            FrameShape::default_parts(&cfg, cores)
+        };
+        let two_cores = ["8x2", "16x4", "32x8", "64x16"].map(|c| parts(c, 2));
+        assert_eq!(two_cores, [1, 1, 2, 2]);
+        assert_eq!([parts("16x4", 36), parts("64x16", 36)], [1, 36]);
+        // No cores reported still gives a runnable shape.
+        assert_eq!(parts("64x16", 0), 1);
     }
 
     #[test]

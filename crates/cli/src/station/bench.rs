@@ -39,9 +39,10 @@ pub struct BenchArgs {
     /// Frame deadline with its unit (e.g. 4ms); by default max(4ms, 4 x the serial frame time).
     #[arg(long, value_parser = parse_positive_duration)]
     pub deadline: Option<Duration>,
-    /// Subcarrier parts (1 to 1200).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1200))]
-    pub parts: u16,
+    /// Subcarrier parts (1 to 1200); by default per configuration, one per core
+    /// down to parts of 2^15 multiply-adds per symbol (8x2 and 16x4: 1).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1200))]
+    pub parts: Option<u16>,
     /// Fronthaul transport.
     #[arg(long, default_value = "ring")]
     pub transport: TransportKind,
@@ -73,7 +74,7 @@ pub fn run(a: BenchArgs) -> Result<()> {
         loads: a.loads.clone(),
         frames: a.frames,
         deadline_ns: a.deadline.map(|d| d.as_nanos() as u64),
-        parts: usize::from(a.parts),
+        parts: a.parts.map(usize::from),
         transport: a.transport,
     };
     let runs = (b.configs.len() * b.loads.len() * b.policies.len()) as u64;

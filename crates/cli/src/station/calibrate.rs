@@ -14,6 +14,7 @@ use radiohost_station::isa::Opcode;
 use radiohost_station::kernels::KernelContext;
 use radiohost_station::ru::FrameBank;
 use radiohost_station::setup::load_config;
+use radiohost_station::shape::FrameShape;
 
 use super::common::device_pool;
 
@@ -29,9 +30,11 @@ pub struct CalibrateArgs {
     /// Do not pin CPU workers to cores.
     #[arg(long)]
     pub no_pin: bool,
-    /// Subcarrier parts ZF, EqDemod and Precode are split into (1 to 1200).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1200))]
-    pub parts: u16,
+    /// Subcarrier parts ZF, EqDemod and Precode are split into (1 to 1200); by
+    /// default what `station run` picks without one: one per core down to parts of
+    /// 2^15 multiply-adds per symbol (8x2 and 16x4: 1).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1200))]
+    pub parts: Option<u16>,
     /// Frames measured per device, after one warm-up frame (1 to 10000).
     #[arg(long, default_value_t = 20, value_parser = crate::ui::count_in::<u64>(1, 10_000))]
     pub frames: u64,
@@ -47,7 +50,10 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     let t0 = Instant::now();
     let (cfg, name) = load_config(&a.config)?;
     let devices = device_pool(&a.devices, !a.no_pin)?;
-    let ctx = Arc::new(KernelContext::new(&cfg, usize::from(a.parts))?);
+    let parts = a
+        .parts
+        .map_or_else(|| FrameShape::default_parts_here(&cfg), usize::from);
+    let ctx = Arc::new(KernelContext::new(&cfg, parts)?);
     let bank = FrameBank::generate(&cfg, 4)?;
     let cal = Calibration::measure(&devices, &ctx, &bank, &name, a.frames)?;
     if let Some(path) = &a.out {
@@ -58,8 +64,8 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "station calibrate: {name}, {} frames per device after one warm-up, load average {}",
-        a.frames, cal.loadavg
+        "station calibrate: {name} at {} part(s), {} frames per device after one warm-up, load average {}",
+        cal.shape.parts, a.frames, cal.loadavg
     );
     for d in &cal.devices {
         println!();

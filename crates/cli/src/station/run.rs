@@ -48,9 +48,11 @@ pub struct RunArgs {
     /// Deadline after a frame's first packet, a duration with its unit (e.g. 4ms).
     #[arg(long, default_value = "4ms", value_parser = parse_positive_duration)]
     pub deadline: Duration,
-    /// Subcarrier parts ZF, EqDemod and Precode are split into (1 to 1200).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1200))]
-    pub parts: u16,
+    /// Subcarrier parts ZF, EqDemod and Precode are split into (1 to 1200); by
+    /// default the calibration's, else one per core down to parts of 2^15
+    /// multiply-adds per symbol (8x2 and 16x4: 1).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1200))]
+    pub parts: Option<u16>,
     /// Devices leaving and rejoining, times after the first frame: e.g.
     /// remove:1@200ms,add:1@500ms (device ids follow --devices).
     #[arg(long)]
@@ -109,7 +111,7 @@ fn run_config(a: &RunArgs) -> Result<RunConfig> {
         transport: a.transport,
         frame_period_ns,
         deadline_ns: a.deadline.as_nanos() as u64,
-        parts: usize::from(a.parts),
+        parts: a.parts.map(usize::from),
         device_changes,
         bank_frames: usize::from(a.bank_frames),
         verify_downlink: a.verify_downlink,
@@ -139,8 +141,16 @@ pub fn run(a: RunArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&reports)?);
     } else {
         println!(
-            "station run: {} on {}, {} RU(s) x {} frames every {:?} over {:?}, deadline {:?}",
-            s.config_name, a.devices, a.rus, a.frames, a.frame_period, a.transport, a.deadline
+            "station run: {} ({} part{}) on {}, {} RU(s) x {} frames every {:?} over {:?}, deadline {:?}",
+            s.config_name,
+            s.ctx.shape.parts,
+            if s.ctx.shape.parts == 1 { "" } else { "s" },
+            a.devices,
+            a.rus,
+            a.frames,
+            a.frame_period,
+            a.transport,
+            a.deadline
         );
         if let Some(r) = reports.first() {
             print_costs(r);

@@ -285,7 +285,7 @@ class _StationRunOptions(TypedDict, total=False):
     transport: str
     frame_period: str
     deadline: str
-    parts: int
+    parts: Optional[int]
     device_events: Optional[str]
     calibration: Optional[str]
     bank_frames: int

@@ -33,6 +33,30 @@ pub struct RefShape {
     pub parts: usize,
 }
 
+impl RefShape {
+    /// The problem size of `shape` with its FFT size.
+    pub fn of(shape: &crate::shape::FrameShape, fft_size: usize) -> Self {
+        Self {
+            antennas: shape.antennas,
+            users: shape.users,
+            data_num: shape.data_num,
+            fft_size,
+            parts: shape.parts,
+        }
+    }
+}
+
+impl std::fmt::Display for RefShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let plural = if self.parts == 1 { "" } else { "s" };
+        write!(
+            f,
+            "{}x{} with {} data subcarriers, FFT {}, {} part{plural}",
+            self.antennas, self.users, self.data_num, self.fft_size, self.parts
+        )
+    }
+}
+
 impl Default for RefShape {
     fn default() -> Self {
         Self {
