@@ -264,9 +264,19 @@ pub fn gather_data(freq: &[Cf32], data_start: usize, out: &mut [Cf32]) {
 
 /// Scatter data subcarriers into a zeroed frequency-domain symbol.
 pub fn scatter_data(data: &[Cf32], data_start: usize, freq: &mut [Cf32]) {
-    freq.fill(Cf32::default());
+    let runs = bin_runs(freq.len(), data_start, data_start + data.len());
+    // Zero only the bins between the runs: the data overwrites the rest, and each
+    // store pass over a symbol's bins costs as much as the copy.
+    let mut by_bin = runs.clone();
+    by_bin.sort_by_key(|r| r.start);
+    let mut at = 0;
+    for r in by_bin.iter().filter(|r| !r.is_empty()) {
+        freq[at..r.start].fill(Cf32::default());
+        at = r.end;
+    }
+    freq[at..].fill(Cf32::default());
     let mut o = 0;
-    for run in bin_runs(freq.len(), data_start, data_start + data.len()) {
+    for run in runs {
         let len = run.len();
         freq[run].copy_from_slice(&data[o..o + len]);
         o += len;
@@ -341,6 +351,14 @@ mod tests {
         gather_data(&freq, 6, &mut g);
         assert_eq!(g, d);
         assert_eq!(freq.iter().filter(|v| v.norm() > 0.0).count(), 4);
+        // Wrapping past the last bin: the null bins between the runs are cleared too.
+        let d: Vec<Cf32> = (1..=7).map(|i| Cf32::new(i as f32, 0.0)).collect();
+        let mut freq = vec![Cf32::new(9.0, 9.0); 16];
+        scatter_data(&d, 5, &mut freq);
+        let mut g = vec![Cf32::default(); 7];
+        gather_data(&freq, 5, &mut g);
+        assert_eq!(g, d);
+        assert_eq!(freq.iter().filter(|v| v.norm() > 0.0).count(), 7);
         // Runs cover exactly the modulo mapping, wrapping or not.
         for (n, start, num) in [
             (16, 2, 6),

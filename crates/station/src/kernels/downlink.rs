@@ -132,13 +132,21 @@ pub(super) fn precode(
     }
 }
 
-/// Gather the precoded parts into `[antenna][subcarrier]` rows, then IFFT + CP and
+/// Gather the precoded parts (more than one) into `[antenna][subcarrier]` rows, then IFFT + CP and
 /// ci16 quantisation of every antenna (phy's batched synthesis) into the symbol's
 /// fronthaul output.
 pub(super) fn ifft(ctx: &KernelContext, slot: &FrameSlot, pos: usize, s: &mut Scratch) {
     let cfg = &ctx.cfg;
     let (m_n, d) = (cfg.antennas, cfg.data_num);
     let parts = ctx.shape.parts;
+    if parts == 1 {
+        // One part is already every antenna's subcarriers in order: no gather.
+        let p = read(&slot.precoded[pos]);
+        let mut out = write(&slot.tx_out[pos]);
+        s.synth
+            .antennas_ci16(&p, m_n, ctx.tx_gain, &mut out, cfg.symbol_len(), 0);
+        return;
+    }
     for k in 0..parts {
         let r = ctx.shape.part_range(k);
         let len = r.len();

@@ -84,6 +84,13 @@ fn dag_order_decodes_8x2_uplink_and_downlink() {
     run_config("8x2", 3, 2);
 }
 
+/// One part (the default for 8x2 and 16x4 on a few cores): the IFFT reads the
+/// precoded part in place instead of gathering it.
+#[test]
+fn dag_order_decodes_8x2_at_one_part() {
+    run_config("8x2", 1, 2);
+}
+
 /// Parts whose boundaries cut ZF groups and 16-group ZF batches (300 subcarriers in
 /// 7 parts of 42-43, groups of 2): both parts solve the shared group, and every
 /// subcarrier is equalised and precoded with its own group's detector.
