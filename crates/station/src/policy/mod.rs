@@ -89,7 +89,11 @@ pub struct PolicyParams {
     /// would finish after its deadline is NACKed (its work is saved for the frames
     /// behind it, which an earliest-deadline-first order would otherwise make late one
     /// after the other). The factor covers what the calibration does not (scheduling,
-    /// wake-ups, the fronthaul threads); 0 turns this test off.
+    /// wake-ups, the fronthaul threads, units idle on dependencies); 0 turns this
+    /// test off. 2 by default: on 2 cores a 16x4 run spends about 1.8x its kernels'
+    /// time in all, and shedding at 1.0 let a backlog form that raised the
+    /// scheduler's cost per instruction and never drained (docs/BENCHMARKS.md,
+    /// session 13).
     pub shed_work_factor: f64,
     /// LROC queues a full device's most urgent ready instruction behind one of its
     /// running instructions (on that reservation, as coalescing does, but for any
@@ -117,7 +121,7 @@ impl Default for PolicyParams {
             reorder_band_ns: 20_000,
             frame_major_slack: false,
             shed_hopeless: true,
-            shed_work_factor: 1.0,
+            shed_work_factor: 2.0,
             lookahead: true,
         }
     }
