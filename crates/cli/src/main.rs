@@ -16,6 +16,8 @@ mod testbed_cmd;
 mod ui;
 mod warp;
 
+use std::io::Write;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
@@ -86,7 +88,9 @@ fn main() {
         Ok(Err(e)) => {
             let (code, line) = ui::exit_for(&e);
             if let Some(line) = line {
-                eprintln!("error: {line}");
+                // Not `eprintln!`: with stderr closed (`2>&1 | head`) it would panic
+                // here, outside the catch above, and exit 101 instead of `code`.
+                let _ = writeln!(std::io::stderr(), "error: {line}");
             }
             code
         }

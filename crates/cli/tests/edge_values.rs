@@ -275,6 +275,23 @@ fn every_command_refuses_its_edge_values_with_exit_2() {
     );
 }
 
+/// A failing command whose stderr is already closed (`2>&1 | head` after head
+/// exited) still exits with its error code, not a panic's 101.
+#[test]
+fn error_with_stderr_closed_keeps_its_exit_code() {
+    use std::process::Stdio;
+    let mut child = Command::new(BIN)
+        .args(["station", "calibrate", "--config", "7x7"])
+        .env_remove("RUST_BACKTRACE")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the radiohost binary runs");
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "exit {:?}", status.code());
+}
+
 #[test]
 fn broken_pipe_ends_quietly() {
     use std::io::Read;
