@@ -344,21 +344,17 @@ mod tests {
         assert!((back[1].re - 2.0 / 32767.0).abs() < 1e-9);
         assert_eq!(data_bin(16, 2, 0), 10);
         assert_eq!(data_bin(16, 2, 6), 0);
-        let d: Vec<Cf32> = (1..=4).map(|i| Cf32::new(i as f32, 0.0)).collect();
-        let mut freq = vec![Cf32::new(9.0, 9.0); 16];
-        scatter_data(&d, 6, &mut freq);
-        let mut g = vec![Cf32::default(); 4];
-        gather_data(&freq, 6, &mut g);
-        assert_eq!(g, d);
-        assert_eq!(freq.iter().filter(|v| v.norm() > 0.0).count(), 4);
-        // Wrapping past the last bin: the null bins between the runs are cleared too.
-        let d: Vec<Cf32> = (1..=7).map(|i| Cf32::new(i as f32, 0.0)).collect();
-        let mut freq = vec![Cf32::new(9.0, 9.0); 16];
-        scatter_data(&d, 5, &mut freq);
-        let mut g = vec![Cf32::default(); 7];
-        gather_data(&freq, 5, &mut g);
-        assert_eq!(g, d);
-        assert_eq!(freq.iter().filter(|v| v.norm() > 0.0).count(), 7);
+        // Into a dirty spectrum, one run and wrapping past the last bin (two runs):
+        // the data lands where gather reads it, every other bin is cleared.
+        for (num, start) in [(4, 0), (7, 5)] {
+            let d: Vec<Cf32> = (1..=num).map(|i| Cf32::new(i as f32, 0.0)).collect();
+            let mut freq = vec![Cf32::new(9.0, 9.0); 16];
+            scatter_data(&d, start, &mut freq);
+            let mut g = vec![Cf32::default(); num];
+            gather_data(&freq, start, &mut g);
+            assert_eq!(g, d);
+            assert_eq!(freq.iter().filter(|v| v.norm() > 0.0).count(), num);
+        }
         // Runs cover exactly the modulo mapping, wrapping or not.
         for (n, start, num) in [
             (16, 2, 6),
