@@ -160,8 +160,8 @@ fn prerequisites(shape: &FrameShape) -> Vec<Instr> {
         }
     }
     if let Some(&s) = shape.downlink_symbols.first() {
-        for u in 0..shape.users {
-            v.push(Instr::new(0, s, Opcode::Encode, u));
+        for g in 0..shape.user_groups {
+            v.push(Instr::new(0, s, Opcode::Encode, g));
         }
         for p in 0..shape.parts {
             v.push(Instr::new(0, s, Opcode::Precode, p));
@@ -287,14 +287,22 @@ fn cpu_baseline_ns(cfg: &FrameConfig, shape: &FrameShape, op: Opcode) -> Result<
                 precode(&w, &s, 1.0, &mut out);
             }
         }
-        // CRC + LDPC encode + scrambling + modulation of one user's symbol.
-        Opcode::Encode => tx.symbol(&payload, 1, 0, &mut syms)?,
-        // Demodulation + descrambling + LDPC decode + CRC of one user's symbol.
+        // CRC + LDPC encode + scrambling + modulation of the first group's users'
+        // symbols.
+        Opcode::Encode => {
+            for _ in shape.user_range(0) {
+                tx.symbol(&payload, 1, 0, &mut syms)?;
+            }
+        }
+        // Demodulation + descrambling + LDPC decode + CRC of the first group's users'
+        // symbols.
         Opcode::Decode => {
             let nv = vec![0.1f32; d];
             let mut out = payload.clone();
             let mut results = vec![BlockResult::default(); cfg.blocks_per_symbol];
-            rx.symbol(&syms, &nv, 1, 0, &mut out, &mut results)?;
+            for _ in shape.user_range(0) {
+                rx.symbol(&syms, &nv, 1, 0, &mut out, &mut results)?;
+            }
         }
         Opcode::Load | Opcode::Store => {}
     }

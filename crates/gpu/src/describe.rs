@@ -64,6 +64,7 @@ pub fn zf_smem(k: usize) -> u32 {
 pub fn launches(cfg: &FrameConfig, shape: &FrameShape, opcode: Opcode) -> Vec<KernelLaunch> {
     let (m, k) = (cfg.antennas as u32, cfg.users as u32);
     let part = shape.part_range(0).len() as u32;
+    let group = shape.user_range(0).len();
     let n = cfg.fft_size;
     let fft_smem = (n * 8) as u32;
     let ew = |items: u32| items.div_ceil(ELEMENTWISE_THREADS);
@@ -91,11 +92,13 @@ pub fn launches(cfg: &FrameConfig, shape: &FrameShape, opcode: Opcode) -> Vec<Ke
         ],
         Opcode::EqDemod => vec![one("eq_demod", ew(part * k), ELEMENTWISE_THREADS, 0)],
         Opcode::Precode => vec![one("precode", ew(part * m), ELEMENTWISE_THREADS, 0)],
-        Opcode::Decode => vec![one("ldpc_decode", blocks, ldpc_threads(zc), ldpc_smem)],
-        Opcode::Encode => vec![
+        // One launch (two to encode) per user of the first user group.
+        Opcode::Decode => vec![one("ldpc_decode", blocks, ldpc_threads(zc), ldpc_smem); group],
+        Opcode::Encode => [
             one("ldpc_encode", blocks, ldpc_threads(zc), ldpc_smem),
             one("modulate", ew(cfg.data_num as u32), ELEMENTWISE_THREADS, 0),
-        ],
+        ]
+        .repeat(group),
     }
 }
 

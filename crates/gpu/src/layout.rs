@@ -31,6 +31,8 @@ pub struct FrameLayout {
     /// Pilot layout as the CSI kernel takes it: 0 frequency-, 1 time-orthogonal.
     pub pilot_layout: i32,
     pub parts: usize,
+    /// Users of each Decode/Encode user group, as [`FrameShape::user_range`].
+    pub groups: Vec<std::ops::Range<usize>>,
     /// Schedule indices by role.
     pub pilots: Vec<usize>,
     pub uplink: Vec<usize>,
@@ -78,6 +80,9 @@ impl FrameLayout {
                 PilotLayout::TimeOrthogonal => 1,
             },
             parts: shape.parts,
+            groups: (0..shape.user_groups)
+                .map(|g| shape.user_range(g))
+                .collect(),
             pilots: shape.pilot_symbols.clone(),
             uplink: shape.uplink_symbols.clone(),
             has_reference: !downlink.is_empty(),
@@ -116,12 +121,12 @@ impl FrameLayout {
     /// (pilot, uplink or downlink index; 0 for Load/Store/Zf).
     ///
     /// # Errors
-    /// [`GpuError::BadInstr`] for a symbol, part or user out of range.
+    /// [`GpuError::BadInstr`] for a symbol, part or user group out of range.
     pub fn check(&self, instr: &Instr) -> Result<usize, GpuError> {
         let s = instr.symbol as usize;
         let p = instr.part as usize;
         let bad = || GpuError::BadInstr(instr.to_string());
-        let user_ok = p < self.users;
+        let user_ok = p < self.groups.len();
         let part_ok = p < self.parts;
         let ok = match instr.opcode {
             Opcode::Load => (s * self.symbol_len < self.frame_len).then_some(0),
@@ -172,10 +177,13 @@ mod tests {
     fn instructions_are_checked_against_the_layout() {
         let l = layout("64x16", 4);
         assert_eq!(l.log_fft, 11);
+        // 16 users in 9 groups: 7 of two users, then 2 of one.
+        assert_eq!(l.groups.len(), 9);
+        assert_eq!([l.groups[0].clone(), l.groups[8].clone()], [0..2, 15..16]);
         let up = l.uplink[2];
         assert_eq!(l.check(&Instr::new(0, up, Opcode::UpFft, 0)).unwrap(), 2);
-        assert_eq!(l.check(&Instr::new(0, up, Opcode::Decode, 15)).unwrap(), 2);
-        assert!(l.check(&Instr::new(0, up, Opcode::Decode, 16)).is_err());
+        assert_eq!(l.check(&Instr::new(0, up, Opcode::Decode, 8)).unwrap(), 2);
+        assert!(l.check(&Instr::new(0, up, Opcode::Decode, 9)).is_err());
         assert!(l.check(&Instr::new(0, up, Opcode::EqDemod, 4)).is_err());
         assert!(l
             .check(&Instr::new(0, l.pilots[0], Opcode::UpFft, 0))

@@ -201,7 +201,7 @@ impl Calibration {
     /// they are (only the simulator scales them to other sizes).
     ///
     /// # Errors
-    /// [`CalibrationError::Shape`] when any dimension or the part count differs.
+    /// [`CalibrationError::Shape`] when any dimension, the part count or the user group count differs.
     pub fn check_run_shape(
         &self,
         shape: &crate::shape::FrameShape,
@@ -259,6 +259,7 @@ impl Calibration {
             downlink_reference: None,
             downlink_symbols: vec![],
             parts: self.shape.parts,
+            user_groups: self.shape.user_groups,
         }
     }
 
@@ -267,7 +268,7 @@ impl Calibration {
     /// # Errors
     /// Not JSON of this format, or a device without opcodes.
     pub fn from_json(text: &str, path: &str) -> Result<Self, CalibrationError> {
-        let c: Calibration =
+        let mut c: Calibration =
             serde_json::from_str(text).map_err(|source| CalibrationError::Json {
                 path: path.to_string(),
                 source,
@@ -282,6 +283,13 @@ impl Calibration {
             path: path.to_string(),
             what,
         };
+        c.shape = c.shape.normalised();
+        if c.shape.user_groups > c.shape.users {
+            return Err(invalid(format!(
+                "shape has {} user groups for {} users",
+                c.shape.user_groups, c.shape.users
+            )));
+        }
         for (field, v) in [
             ("antennas", c.shape.antennas),
             ("users", c.shape.users),
@@ -533,10 +541,16 @@ mod tests {
             c.of_kind(DeviceKind::Cpu).unwrap().median_ns(Opcode::Zf),
             Some(11_000)
         );
+        // Written before user groups: it measured one Decode and Encode per user.
+        assert_eq!(c.shape.user_groups, 4);
         for (bad, why) in [
             (ok.replace("/2\"", "/1\""), "format"),
             (ok.replace("\"zf\"", "\"fft\""), "unknown opcode"),
             (ok.replace("\"parts\": 4", "\"parts\": 0"), "parts"),
+            (
+                ok.replace("\"parts\": 4", "\"parts\": 4, \"user_groups\": 5"),
+                "5 user groups for 4 users",
+            ),
             (ok.replace("\"need\": 1", "\"need\": 0"), "need"),
             ("[".to_string(), "not a calibration file"),
         ] {

@@ -8,8 +8,10 @@
 //! - `Load<s>` for every received symbol (ready on `input_ready`);
 //! - `PilotFft<p> <- Load<p>`; `Zf<0,k> <- every PilotFft`;
 //! - `UpFft<u> <- Load<u>`; `EqDemod<u,k> <- UpFft<u>, Zf<k>`;
-//! - `Decode<u,user> <- every EqDemod<u,*>`; uplink `Store<0,0> <- every Decode`;
-//! - downlink (when the shape has data symbols): `Encode<d,user>` (no inputs);
+//! - `Decode<u,g> <- every EqDemod<u,*>`, one per user group `g`; uplink
+//!   `Store<0,0> <- every Decode`;
+//! - downlink (when the shape has data symbols): `Encode<d,g>` per user group (no
+//!   inputs);
 //!   `Precode<d,k> <- Zf<k>, every Encode<d,*>` (`Zf<k>` only for the reference symbol);
 //!   `Ifft<d> <- every Precode<d,*>`; `Store<d,0> <- Ifft<d>`.
 
@@ -96,8 +98,8 @@ impl FrameDag {
             let eqs: Vec<InstrIdx> = (0..shape.parts)
                 .map(|k| b.add(u, Opcode::EqDemod, k, &[fft, zfs[k]]))
                 .collect();
-            for user in 0..shape.users {
-                decodes.push(b.add(u, Opcode::Decode, user, &eqs));
+            for g in 0..shape.user_groups {
+                decodes.push(b.add(u, Opcode::Decode, g, &eqs));
             }
         }
         if !decodes.is_empty() {
@@ -112,8 +114,8 @@ impl FrameDag {
                 b.add(dref, Opcode::Store, 0, &[ifft]);
             }
             for &d in &shape.downlink_symbols {
-                let encs: Vec<InstrIdx> = (0..shape.users)
-                    .map(|user| b.add(d, Opcode::Encode, user, &[]))
+                let encs: Vec<InstrIdx> = (0..shape.user_groups)
+                    .map(|g| b.add(d, Opcode::Encode, g, &[]))
                     .collect();
                 let pre: Vec<InstrIdx> = (0..shape.parts)
                     .map(|k| {
@@ -223,6 +225,7 @@ mod tests {
             downlink_reference: dl.first().copied(),
             downlink_symbols: dl.iter().skip(1).copied().collect(),
             parts,
+            user_groups: users,
         }
     }
 
@@ -231,7 +234,7 @@ mod tests {
             s.pilot_symbols.len(),
             s.uplink_symbols.len(),
             s.parts,
-            s.users,
+            s.user_groups,
         );
         let mut len = (p + u) + p + k + u + u * k + u * n + usize::from(u > 0);
         if s.has_downlink() {
@@ -280,7 +283,28 @@ mod tests {
         assert_eq!(dag.opcode(dag.preds(p)[0]), Opcode::Zf);
         let d = s.downlink_symbols[0];
         let p = dag.index_of(&Instr::new(0, d, Opcode::Precode, 0)).unwrap();
-        assert_eq!(dag.preds(p).len(), s.users + 1);
+        assert_eq!(dag.preds(p).len(), s.user_groups + 1);
+    }
+
+    #[test]
+    fn user_groups_cut_decode_and_encode() {
+        let s = FrameShape {
+            user_groups: 2,
+            ..shape(1, 2, 3, 5, 1)
+        };
+        let dag = FrameDag::build(&s);
+        assert_eq!(dag.len(), expected_len(&s));
+        let c = dag.opcode_counts();
+        // 2 uplink and 2 downlink data symbols, 2 groups each.
+        assert_eq!(
+            [c[Opcode::Decode.index()], c[Opcode::Encode.index()]],
+            [4, 4]
+        );
+        let d = s.downlink_symbols[1];
+        let p = dag.index_of(&Instr::new(0, d, Opcode::Precode, 0)).unwrap();
+        let preds: Vec<Instr> = dag.preds(p).iter().map(|&p| dag.instr(0, p)).collect();
+        assert!(preds.contains(&Instr::new(0, d, Opcode::Encode, 1)));
+        assert_eq!(dag.index_of(&Instr::new(0, d, Opcode::Encode, 2)), None);
     }
 
     #[test]

@@ -9,14 +9,15 @@
 //! | `UpFft` | uplink symbol | 0 | time-domain data symbol | frequency-domain data, all antennas |
 //! | `Zf` | 0 | subcarrier part `k` | CSI of all pilot symbols, bins of part `k` | detector / precoder of part `k` |
 //! | `EqDemod` | uplink symbol | subcarrier part `k` | FFT output + ZF part `k` | LLRs of part `k`, all users |
-//! | `Decode` | uplink symbol | user | LLRs of that symbol and user (all parts) | payload bits + CRC verdicts |
-//! | `Encode` | downlink symbol | user | payload bits | QAM symbols of that user (CRC, LDPC, scrambling, mapping) |
+//! | `Decode` | uplink symbol | user group `g` | LLRs of that symbol and the group's users (all parts) | payload bits + CRC verdicts |
+//! | `Encode` | downlink symbol | user group `g` | payload bits | QAM symbols of the group's users (CRC, LDPC, scrambling, mapping) |
 //! | `Precode` | downlink symbol | subcarrier part `k` | QAM symbols of all users + ZF part `k` | antenna-domain bins of part `k` |
 //! | `Ifft` | downlink symbol | 0 | precoded bins of all parts | time-domain symbol, all antennas |
 //! | `Store` | symbol (downlink) or 0 (uplink) | 0 | decoded bits / time-domain symbol | host output / RU fronthaul |
 //!
 //! `symbol` is always the index in the frame schedule (`FrameConfig::schedule`), so an
-//! instruction names its data unambiguously.
+//! instruction names its data unambiguously. Subcarrier parts and user groups are cut
+//! by `FrameShape::part_range` and `FrameShape::user_range`.
 
 use std::fmt;
 

@@ -440,6 +440,15 @@ mod tests {
             e.contains("3 parts") && e.contains("--config 16x4 --parts 1"),
             "{e}"
         );
+        // A file from before user groups measured one decode per user: refused too.
+        let Err(e) = RunConfig {
+            calibration: calibrated_at(1),
+            ..asked
+        }
+        .setup() else {
+            panic!("a calibration of one decode per user was accepted for grouped users")
+        };
+        assert!(e.to_string().contains("4 user groups"), "{e}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! The shape of a station frame: which symbols carry what and how subcarriers are cut
-//! into parts. The DAG builder, the kernels and the simulator all read it, so an
-//! instruction's `symbol` and `part` mean the same thing everywhere.
+//! The shape of a station frame: which symbols carry what, how subcarriers are cut
+//! into parts and users into groups. The DAG builder, the kernels and the simulator
+//! all read it, so an instruction's `symbol` and `part` mean the same thing everywhere.
 
 use std::ops::Range;
 
@@ -27,6 +27,14 @@ pub enum ShapeError {
 /// parts pay more in dispatch than their parallelism returns.
 pub const MIN_PART_MACS: usize = 1 << 15;
 
+/// Coded bits (all its users' bits of one symbol) that one `Decode` or `Encode`
+/// instruction should hold at least, for [`FrameShape::default_user_groups`].
+///
+/// One 16x4 user's 2,400 bits took 11.5 us to decode and 8.2 us to encode on a Zen 3
+/// AVX2 core, against 3-4.5 us of dispatch per instruction (docs/BENCHMARKS.md,
+/// session 14): 2^13 bits make a decode about ten dispatches' worth of work.
+pub const MIN_GROUP_BITS: usize = 1 << 13;
+
 /// Symbol roles and subcarrier partition of one frame configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FrameShape {
@@ -44,6 +52,9 @@ pub struct FrameShape {
     pub downlink_symbols: Vec<usize>,
     /// Number of subcarrier parts ZF, EqDemod and Precode are split into.
     pub parts: usize,
+    /// Number of user groups each symbol's Decode and Encode are split into (an
+    /// instruction's `part` is then its group; see [`Self::user_range`]).
+    pub user_groups: usize,
 }
 
 impl FrameShape {
@@ -76,7 +87,18 @@ impl FrameShape {
             downlink_reference: downlink.first().copied(),
             downlink_symbols: downlink.into_iter().skip(1).collect(),
             parts,
+            user_groups: Self::default_user_groups(cfg),
         })
+    }
+
+    /// The user group count: users are grouped so that one group's coded bits of a
+    /// symbol reach [`MIN_GROUP_BITS`] (a smaller instruction pays more in dispatch
+    /// than its parallelism returns). 8x2 and 16x4 get one group, 64x16 gets 9 of
+    /// one or two users. It does not follow the cores: a frame has several data
+    /// symbols, whose groups already run side by side.
+    pub fn default_user_groups(cfg: &FrameConfig) -> usize {
+        let bits_per_user = cfg.data_num * cfg.modulation.bits_per_symbol();
+        (cfg.users * bits_per_user / MIN_GROUP_BITS).clamp(1, cfg.users.max(1))
     }
 
     /// The part count when none is asked for: one per core that can run at once,
@@ -98,11 +120,12 @@ impl FrameShape {
 
     /// Data-subcarrier indices (0..data_num) of part `k`; parts differ by at most one.
     pub fn part_range(&self, k: usize) -> Range<usize> {
-        let base = self.data_num / self.parts;
-        let extra = self.data_num % self.parts;
-        let start = k * base + k.min(extra);
-        let len = base + usize::from(k < extra);
-        start..start + len
+        even_split(self.data_num, self.parts, k)
+    }
+
+    /// Users (0..users) of group `g`; groups differ by at most one user.
+    pub fn user_range(&self, g: usize) -> Range<usize> {
+        even_split(self.users, self.user_groups, g)
     }
 
     /// Symbols whose samples come from the radio units (pilot and uplink), in
@@ -124,6 +147,15 @@ impl FrameShape {
     }
 }
 
+/// Piece `k` of `0..n` cut into `pieces` near-equal runs (the first `n % pieces` one
+/// longer).
+fn even_split(n: usize, pieces: usize, k: usize) -> Range<usize> {
+    let pieces = pieces.max(1);
+    let (base, extra) = (n / pieces, n % pieces);
+    let start = k * base + k.min(extra);
+    start..start + base + usize::from(k < extra)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -138,6 +170,7 @@ mod tests {
             downlink_reference: None,
             downlink_symbols: vec![],
             parts,
+            user_groups: 2,
         }
     }
 
@@ -156,6 +189,33 @@ mod tests {
                 assert_eq!(next, data_num);
             }
         }
+    }
+
+    #[test]
+    fn user_groups_tile_the_users() {
+        for users in 1..=16 {
+            for groups in 1..=users {
+                let s = FrameShape {
+                    users,
+                    user_groups: groups,
+                    ..shape(64, 1)
+                };
+                let all: Vec<usize> = (0..groups).flat_map(|g| s.user_range(g)).collect();
+                assert_eq!(all, (0..users).collect::<Vec<_>>());
+                assert!((0..groups).all(|g| !s.user_range(g).is_empty()));
+            }
+        }
+    }
+
+    #[test]
+    fn default_user_groups_follow_the_coded_bits() {
+        let groups = |name: &str| {
+            let (cfg, _) = crate::setup::load_config(std::path::Path::new(name)).unwrap();
+            FrameShape::default_user_groups(&cfg)
+        };
+        // 16x4: 4 users x 600 subcarriers x 4 bits = 9,600 bits, one group; 64x16:
+        // 16 x 1,200 x 4 = 76,800 bits, 9 groups.
+        assert_eq!(["8x2", "16x4", "64x16"].map(groups), [1, 1, 9]);
     }
 
     #[test]

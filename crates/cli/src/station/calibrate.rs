@@ -64,8 +64,8 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "station calibrate: {name} at {} part(s), {} frames per device after one warm-up, load average {}",
-        cal.shape.parts, a.frames, cal.loadavg
+        "station calibrate: {name} ({}), {} frames per device after one warm-up, load average {}",
+        cal.shape, a.frames, cal.loadavg
     );
     for d in &cal.devices {
         println!();

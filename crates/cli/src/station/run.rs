@@ -11,6 +11,7 @@ use radiohost_station::ru::TransportKind;
 use radiohost_station::setup::{
     load_config, parse_device_events, parse_policies, read_policy_params, run_policies, RunConfig,
 };
+use radiohost_station::sim::RefShape;
 use radiohost_testbed::units::{parse_positive_duration, parse_probability};
 
 use super::common::{
@@ -141,10 +142,9 @@ pub fn run(a: RunArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&reports)?);
     } else {
         println!(
-            "station run: {} ({} part{}) on {}, {} RU(s) x {} frames every {:?} over {:?}, deadline {:?}",
+            "station run: {} ({}) on {}, {} RU(s) x {} frames every {:?} over {:?}, deadline {:?}",
             s.config_name,
-            s.ctx.shape.parts,
-            if s.ctx.shape.parts == 1 { "" } else { "s" },
+            RefShape::of(&s.ctx.shape, s.ctx.cfg.fft_size),
             a.devices,
             a.rus,
             a.frames,

@@ -189,97 +189,105 @@ impl GpuExecutor {
                 )?;
             }
             Opcode::Decode => {
-                let first_block = (idx * ku + part) * blocks;
-                let llr = fs.llr.at((idx * ku + part) * l.symbol_bits);
-                let c2v_stride = self.graph.edges() * self.graph.zc;
-                let p = self.code_params();
-                self.run(
-                    st,
-                    "ldpc_decode",
-                    blocks as u32,
-                    ldpc_threads(self.graph.zc),
-                    ldpc_smem,
-                    &[
-                        &llr,
-                        &c.e_col.ptr,
-                        &c.e_shift.ptr,
-                        &c.row_start.ptr,
-                        &(self.graph.rows as i32),
-                        &zc,
-                        &cols,
-                        &(p.payload_bits as i32),
-                        &(p.fillers() as i32),
-                        &(p.tx_bits as i32),
-                        &(seg1_end as i32),
-                        &(seg2_start as i32),
-                        &self.llr_scale,
-                        &self.correction.0,
-                        &self.correction.1,
-                        &self.max_iterations,
-                        &1i32,
-                        &fs.c2v.at(first_block * c2v_stride),
-                        &(c2v_stride as i32),
-                        &fs.dec_bits.at(first_block * l.block_bits),
-                        &fs.dec_status.at(first_block),
-                    ],
-                )?;
+                // One launch per user of the group (`part` is the group).
+                for user in l.groups[part].clone() {
+                    let first_block = (idx * ku + user) * blocks;
+                    let llr = fs.llr.at((idx * ku + user) * l.symbol_bits);
+                    let c2v_stride = self.graph.edges() * self.graph.zc;
+                    let p = self.code_params();
+                    self.run(
+                        st,
+                        "ldpc_decode",
+                        blocks as u32,
+                        ldpc_threads(self.graph.zc),
+                        ldpc_smem,
+                        &[
+                            &llr,
+                            &c.e_col.ptr,
+                            &c.e_shift.ptr,
+                            &c.row_start.ptr,
+                            &(self.graph.rows as i32),
+                            &zc,
+                            &cols,
+                            &(p.payload_bits as i32),
+                            &(p.fillers() as i32),
+                            &(p.tx_bits as i32),
+                            &(seg1_end as i32),
+                            &(seg2_start as i32),
+                            &self.llr_scale,
+                            &self.correction.0,
+                            &self.correction.1,
+                            &self.max_iterations,
+                            &1i32,
+                            &fs.c2v.at(first_block * c2v_stride),
+                            &(c2v_stride as i32),
+                            &fs.dec_bits.at(first_block * l.block_bits),
+                            &fs.dec_status.at(first_block),
+                        ],
+                    )?;
+                }
             }
             Opcode::Encode => {
-                let j = idx - 1;
-                let first = (j * ku + part) * blocks * l.block_bits;
-                let len = blocks * l.block_bits;
-                let host = fs
-                    .dl_payload_host
-                    .as_ptr()
-                    .map_err(|e| GpuError::cuda(o, "staging", e))?;
-                // SAFETY: in bounds of the pinned buffer (see Load).
-                let src = unsafe { std::slice::from_raw_parts(host.add(first), len) };
-                unsafe { result::memcpy_htod_async(fs.dl_payload.at(first), src, st.cu_stream()) }
+                // One launch per user of the group (`part` is the group).
+                for user in l.groups[part].clone() {
+                    let j = idx - 1;
+                    let first = (j * ku + user) * blocks * l.block_bits;
+                    let len = blocks * l.block_bits;
+                    let host = fs
+                        .dl_payload_host
+                        .as_ptr()
+                        .map_err(|e| GpuError::cuda(o, "staging", e))?;
+                    // SAFETY: in bounds of the pinned buffer (see Load).
+                    let src = unsafe { std::slice::from_raw_parts(host.add(first), len) };
+                    unsafe {
+                        result::memcpy_htod_async(fs.dl_payload.at(first), src, st.cu_stream())
+                    }
                     .map_err(|e| GpuError::cuda(o, "payload copy", e))?;
-                let steps = self.graph.steps.col.len() as i32;
-                self.run(
-                    st,
-                    "ldpc_encode",
-                    blocks as u32,
-                    ldpc_threads(self.graph.zc),
-                    ldpc_smem,
-                    &[
-                        &fs.dl_payload.at(first),
-                        &(l.block_bits as i32),
-                        &c.st_col.ptr,
-                        &c.st_shift.ptr,
-                        &c.st_entry_start.ptr,
-                        &c.st_entry_col.ptr,
-                        &c.st_entry_shift.ptr,
-                        &steps,
-                        &zc,
-                        &cols,
-                        &(l.tx_bits as i32),
-                        &(seg1_end as i32),
-                        &(seg2_start as i32),
-                        &c.scramble.at((j * ku + part) * l.seq_words),
-                        &(l.symbol_bits as i32),
-                        &fs.dl_bits.at((j * ku + part) * l.symbol_bits),
-                    ],
-                )?;
-                // The QAM mapping of the coded bits, on the same stream.
-                let ctas = du.div_ceil(ELEMENTWISE_THREADS as usize) as u32;
-                self.run(
-                    st,
-                    "modulate",
-                    ctas,
-                    ELEMENTWISE_THREADS,
-                    0,
-                    &[
-                        &fs.dl_bits.at((j * ku + part) * l.symbol_bits),
-                        &(l.symbol_bits as i32),
-                        &1i32,
-                        &d,
-                        &c.levels.ptr,
-                        &(l.bits_per_axis as i32),
-                        &fs.dl_qam.at(2 * (idx * ku + part) * du),
-                    ],
-                )?;
+                    let steps = self.graph.steps.col.len() as i32;
+                    self.run(
+                        st,
+                        "ldpc_encode",
+                        blocks as u32,
+                        ldpc_threads(self.graph.zc),
+                        ldpc_smem,
+                        &[
+                            &fs.dl_payload.at(first),
+                            &(l.block_bits as i32),
+                            &c.st_col.ptr,
+                            &c.st_shift.ptr,
+                            &c.st_entry_start.ptr,
+                            &c.st_entry_col.ptr,
+                            &c.st_entry_shift.ptr,
+                            &steps,
+                            &zc,
+                            &cols,
+                            &(l.tx_bits as i32),
+                            &(seg1_end as i32),
+                            &(seg2_start as i32),
+                            &c.scramble.at((j * ku + user) * l.seq_words),
+                            &(l.symbol_bits as i32),
+                            &fs.dl_bits.at((j * ku + user) * l.symbol_bits),
+                        ],
+                    )?;
+                    // The QAM mapping of the coded bits, on the same stream.
+                    let ctas = du.div_ceil(ELEMENTWISE_THREADS as usize) as u32;
+                    self.run(
+                        st,
+                        "modulate",
+                        ctas,
+                        ELEMENTWISE_THREADS,
+                        0,
+                        &[
+                            &fs.dl_bits.at((j * ku + user) * l.symbol_bits),
+                            &(l.symbol_bits as i32),
+                            &1i32,
+                            &d,
+                            &c.levels.ptr,
+                            &(l.bits_per_axis as i32),
+                            &fs.dl_qam.at(2 * (idx * ku + user) * du),
+                        ],
+                    )?;
+                }
             }
             Opcode::Precode => {
                 let r = l.part(part);

@@ -248,8 +248,8 @@ impl KernelContext {
             }
         }
         for &u in &s.uplink_symbols {
-            for user in 0..s.users {
-                v.push(Instr::new(frame, u, Opcode::Decode, user));
+            for g in 0..s.user_groups {
+                v.push(Instr::new(frame, u, Opcode::Decode, g));
             }
         }
         if !s.uplink_symbols.is_empty() {
@@ -257,8 +257,8 @@ impl KernelContext {
         }
         if s.has_downlink() {
             for &d in &s.downlink_symbols {
-                for user in 0..s.users {
-                    v.push(Instr::new(frame, d, Opcode::Encode, user));
+                for g in 0..s.user_groups {
+                    v.push(Instr::new(frame, d, Opcode::Encode, g));
                 }
             }
             let all_dl: Vec<usize> = s
@@ -432,9 +432,10 @@ pub fn execute(
             _ => Err(bad()),
         },
         Opcode::Decode => match role {
-            Some(SymbolRole::Uplink { pos, .. }) if part < ctx.shape.users => {
-                uplink::decode(ctx, slot, pos, part, scratch)
-            }
+            Some(SymbolRole::Uplink { pos, .. }) if part < ctx.shape.user_groups => ctx
+                .shape
+                .user_range(part)
+                .try_for_each(|user| uplink::decode(ctx, slot, pos, user, scratch)),
             _ => Err(bad()),
         },
         Opcode::Store if is_uplink_store(ctx, instr) => {
@@ -442,9 +443,10 @@ pub fn execute(
             Ok(())
         }
         Opcode::Encode => match role {
-            Some(SymbolRole::DownlinkData { data, .. }) if part < ctx.shape.users => {
-                downlink::encode(ctx, slot, data, part, scratch)
-            }
+            Some(SymbolRole::DownlinkData { data, .. }) if part < ctx.shape.user_groups => ctx
+                .shape
+                .user_range(part)
+                .try_for_each(|user| downlink::encode(ctx, slot, data, user, scratch)),
             _ => Err(bad()),
         },
         Opcode::Precode => match role {

@@ -184,9 +184,10 @@ fn operands_outside_the_shape_are_errors() {
         execute(
             &ctx,
             &slot,
-            Instr::new(0, d, Opcode::Encode, 1),
+            Instr::new(0, d, Opcode::Encode, 0),
             &mut scratch
         ),
+        // 8x2's one user group: user 0 encodes, user 1's payload is refused.
         Err(KernelError::Payload { user: 1, .. })
     ));
 }

@@ -28,6 +28,7 @@ fn shape(up: usize, down: usize, users: usize, parts: usize) -> FrameShape {
         downlink_reference: dl.first().copied(),
         downlink_symbols: dl.iter().skip(1).copied().collect(),
         parts,
+        user_groups: users,
     }
 }
 

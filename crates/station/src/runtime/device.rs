@@ -395,7 +395,7 @@ mod tests {
         let mut r = rig();
         let u = r.ctx.shape.uplink_symbols[0];
         let pred = Instr::new(0, u, Opcode::Decode, 0);
-        let succ = Instr::new(0, u, Opcode::Decode, 1);
+        let succ = Instr::new(0, r.ctx.shape.uplink_symbols[1], Opcode::Decode, 0);
         r.submit(pred, false, None);
         r.submit(succ, false, Some(pred));
         assert_eq!(
@@ -419,7 +419,11 @@ mod tests {
         let mut r = rig();
         let u = r.ctx.shape.uplink_symbols[0];
         let gone = Instr::new(0, u, Opcode::Decode, 0);
-        r.submit(Instr::new(0, u, Opcode::Decode, 1), false, Some(gone));
+        r.submit(
+            Instr::new(0, r.ctx.shape.uplink_symbols[1], Opcode::Decode, 0),
+            false,
+            Some(gone),
+        );
         assert!(r.dev.shared.lock().parked.is_empty());
         r.start(1);
         assert_eq!(r.completions(1).len(), 1);
@@ -429,8 +433,7 @@ mod tests {
     #[test]
     fn low_priority_runs_after_normal_work() {
         let mut r = rig();
-        let u = r.ctx.shape.uplink_symbols[0];
-        let low = Instr::new(0, u, Opcode::Decode, 1);
+        let low = Instr::new(0, r.ctx.shape.uplink_symbols[1], Opcode::Decode, 0);
         let normal = Instr::new(0, r.ctx.shape.pilot_symbols[0], Opcode::Load, 0);
         r.submit(low, true, None);
         r.submit(normal, false, None);

@@ -183,6 +183,9 @@ impl SimConfig {
             downlink_reference: down.first().copied(),
             downlink_symbols: down.iter().skip(1).copied().collect(),
             parts: self.parts,
+            // One Decode and Encode per user: the modelled machines have the cores
+            // for it (the model scales a calibration's grouped costs to match).
+            user_groups: self.users,
         })
     }
 

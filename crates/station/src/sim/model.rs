@@ -31,6 +31,9 @@ pub struct RefShape {
     pub data_num: usize,
     pub fft_size: usize,
     pub parts: usize,
+    /// User groups of Decode and Encode; 0 (files from before groups): one per user.
+    #[serde(default)]
+    pub user_groups: usize,
 }
 
 impl RefShape {
@@ -42,17 +45,48 @@ impl RefShape {
             data_num: shape.data_num,
             fft_size,
             parts: shape.parts,
+            user_groups: shape.user_groups,
+        }
+    }
+
+    /// Mean users one Decode or Encode instruction handles.
+    fn users_per_group(&self) -> f64 {
+        let groups = match self.user_groups {
+            0 => self.users,
+            g => g,
+        };
+        self.users as f64 / groups.max(1) as f64
+    }
+
+    /// The same shape with a file's missing group count (0) filled in: one user
+    /// per group, what files written before groups measured.
+    pub fn normalised(self) -> Self {
+        let user_groups = match self.user_groups {
+            0 => self.users,
+            g => g,
+        };
+        Self {
+            user_groups,
+            ..self
         }
     }
 }
 
 impl std::fmt::Display for RefShape {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let plural = if self.parts == 1 { "" } else { "s" };
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
+        let groups = self.normalised().user_groups;
         write!(
             f,
-            "{}x{} with {} data subcarriers, FFT {}, {} part{plural}",
-            self.antennas, self.users, self.data_num, self.fft_size, self.parts
+            "{}x{} with {} data subcarriers, FFT {}, {} part{}, {} user group{}",
+            self.antennas,
+            self.users,
+            self.data_num,
+            self.fft_size,
+            self.parts,
+            plural(self.parts),
+            groups,
+            plural(groups)
         )
     }
 }
@@ -65,6 +99,7 @@ impl Default for RefShape {
             data_num: 1200,
             fft_size: 2048,
             parts: 16,
+            user_groups: 16,
         }
     }
 }
@@ -184,15 +219,7 @@ impl CostModel {
         shape: &FrameShape,
         fft_size: usize,
     ) -> Nanos {
-        let r = &self.reference;
-        let ratio = work(
-            op,
-            shape.antennas,
-            shape.users,
-            shape.data_num,
-            fft_size,
-            shape.parts,
-        ) / work(op, r.antennas, r.users, r.data_num, r.fft_size, r.parts);
+        let ratio = work(op, &RefShape::of(shape, fft_size)) / work(op, &self.reference);
         (self.fixed_ns[k(kind)] + self.scaled_ns[k(kind)][op.index()] * ratio).round() as Nanos
     }
 
@@ -217,9 +244,10 @@ fn per_part(data_num: usize, parts: usize) -> f64 {
     data_num as f64 / parts.max(1) as f64
 }
 
-/// Relative work of one instruction (any consistent unit).
-fn work(op: Opcode, m: usize, k: usize, data_num: usize, fft: usize, parts: usize) -> f64 {
-    let (m, kf, fftf) = (m as f64, k as f64, fft as f64);
+/// Relative work of one instruction of shape `s` (any consistent unit).
+fn work(op: Opcode, s: &RefShape) -> f64 {
+    let (data_num, parts) = (s.data_num, s.parts);
+    let (m, kf, fftf) = (s.antennas as f64, s.users as f64, s.fft_size as f64);
     let fft_work = m * fftf * fftf.log2().max(1.0);
     let w = match op {
         Opcode::Load => m * fftf,
@@ -231,7 +259,7 @@ fn work(op: Opcode, m: usize, k: usize, data_num: usize, fft: usize, parts: usiz
             blocks * (m * kf * kf + kf * kf * kf)
         }
         Opcode::EqDemod | Opcode::Precode => per_part(data_num, parts) * m * kf,
-        Opcode::Decode | Opcode::Encode => data_num as f64,
+        Opcode::Decode | Opcode::Encode => data_num as f64 * s.users_per_group(),
         Opcode::Store => data_num as f64 * kf.max(m / 4.0),
     };
     w.max(1.0)
@@ -246,16 +274,17 @@ pub fn input_bytes(pred: Opcode, succ: Opcode, shape: &FrameShape, fft_size: usi
         shape.data_num as u64,
     );
     let part = n.div_ceil(shape.parts.max(1) as u64);
+    let group = k.div_ceil(shape.user_groups.max(1) as u64);
     match (pred, succ) {
         (Opcode::Load, _) | (Opcode::Ifft, _) => m * fft_size as u64 * 4,
         // CSI or frequency-domain data of the consumer's part, all antennas.
         (Opcode::PilotFft | Opcode::UpFft, _) => m * part * 8,
         (Opcode::Zf, _) => part.div_ceil(ZF_BLOCK as u64) * m * k * 8,
-        // One user's LLRs (4 bits per subcarrier at 16-QAM, one byte each) of a part.
-        (Opcode::EqDemod, _) => part * 4,
-        (Opcode::Decode, _) => n / 2,
-        // One user's QAM symbols of the consumer's part.
-        (Opcode::Encode, _) => part * 8,
+        // A group's LLRs (4 bits per subcarrier at 16-QAM, one byte each) of a part.
+        (Opcode::EqDemod, _) => group * part * 4,
+        (Opcode::Decode, _) => group * n / 2,
+        // A group's QAM symbols of the consumer's part.
+        (Opcode::Encode, _) => group * part * 8,
         (Opcode::Precode, _) => part * m * 8,
         (Opcode::Store, _) => 0,
     }
@@ -275,6 +304,7 @@ mod tests {
             downlink_reference: None,
             downlink_symbols: vec![],
             parts: 16,
+            user_groups: k,
         }
     }
 
@@ -290,6 +320,28 @@ mod tests {
             m.latency(DeviceKind::Gpu, Opcode::Decode, &shape(64, 16), 2048),
             m.latency(DeviceKind::Gpu, Opcode::Decode, &shape(256, 16), 2048)
         );
+    }
+
+    #[test]
+    fn a_user_group_costs_its_users() {
+        let m = CostModel::default();
+        let fixed = m.fixed_ns[k(DeviceKind::Cpu)];
+        let scaled = |groups: usize| {
+            let s = FrameShape {
+                user_groups: groups,
+                ..shape(64, 16)
+            };
+            m.latency(DeviceKind::Cpu, Opcode::Decode, &s, 2048) as f64 - fixed
+        };
+        assert!((scaled(4) / scaled(16) - 4.0).abs() < 1e-3);
+        let input = |groups: usize| {
+            let s = FrameShape {
+                user_groups: groups,
+                ..shape(64, 16)
+            };
+            input_bytes(Opcode::Encode, Opcode::Precode, &s, 2048)
+        };
+        assert_eq!(input(4), 4 * input(16));
     }
 
     #[test]
