@@ -126,7 +126,7 @@ impl FrameLayout {
         let s = instr.symbol as usize;
         let p = instr.part as usize;
         let bad = || GpuError::BadInstr(instr.to_string());
-        let user_ok = p < self.groups.len();
+        let group_ok = p < self.groups.len();
         let part_ok = p < self.parts;
         let ok = match instr.opcode {
             Opcode::Load => (s * self.symbol_len < self.frame_len).then_some(0),
@@ -134,8 +134,8 @@ impl FrameLayout {
             Opcode::UpFft => self.uplink_slot(s),
             Opcode::Zf => part_ok.then_some(0),
             Opcode::EqDemod => self.uplink_slot(s).filter(|_| part_ok),
-            Opcode::Decode => self.uplink_slot(s).filter(|_| user_ok),
-            Opcode::Encode => self.downlink_slot(s).filter(|&j| j > 0 && user_ok),
+            Opcode::Decode => self.uplink_slot(s).filter(|_| group_ok),
+            Opcode::Encode => self.downlink_slot(s).filter(|&j| j > 0 && group_ok),
             Opcode::Precode => self.downlink_slot(s).filter(|_| part_ok),
             Opcode::Ifft => self.downlink_slot(s),
             Opcode::Store => Some(self.downlink_slot(s).unwrap_or(0)),

@@ -51,11 +51,7 @@ impl RefShape {
 
     /// Mean users one Decode or Encode instruction handles.
     fn users_per_group(&self) -> f64 {
-        let groups = match self.user_groups {
-            0 => self.users,
-            g => g,
-        };
-        self.users as f64 / groups.max(1) as f64
+        self.users as f64 / self.normalised().user_groups.max(1) as f64
     }
 
     /// The same shape with a file's missing group count (0) filled in: one user
