@@ -96,6 +96,9 @@ pub struct RunReport {
     pub inbox_full_waits: u64,
     /// Completed frames the scheduler waited to queue for the truth checker.
     pub checker_full_waits: u64,
+    /// Symbols the radio units sent more than a frame's air time late: the
+    /// emulated fronthaul, which shares the cores, was starved of CPU.
+    pub late_symbols: u64,
     pub notes: Vec<String>,
 }
 
@@ -139,6 +142,7 @@ impl RunReport {
             fraction,
             allowed: max_miss,
             worker_load: self.worker_load(),
+            late_symbols: self.late_symbols,
         })
     }
 }
@@ -166,6 +170,8 @@ pub struct TooManyMisses {
     pub allowed: f64,
     /// [`RunReport::worker_load`] of the run.
     pub worker_load: Option<f64>,
+    /// [`RunReport::late_symbols`] of the run.
+    pub late_symbols: u64,
 }
 
 impl TooManyMisses {
@@ -177,6 +183,15 @@ impl TooManyMisses {
                 "; the CPU workers were {:.0}% busy (kernels and scheduling): more work \
                  than they can do at this frame rate, so lengthen --frame-period or add cores",
                 100.0 * load
+            ),
+            // The radio units share the cores: when they fell behind their clock,
+            // the cores were short even though the workers were not saturated.
+            Some(load) if self.late_symbols > 0 => format!(
+                "; the CPU workers were {:.0}% busy and the radio units sent {} symbols \
+                 more than a frame late: the cores were short for the workers and the \
+                 fronthaul threads together, so lengthen --frame-period or add cores",
+                100.0 * load,
+                self.late_symbols
             ),
             Some(load) => format!(
                 "; the CPU workers were only {:.0}% busy (kernels and scheduling): the cores \
@@ -245,6 +260,8 @@ pub struct RunMeta {
     pub device_costs: Vec<DeviceCostLabel>,
     pub scheduler_busy_ns: u64,
     pub dispatches: u64,
+    /// Symbols the radio units sent more than a frame's air time late.
+    pub late_symbols: u64,
     pub notes: Vec<String>,
 }
 
@@ -339,6 +356,7 @@ impl ReportBuilder {
                 / meta.dispatches.max(1) as f64,
             inbox_full_waits: self.inbox_full_waits,
             checker_full_waits: self.checker_full_waits,
+            late_symbols: meta.late_symbols,
             notes: meta.notes,
         }
     }
@@ -410,6 +428,18 @@ mod tests {
         };
         assert!(busy.cause().contains("93% busy"), "{}", busy.cause());
         assert!(busy.cause().contains("--frame-period"), "{}", busy.cause());
+        let starved = TooManyMisses {
+            worker_load: Some(0.76),
+            late_symbols: 825,
+            ..e.clone()
+        };
+        let cause = starved.cause();
+        assert!(
+            cause.contains("76% busy")
+                && cause.contains("825 symbols")
+                && !cause.contains("not the limit"),
+            "{cause}"
+        );
         let gpu = TooManyMisses {
             worker_load: None,
             ..e

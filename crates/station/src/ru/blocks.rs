@@ -374,6 +374,7 @@ where
         device_costs: out.device_costs.clone(),
         scheduler_busy_ns: out.scheduler_busy_ns,
         dispatches: out.dispatches,
+        late_symbols: 0, // no radio-unit emulator: blocks come from the source
         notes,
     };
     let records = out.report.records.clone();

@@ -251,6 +251,7 @@ pub fn run_station(
         device_costs: out.device_costs.clone(),
         scheduler_busy_ns: out.scheduler_busy_ns,
         dispatches: out.dispatches,
+        late_symbols: late,
         notes,
     };
     Ok(out.report.finish(meta))
