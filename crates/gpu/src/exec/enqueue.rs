@@ -189,12 +189,12 @@ impl GpuExecutor {
                 )?;
             }
             Opcode::Decode => {
+                let c2v_stride = self.graph.edges() * self.graph.zc;
+                let p = self.code_params();
                 // One launch per user of the group (`part` is the group).
                 for user in l.groups[part].clone() {
                     let first_block = (idx * ku + user) * blocks;
                     let llr = fs.llr.at((idx * ku + user) * l.symbol_bits);
-                    let c2v_stride = self.graph.edges() * self.graph.zc;
-                    let p = self.code_params();
                     self.run(
                         st,
                         "ldpc_decode",
@@ -228,22 +228,22 @@ impl GpuExecutor {
                 }
             }
             Opcode::Encode => {
+                let j = idx - 1;
+                let len = blocks * l.block_bits;
+                let host = fs
+                    .dl_payload_host
+                    .as_ptr()
+                    .map_err(|e| GpuError::cuda(o, "staging", e))?;
+                let steps = self.graph.steps.col.len() as i32;
                 // One launch per user of the group (`part` is the group).
                 for user in l.groups[part].clone() {
-                    let j = idx - 1;
                     let first = (j * ku + user) * blocks * l.block_bits;
-                    let len = blocks * l.block_bits;
-                    let host = fs
-                        .dl_payload_host
-                        .as_ptr()
-                        .map_err(|e| GpuError::cuda(o, "staging", e))?;
                     // SAFETY: in bounds of the pinned buffer (see Load).
                     let src = unsafe { std::slice::from_raw_parts(host.add(first), len) };
                     unsafe {
                         result::memcpy_htod_async(fs.dl_payload.at(first), src, st.cu_stream())
                     }
                     .map_err(|e| GpuError::cuda(o, "payload copy", e))?;
-                    let steps = self.graph.steps.col.len() as i32;
                     self.run(
                         st,
                         "ldpc_encode",

@@ -322,21 +322,16 @@ mod tests {
     fn a_user_group_costs_its_users() {
         let m = CostModel::default();
         let fixed = m.fixed_ns[k(DeviceKind::Cpu)];
+        let grouped = |user_groups: usize| FrameShape {
+            user_groups,
+            ..shape(64, 16)
+        };
         let scaled = |groups: usize| {
-            let s = FrameShape {
-                user_groups: groups,
-                ..shape(64, 16)
-            };
-            m.latency(DeviceKind::Cpu, Opcode::Decode, &s, 2048) as f64 - fixed
+            m.latency(DeviceKind::Cpu, Opcode::Decode, &grouped(groups), 2048) as f64 - fixed
         };
         assert!((scaled(4) / scaled(16) - 4.0).abs() < 1e-3);
-        let input = |groups: usize| {
-            let s = FrameShape {
-                user_groups: groups,
-                ..shape(64, 16)
-            };
-            input_bytes(Opcode::Encode, Opcode::Precode, &s, 2048)
-        };
+        let input =
+            |groups: usize| input_bytes(Opcode::Encode, Opcode::Precode, &grouped(groups), 2048);
         assert_eq!(input(4), 4 * input(16));
     }
 
