@@ -226,8 +226,9 @@ fn decoder_corrects_random_errors() {
 fn simd_and_scalar_give_identical_results_on_random_inputs() {
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let levels = levels();
-    // Zc a multiple of 64 (wrapped layout: AVX-512 register kernel), of 32 only (AVX2
-    // direct mirror stores) and others (fix-up copies).
+    // Zc a multiple of 64 (wrapped layout: the AVX-512 register kernel), of 32 only
+    // and others (doubled layout: the 32-lane row kernel at both levels, compiled with
+    // AVX-512VL at the AVX-512 level, and the fix-up copies).
     for (bg, zc, rate, ms) in [
         (BaseGraph::Bg1, 384, 1.0 / 3.0, MinSum::Normalized(0.75)),
         (BaseGraph::Bg1, 64, 1.0 / 3.0, MinSum::Offset(1.0)),

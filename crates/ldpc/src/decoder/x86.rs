@@ -1,6 +1,7 @@
-//! AVX2 (32 lanes) and AVX-512BW (64 lanes) kernels: the scalar kernel's arithmetic,
-//! vector by vector. Padding lanes (>= Zc) compute values that are never read back into
-//! real lanes (see the module docs of `decoder`).
+//! The AVX2 (32-lane) layer kernel for rows the register kernels of `x86_rows` do not
+//! take, the mirror fix-ups after those kernels, and the AVX-512 check-node correction:
+//! the scalar kernel's arithmetic, vector by vector. Padding lanes (>= Zc) compute
+//! values that are never read back into real lanes (see the module docs of `decoder`).
 
 use super::{Correction, Dims, Edge, LANE_PAD};
 use std::arch::x86_64::*;
@@ -326,113 +327,5 @@ pub(crate) fn correct512(m: __m512i, c: Correction) -> __m512i {
             }
             r
         }
-    }
-}
-
-/// Copies `len` bytes between disjoint ranges; the tail uses a masked load/store.
-#[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn copy_avx512(dst: *mut i8, src: *const i8, len: usize) {
-    let mut o = 0;
-    while o + 64 <= len {
-        _mm512_storeu_si512(
-            dst.add(o) as *mut __m512i,
-            _mm512_loadu_si512(src.add(o) as *const __m512i),
-        );
-        o += 64;
-    }
-    let rest = len - o;
-    if rest > 0 {
-        let mask: __mmask64 = (1u64 << rest) - 1;
-        _mm512_mask_storeu_epi8(dst.add(o), mask, _mm512_maskz_loadu_epi8(mask, src.add(o)));
-    }
-}
-
-/// AVX-512BW version of `scalar::layer` for the doubled layout (Zc not a multiple of
-/// 64; `x86_rows` handles the others).
-///
-/// # Safety
-/// The CPU must support AVX-512F and AVX-512BW, and the buffers must pass `check_bounds`.
-#[target_feature(enable = "avx512f,avx512bw")]
-pub(crate) unsafe fn layer_avx512(
-    app: &mut [i8],
-    edges: &[Edge],
-    c2v: &mut [i8],
-    work: &mut [i8],
-    dims: &Dims,
-    corr: Correction,
-) {
-    if cfg!(debug_assertions) {
-        check_bounds(app, edges, c2v, work, dims, 64);
-    }
-    if dims.first {
-        layer_avx512_impl::<true>(app, edges, c2v, work, dims, corr)
-    } else {
-        layer_avx512_impl::<false>(app, edges, c2v, work, dims, corr)
-    }
-}
-
-/// `layer_avx512` for the first or a later iteration.
-#[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn layer_avx512_impl<const FIRST: bool>(
-    app: &mut [i8],
-    edges: &[Edge],
-    c2v: &mut [i8],
-    work: &mut [i8],
-    dims: &Dims,
-    corr: Correction,
-) {
-    const W: usize = 64;
-    let (zc, zpad, first) = (dims.zc, dims.zpad, FIRST);
-    let appp = app.as_mut_ptr();
-    let c2vp = c2v.as_mut_ptr();
-    let wp = work.as_mut_ptr();
-    let zero = _mm512_setzero_si512();
-    let max127 = _mm512_set1_epi8(127);
-    let all = _mm512_set1_epi8(-1);
-    let mut i0 = 0;
-    while i0 < zpad {
-        let (mut min1, mut min2, mut sgn) = (all, all, zero);
-        for (e, ed) in edges.iter().enumerate() {
-            // A single edge reads its channel copy, its t (see `scalar::layer`).
-            let src = ed.base + if ed.single { dims.chan } else { 0 };
-            let a = _mm512_loadu_si512(appp.add(src + ed.shift + i0) as *const __m512i);
-            let c = if first || ed.single {
-                zero
-            } else {
-                _mm512_loadu_si512(c2vp.add(e * zpad + i0) as *const __m512i)
-            };
-            let unsat = _mm512_cmplt_epu8_mask(_mm512_abs_epi8(a), max127);
-            let t = _mm512_mask_subs_epi8(a, unsat, a, c);
-            _mm512_storeu_si512(wp.add(e * W) as *mut __m512i, t);
-            let m = _mm512_abs_epi8(t);
-            min2 = _mm512_min_epu8(min2, _mm512_max_epu8(min1, m));
-            min1 = _mm512_min_epu8(min1, m);
-            sgn = _mm512_xor_si512(sgn, t);
-        }
-        let m1 = correct512(_mm512_min_epu8(min1, max127), corr);
-        let m2 = correct512(_mm512_min_epu8(min2, max127), corr);
-        for (e, ed) in edges.iter().enumerate() {
-            if ed.single && !dims.write_single {
-                continue;
-            }
-            let t = _mm512_loadu_si512(wp.add(e * W) as *const __m512i);
-            let abs_t = _mm512_abs_epi8(t);
-            let eq = _mm512_cmpeq_epi8_mask(abs_t, min1);
-            let mag = _mm512_mask_blend_epi8(eq, m1, m2);
-            let neg = _mm512_movepi8_mask(_mm512_xor_si512(t, sgn));
-            let c = _mm512_mask_sub_epi8(mag, neg, zero, mag);
-            if !ed.single {
-                _mm512_storeu_si512(c2vp.add(e * zpad + i0) as *mut __m512i, c);
-            }
-            // Saturated t (|t| >= 127) is final: add nothing (`scalar::saturated`).
-            let v = _mm512_mask_adds_epi8(t, _mm512_cmplt_epu8_mask(abs_t, max127), t, c);
-            _mm512_storeu_si512(appp.add(ed.base + ed.shift + i0) as *mut __m512i, v);
-        }
-        i0 += W;
-    }
-    for ed in edges.iter().filter(|ed| !ed.single || dims.write_single) {
-        let col = appp.add(ed.base);
-        copy_avx512(col, col.add(zc), ed.shift);
-        copy_avx512(col.add(ed.shift + zc), col.add(ed.shift), zc - ed.shift);
     }
 }

@@ -1,5 +1,6 @@
 //! Row kernels, AVX-512BW for the wrapped layout (Zc a multiple of 64, see the module
-//! docs of `decoder`) and AVX2 for every Zc: the scalar kernel's arithmetic, one 64-lane
+//! docs of `decoder`) and AVX2 for every Zc (on AVX-512 CPUs it runs the doubled layout,
+//! compiled with AVX-512VL): the scalar kernel's arithmetic, one 64-lane
 //! vector (AVX2: one 32-lane half) of a row block at a time, with the row's extrinsic
 //! values held in registers (the row degree is a compile-time constant, so the per-edge
 //! loops unroll and `t` is never stored and reloaded; BG1's degree-19 rows do spill
@@ -178,9 +179,10 @@ pub(crate) unsafe fn layer(
 /// when the degree has no kernel.
 ///
 /// # Safety
-/// The CPU must support AVX2, the buffers must pass `x86::check_bounds`, and `halves`
-/// must be this row's table over `app` (built by [`halves`], checked by
-/// [`check_halves`]).
+/// The CPU must support AVX2 (and AVX-512F, BW and VL if `vl`), the buffers must pass
+/// `x86::check_bounds`, and `halves` must be this row's table over `app` (built by
+/// [`halves`], checked by [`check_halves`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn layer_avx2(
     app: &mut [i8],
     edges: &[Edge],
@@ -188,6 +190,7 @@ pub(crate) unsafe fn layer_avx2(
     c2v: &mut [i8],
     dims: &Dims,
     corr: &Corrector,
+    vl: bool,
 ) -> bool {
     debug_assert_eq!(
         halves.len(),
@@ -202,12 +205,16 @@ pub(crate) unsafe fn layer_avx2(
     let last_single = edges.last().is_some_and(|e| e.single);
     macro_rules! by_degree {
         ($($d:literal)*) => {
-            match (edges.len(), dims.first, last_single) {
+            match (edges.len(), dims.first, last_single, vl) {
                 $(
-                    ($d, true, false) => row_avx2::<true, false, $d>(app, halves, c2v, corr, single),
-                    ($d, false, false) => row_avx2::<false, false, $d>(app, halves, c2v, corr, single),
-                    ($d, true, true) => row_avx2::<true, true, $d>(app, halves, c2v, corr, single),
-                    ($d, false, true) => row_avx2::<false, true, $d>(app, halves, c2v, corr, single),
+                    ($d, true, false, false) => row_avx2::<true, false, $d>(app, halves, c2v, corr, single),
+                    ($d, false, false, false) => row_avx2::<false, false, $d>(app, halves, c2v, corr, single),
+                    ($d, true, true, false) => row_avx2::<true, true, $d>(app, halves, c2v, corr, single),
+                    ($d, false, true, false) => row_avx2::<false, true, $d>(app, halves, c2v, corr, single),
+                    ($d, true, false, true) => row_avx2_vl::<true, false, $d>(app, halves, c2v, corr, single),
+                    ($d, false, false, true) => row_avx2_vl::<false, false, $d>(app, halves, c2v, corr, single),
+                    ($d, true, true, true) => row_avx2_vl::<true, true, $d>(app, halves, c2v, corr, single),
+                    ($d, false, true, true) => row_avx2_vl::<false, true, $d>(app, halves, c2v, corr, single),
                 )*
                 _ => return false,
             }
@@ -330,60 +337,67 @@ unsafe fn fold_min(t: __m256i, min1: &mut __m256i, min2: &mut __m256i) {
 /// Rows above this degree keep their `t` in memory (16 registers).
 const SPILL_DEGREE: usize = 10;
 
-/// AVX2 row kernel: for each 32-lane half (32 lanes of a 64-lane window in the wrapped
+/// AVX2 row kernels (`row_avx2`, and `row_avx2_vl`: the same code compiled with
+/// AVX-512VL, whose 32 vector registers hold more of a row's `t`): for each 32-lane half (32 lanes of a 64-lane window in the wrapped
 /// layout), the steps of [`Lanes`] with the row's `t` in registers (BG1's degree-19
 /// rows spill some; a loop over their edges, which shrinks the code, measured no
 /// faster). Messages keep the
 /// AVX-512 kernel's layout: half `j` of edge `e` at `c2v[((j / 2) * D + e) * 64 + (j %
 /// 2) * 32]`.
-#[target_feature(enable = "avx2")]
-unsafe fn row_avx2<const FIRST: bool, const LAST_SINGLE: bool, const D: usize>(
-    app: &mut [i8],
-    halves: &[u32],
-    c2v: &mut [i8],
-    corr: &Corrector,
-    single: Single,
-) {
-    const W: usize = 64;
-    let appp = app.as_mut_ptr();
-    let c2vp = c2v.as_mut_ptr();
-    let k = Lanes::new(corr);
-    let (zero, all) = (_mm256_setzero_si256(), _mm256_set1_epi8(-1));
-    for (j, win) in halves.chunks_exact(D).enumerate() {
-        let win: &[u32; D] = win.try_into().expect("D windows per half");
-        let c2vk = c2vp.add((j / 2) * D * W + (j % 2) * HALF);
-        let mut t = [zero; D];
-        let (mut min1, mut min2, mut sgn) = (all, all, zero);
-        unroll!(D, |e| {
-            let is_single = LAST_SINGLE && e + 1 == D;
-            // A single edge reads its channel copy, its t (see `scalar::layer`).
-            let at = win[e] as usize + if is_single { single.chan } else { 0 };
-            let a = _mm256_loadu_si256(appp.add(at) as *const __m256i);
-            t[e] = if FIRST || is_single {
-                a
-            } else {
-                k.extrinsic(a, _mm256_load_si256(c2vk.add(e * W) as *const __m256i))
-            };
-            fold_min(t[e], &mut min1, &mut min2);
-            sgn = _mm256_xor_si256(sgn, t[e]);
-        });
-        let ck = k.check(min1, min2, sgn);
-        unroll!(D, |e| {
-            let is_single = LAST_SINGLE && e + 1 == D;
-            // A single edge's value is only needed when someone reads it.
-            if !is_single || single.write {
-                // Large degrees spill: |t| recomputed costs an operation, kept it would
-                // cost a store and a load (stores are the scarcer resource).
-                let te = if D > SPILL_DEGREE { opaque(t[e]) } else { t[e] };
-                let (c, v) = k.update(te, &ck);
-                if !is_single {
-                    _mm256_store_si256(c2vk.add(e * W) as *mut __m256i, c);
-                }
-                _mm256_storeu_si256(appp.add(win[e] as usize) as *mut __m256i, v);
+macro_rules! half_row_kernel {
+    ($name:ident, $features:literal) => {
+        #[target_feature(enable = $features)]
+        unsafe fn $name<const FIRST: bool, const LAST_SINGLE: bool, const D: usize>(
+            app: &mut [i8],
+            halves: &[u32],
+            c2v: &mut [i8],
+            corr: &Corrector,
+            single: Single,
+        ) {
+            const W: usize = 64;
+            let appp = app.as_mut_ptr();
+            let c2vp = c2v.as_mut_ptr();
+            let k = Lanes::new(corr);
+            let (zero, all) = (_mm256_setzero_si256(), _mm256_set1_epi8(-1));
+            for (j, win) in halves.chunks_exact(D).enumerate() {
+                let win: &[u32; D] = win.try_into().expect("D windows per half");
+                let c2vk = c2vp.add((j / 2) * D * W + (j % 2) * HALF);
+                let mut t = [zero; D];
+                let (mut min1, mut min2, mut sgn) = (all, all, zero);
+                unroll!(D, |e| {
+                    let is_single = LAST_SINGLE && e + 1 == D;
+                    // A single edge reads its channel copy, its t (see `scalar::layer`).
+                    let at = win[e] as usize + if is_single { single.chan } else { 0 };
+                    let a = _mm256_loadu_si256(appp.add(at) as *const __m256i);
+                    t[e] = if FIRST || is_single {
+                        a
+                    } else {
+                        k.extrinsic(a, _mm256_load_si256(c2vk.add(e * W) as *const __m256i))
+                    };
+                    fold_min(t[e], &mut min1, &mut min2);
+                    sgn = _mm256_xor_si256(sgn, t[e]);
+                });
+                let ck = k.check(min1, min2, sgn);
+                unroll!(D, |e| {
+                    let is_single = LAST_SINGLE && e + 1 == D;
+                    // A single edge's value is only needed when someone reads it.
+                    if !is_single || single.write {
+                        // Large degrees spill: |t| recomputed costs an operation, kept it would
+                        // cost a store and a load (stores are the scarcer resource).
+                        let te = if D > SPILL_DEGREE { opaque(t[e]) } else { t[e] };
+                        let (c, v) = k.update(te, &ck);
+                        if !is_single {
+                            _mm256_store_si256(c2vk.add(e * W) as *mut __m256i, c);
+                        }
+                        _mm256_storeu_si256(appp.add(win[e] as usize) as *mut __m256i, v);
+                    }
+                });
             }
-        });
-    }
+        }
+    };
 }
+half_row_kernel!(row_avx2, "avx2");
+half_row_kernel!(row_avx2_vl, "avx2,avx512f,avx512bw,avx512vl");
 
 /// Where vector `k` of every edge of a row starts, `windows[k * degree + e]`: the
 /// offset of its window in `app`, with [`MIRROR_UP`] / [`MIRROR_DOWN`] set when the
