@@ -616,8 +616,9 @@ impl Decoder {
                 #[cfg(target_arch = "x86_64")]
                 SimdLevel::Avx2 | SimdLevel::Avx512 => {
                     let nh = self.p.zc.div_ceil(32);
-                    // SAFETY: level comes from runtime detection of avx2; `new` checked
-                    // the bounds and this decoder's `halves` table.
+                    // SAFETY: level comes from runtime detection of avx2 (and the VL
+                    // build runs only where `corrector.vl` detected AVX-512VL and BW);
+                    // `new` checked the bounds and this decoder's `halves` table.
                     let done = unsafe {
                         x86_rows::layer_avx2(
                             &mut self.app,
@@ -626,7 +627,7 @@ impl Decoder {
                             c2v,
                             &dims,
                             &self.corrector,
-                            self.level == SimdLevel::Avx512,
+                            self.level == SimdLevel::Avx512 && self.corrector.vl,
                         )
                     };
                     // The row kernel leaves the mirror to a copy after the row.
@@ -786,9 +787,10 @@ unsafe fn quantize_avx2(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
 
 /// Whether a decoder at `level` runs the 32-lane row kernel (`x86_rows::layer_avx2`,
 /// over its `halves` table): always with AVX2, and with AVX-512 for the doubled layout
-/// (Zc not a multiple of 64). There a 64-lane kernel pads Zc = 72 to 128 lanes and
-/// restores the mirror with masked copies; the 32-lane row kernel measured 16-18%
-/// faster at Zc 72, 144 and 208 on a Xeon (Emerald Rapids; `examples/zc_scan`).
+/// (Zc not a multiple of 64). There a 64-lane kernel padded Zc = 72 to 128 lanes and
+/// restored the mirror with masked copies; the 32-lane row kernel built with AVX-512VL
+/// took 20.2 / 33.5 / 41.7 us per block at Zc 72 / 144 / 208 against its 30.5 / 41.4 /
+/// 52.2 (best of 8 alternated rounds, `examples/zc_scan`, an Emerald Rapids Xeon).
 fn runs_halves(level: SimdLevel, zc: usize) -> bool {
     match level {
         SimdLevel::Avx2 => true,

@@ -57,6 +57,8 @@ pub(crate) struct Corrector {
     floor: u8,
     pub correction: Correction,
     pub vbmi: bool,
+    /// The CPU has AVX-512VL (the 32-lane row kernel's second build, `row_avx2_vl`).
+    pub vl: bool,
 }
 
 impl Corrector {
@@ -73,6 +75,8 @@ impl Corrector {
             floor,
             correction,
             vbmi: std::is_x86_feature_detected!("avx512vbmi"),
+            vl: std::is_x86_feature_detected!("avx512vl")
+                && std::is_x86_feature_detected!("avx512bw"),
         }
     }
 
@@ -338,12 +342,12 @@ unsafe fn fold_min(t: __m256i, min1: &mut __m256i, min2: &mut __m256i) {
 const SPILL_DEGREE: usize = 10;
 
 /// AVX2 row kernels (`row_avx2`, and `row_avx2_vl`: the same code compiled with
-/// AVX-512VL, whose 32 vector registers hold more of a row's `t`): for each 32-lane half (32 lanes of a 64-lane window in the wrapped
-/// layout), the steps of [`Lanes`] with the row's `t` in registers (BG1's degree-19
-/// rows spill some; a loop over their edges, which shrinks the code, measured no
-/// faster). Messages keep the
-/// AVX-512 kernel's layout: half `j` of edge `e` at `c2v[((j / 2) * D + e) * 64 + (j %
-/// 2) * 32]`.
+/// AVX-512VL, whose 32 vector registers hold more of a row's `t`): for each 32-lane
+/// half (32 lanes of a 64-lane window in the wrapped layout), the steps of [`Lanes`]
+/// with the row's `t` in registers (BG1's degree-19 rows spill some; a loop over their
+/// edges, which shrinks the code, measured no faster). Messages keep the AVX-512
+/// kernel's layout: half `j` of edge `e` at `c2v[((j / 2) * D + e) * 64 + (j % 2) *
+/// 32]`.
 macro_rules! half_row_kernel {
     ($name:ident, $features:literal) => {
         #[target_feature(enable = $features)]
