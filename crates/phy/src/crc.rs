@@ -125,8 +125,8 @@ pub fn crc_bits(kind: CrcKind, bits: &[u8]) -> u32 {
     for word in &mut words {
         let byte = |i: usize| pack8(word[8 * i..8 * i + 8].try_into().expect("8 bits"));
         let w = byte(0) << 24 | byte(1) << 16 | byte(2) << 8 | byte(3);
-        // 32 bits from `reg` is the CRC from zero of `reg` (aligned to the top) XOR the
-        // word: byte `i` of it followed by `3 - i` zero bytes, summed.
+        // 32 bits on, the register is the CRC from zero of the word XOR `reg` (moved to
+        // its top bits): the sum over its bytes `i` of byte `i` then `3 - i` zero bytes.
         let v = (reg << (32 - width)) ^ w;
         reg = t3[(v >> 24) as usize]
             ^ t2[(v >> 16 & 0xff) as usize]
