@@ -7,7 +7,7 @@ use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
@@ -36,7 +36,14 @@ pub enum CyclictestError {
     /// Its output held no sample lines.
     #[error("no `thread:cycle:latency` sample lines in cyclictest output (starts: {0:?})")]
     NoSamples(String),
+    /// Asked to stop (SIGINT), it was still running after the grace period, so it was
+    /// killed and its samples are lost.
+    #[error("cyclictest did not stop within {0:?} of SIGINT; killed it (its samples are lost)")]
+    Unresponsive(Duration),
 }
+
+/// How long a stopped cyclictest gets to print its samples and exit before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(3);
 
 /// One sample line of `cyclictest -v`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -160,13 +167,23 @@ impl CyclictestRun {
     }
 
     fn run_program(&self, program: &str, stop: &AtomicBool) -> Result<Parsed, CyclictestError> {
-        let mut child = Command::new(program)
+        let mut command = Command::new(program);
+        command
             .args(self.args())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .map_err(CyclictestError::NotInstalled)?;
+            .process_group(0);
+        // SAFETY: signal(2) is async-signal-safe, so it may run between fork and exec.
+        // A process started with SIGINT ignored (a background job of a non-interactive
+        // shell, `nohup`) passes that on, and a shell wrapper cannot trap a signal it
+        // inherited ignored: restore the default so the stop request below reaches it.
+        unsafe {
+            command.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().map_err(CyclictestError::NotInstalled)?;
         // Drain both pipes on their own threads so a full pipe never blocks it.
         let drain = |pipe: Option<Box<dyn Read + Send>>| {
             std::thread::spawn(move || {
@@ -179,21 +196,34 @@ impl CyclictestRun {
         };
         let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
         let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
-        let mut asked = false;
+        let mut asked: Option<Instant> = None;
+        let mut killed = false;
         let status = loop {
             if let Some(status) = child.try_wait().map_err(CyclictestError::Wait)? {
                 break status;
             }
-            if !asked && stop.load(Ordering::Relaxed) {
-                asked = true;
-                // SAFETY: kill(2) on our own child's pid, which it still is:
-                // it has not been reaped (try_wait returned None).
-                unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+            match asked {
+                None if stop.load(Ordering::Relaxed) => {
+                    asked = Some(Instant::now());
+                    // SAFETY: kill(2) on our own child's pid, which it still is:
+                    // it has not been reaped (try_wait returned None).
+                    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+                }
+                Some(at) if !killed && at.elapsed() > STOP_GRACE => {
+                    killed = true;
+                    // SIGKILL; an error means it exited meanwhile (try_wait sees it).
+                    let _ = child.kill();
+                }
+                _ => {}
             }
             std::thread::sleep(Duration::from_millis(20));
         };
         let out = stdout.join().unwrap_or_default();
         let err = stderr.join().unwrap_or_default();
+        if killed {
+            return Err(CyclictestError::Unresponsive(STOP_GRACE));
+        }
+        let asked = asked.is_some();
         if !status.success() && !asked {
             let err = String::from_utf8_lossy(&err);
             let tail: Vec<&str> = err.lines().rev().take(5).collect();
@@ -259,6 +289,44 @@ mod tests {
         })
         .unwrap();
         assert_eq!(parsed.histogram.len(), 1);
+    }
+
+    #[test]
+    fn a_program_that_ignores_the_stop_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = dir.path().join("deaf-cyclictest");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\ntrap '' INT\ntouch \"$0.ready\"\nwhile :; do sleep 0.02; done\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let run = CyclictestRun {
+            policy: Policy::Other,
+            priority: 0,
+            cpu: None,
+            interval: Duration::from_millis(1),
+            samples: 1_000_000,
+            lock_memory: false,
+            pm_qos_us: None,
+        };
+        let ready = dir.path().join("deaf-cyclictest.ready");
+        let stop = AtomicBool::new(false);
+        let started = Instant::now();
+        let err = std::thread::scope(|s| {
+            // Stop once the script ignores SIGINT (before that, SIGINT would end it).
+            s.spawn(|| {
+                while !ready.exists() && started.elapsed() < Duration::from_secs(20) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                stop.store(true, Ordering::Relaxed);
+            });
+            run.run_program(fake.to_str().unwrap(), &stop)
+        })
+        .unwrap_err();
+        assert!(matches!(err, CyclictestError::Unresponsive(_)), "{err}");
+        assert!(started.elapsed() < STOP_GRACE + Duration::from_secs(25));
     }
 
     #[test]
