@@ -256,18 +256,14 @@ mod tests {
         \x20      0:       0:   10716\n       0:       1:    9851\n\
         \x20      0:       4:   18459\n       1:       0:  999999\n";
 
-    #[test]
-    fn a_stop_keeps_the_samples_taken() {
-        // A stand-in for cyclictest: one sample line when asked to stop (as
-        // cyclictest prints its samples when it finishes on SIGINT).
+    /// Runs `body` as a stand-in for cyclictest (after a line that sets its SIGINT
+    /// trap and one that says so), asking it to stop once the trap is set; returns the
+    /// run's result and how long it took.
+    fn stop_a_fake(trap: &str, body: &str) -> (Result<Parsed, CyclictestError>, Duration) {
         let dir = tempfile::tempdir().unwrap();
         let fake = dir.path().join("fake-cyclictest");
-        std::fs::write(
-            &fake,
-            "#!/bin/sh\ntrap 'echo \"       0:       0:   10716\"; exit 0' INT\n\
-             while :; do sleep 0.02; done\n",
-        )
-        .unwrap();
+        let script = format!("#!/bin/sh\n{trap}\ntouch \"$0.ready\"\n{body}\n");
+        std::fs::write(&fake, script).unwrap();
         std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
         let run = CyclictestRun {
@@ -279,43 +275,11 @@ mod tests {
             lock_memory: false,
             pm_qos_us: None,
         };
-        let stop = AtomicBool::new(false);
-        let parsed = std::thread::scope(|s| {
-            s.spawn(|| {
-                std::thread::sleep(Duration::from_millis(300));
-                stop.store(true, Ordering::Relaxed);
-            });
-            run.run_program(fake.to_str().unwrap(), &stop)
-        })
-        .unwrap();
-        assert_eq!(parsed.histogram.len(), 1);
-    }
-
-    #[test]
-    fn a_program_that_ignores_the_stop_is_killed() {
-        let dir = tempfile::tempdir().unwrap();
-        let fake = dir.path().join("deaf-cyclictest");
-        std::fs::write(
-            &fake,
-            "#!/bin/sh\ntrap '' INT\ntouch \"$0.ready\"\nwhile :; do sleep 0.02; done\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
-        let run = CyclictestRun {
-            policy: Policy::Other,
-            priority: 0,
-            cpu: None,
-            interval: Duration::from_millis(1),
-            samples: 1_000_000,
-            lock_memory: false,
-            pm_qos_us: None,
-        };
-        let ready = dir.path().join("deaf-cyclictest.ready");
+        let ready = dir.path().join("fake-cyclictest.ready");
         let stop = AtomicBool::new(false);
         let started = Instant::now();
-        let err = std::thread::scope(|s| {
-            // Stop once the script ignores SIGINT (before that, SIGINT would end it).
+        let result = std::thread::scope(|s| {
+            // Before its trap is set, SIGINT would simply end the script.
             s.spawn(|| {
                 while !ready.exists() && started.elapsed() < Duration::from_secs(20) {
                     std::thread::sleep(Duration::from_millis(10));
@@ -323,10 +287,27 @@ mod tests {
                 stop.store(true, Ordering::Relaxed);
             });
             run.run_program(fake.to_str().unwrap(), &stop)
-        })
-        .unwrap_err();
+        });
+        (result, started.elapsed())
+    }
+
+    #[test]
+    fn a_stop_keeps_the_samples_taken() {
+        // One sample line when asked to stop, as cyclictest prints its samples when it
+        // finishes on SIGINT.
+        let (parsed, _) = stop_a_fake(
+            "trap 'echo \"       0:       0:   10716\"; exit 0' INT",
+            "while :; do sleep 0.02; done",
+        );
+        assert_eq!(parsed.unwrap().histogram.len(), 1);
+    }
+
+    #[test]
+    fn a_program_that_ignores_the_stop_is_killed() {
+        let (result, took) = stop_a_fake("trap '' INT", "while :; do sleep 0.02; done");
+        let err = result.unwrap_err();
         assert!(matches!(err, CyclictestError::Unresponsive(_)), "{err}");
-        assert!(started.elapsed() < STOP_GRACE + Duration::from_secs(25));
+        assert!(took < STOP_GRACE + Duration::from_secs(25));
     }
 
     #[test]
