@@ -211,8 +211,10 @@ impl CyclictestRun {
                 }
                 Some(at) if !killed && at.elapsed() > STOP_GRACE => {
                     killed = true;
-                    // SIGKILL; an error means it exited meanwhile (try_wait sees it).
-                    let _ = child.kill();
+                    // SAFETY: as above. The whole process group (its own, from
+                    // `process_group(0)`): a wrapper's children would otherwise keep
+                    // the pipes open and the drain threads waiting.
+                    unsafe { libc::kill(-(child.id() as libc::pid_t), libc::SIGKILL) };
                 }
                 _ => {}
             }

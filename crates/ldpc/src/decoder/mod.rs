@@ -592,29 +592,9 @@ impl Decoder {
             let edges = &self.edges[a..b];
             let c2v = &mut self.c2v[a * self.zpad..b * self.zpad];
             match self.level {
+                // AVX2, and the doubled layout at the AVX-512 level (see `runs_halves`).
                 #[cfg(target_arch = "x86_64")]
-                SimdLevel::Avx512 if dims.wrap => {
-                    // SAFETY: level comes from runtime detection of avx512f + avx512bw;
-                    // `new` checked the bounds.
-                    let nvec = self.p.zc / LANE_PAD;
-                    let done = unsafe {
-                        x86_rows::layer(
-                            &mut self.app,
-                            edges,
-                            &self.windows[a * nvec..b * nvec],
-                            c2v,
-                            &dims,
-                            &self.corrector,
-                        )
-                    };
-                    if !done {
-                        scalar::layer(&mut self.app, edges, c2v, &dims, self.correction);
-                    }
-                }
-                // The doubled layout runs the 32-lane row kernel on AVX-512 CPUs too (see
-                // `runs_halves`).
-                #[cfg(target_arch = "x86_64")]
-                SimdLevel::Avx2 | SimdLevel::Avx512 => {
+                _ if runs_halves(self.level, self.p.zc) => {
                     let nh = self.p.zc.div_ceil(32);
                     // SAFETY: level comes from runtime detection of avx2 (and the VL
                     // build runs only where `corrector.vl` detected AVX-512VL and BW);
@@ -649,6 +629,25 @@ impl Decoder {
                                 self.correction,
                             )
                         }
+                    }
+                }
+                #[cfg(target_arch = "x86_64")]
+                SimdLevel::Avx512 => {
+                    // SAFETY: level comes from runtime detection of avx512f + avx512bw;
+                    // `new` checked the bounds.
+                    let nvec = self.p.zc / LANE_PAD;
+                    let done = unsafe {
+                        x86_rows::layer(
+                            &mut self.app,
+                            edges,
+                            &self.windows[a * nvec..b * nvec],
+                            c2v,
+                            &dims,
+                            &self.corrector,
+                        )
+                    };
+                    if !done {
+                        scalar::layer(&mut self.app, edges, c2v, &dims, self.correction);
                     }
                 }
                 _ => scalar::layer(&mut self.app, edges, c2v, &dims, self.correction),
@@ -791,6 +790,7 @@ unsafe fn quantize_avx2(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
 /// restored the mirror with masked copies; the 32-lane row kernel built with AVX-512VL
 /// took 20.2 / 33.5 / 41.7 us per block at Zc 72 / 144 / 208 against its 30.5 / 41.4 /
 /// 52.2 (best of 8 alternated rounds, `examples/zc_scan`, an Emerald Rapids Xeon).
+#[cfg(target_arch = "x86_64")]
 fn runs_halves(level: SimdLevel, zc: usize) -> bool {
     match level {
         SimdLevel::Avx2 => true,
