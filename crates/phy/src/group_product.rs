@@ -142,29 +142,46 @@ pub fn transpose(m: &[Cf32], rows: usize, cols: usize, out: &mut [Cf32]) {
 /// on the `wr`/`wi` planes. Owned, refilled in place, no allocation once grown.
 #[derive(Clone, Debug, Default)]
 pub struct GaussCoefficients {
-    /// `wr`, `wi`, `wr + wi` and `wi - wr` of every `a(r, c)`, row-major `[r][c]`.
+    /// `wr` and `wi` of every `a(r, c)`, row-major `[r][c]` (the four-product form).
     wr: Vec<f32>,
     wi: Vec<f32>,
-    sum: Vec<f32>,
-    diff: Vec<f32>,
+    /// The three-product form in the AVX-512 kernel's reading order, so its inner
+    /// loop walks one pointer per plane with no index arithmetic: row blocks of
+    /// [`GAUSS_ROWS`] rows (the last may be shorter), and in a block of `h` rows,
+    /// per column, the `h` values of `wr`, then of `wr + wi`, then of `wi - wr`.
+    panels: Vec<f32>,
     rows: usize,
     cols: usize,
     gain: f32,
 }
 
+/// Rows per block of [`GaussCoefficients::panels`]: 8 rows of three accumulators
+/// are 24 of the 32 AVX-512 registers, and each input vector loaded serves 8 rows
+/// (4 rows reloaded the inputs twice as often).
+const GAUSS_ROWS: usize = 8;
+
 impl GaussCoefficients {
     /// Prepare `a` (its gain included).
     pub fn fill(&mut self, a: &Coefficients<'_>) {
         let n = a.rows * a.cols;
-        for v in [&mut self.wr, &mut self.wi, &mut self.sum, &mut self.diff] {
-            v.resize(n, 0.0);
-        }
+        self.wr.resize(n, 0.0);
+        self.wi.resize(n, 0.0);
+        self.panels.resize(3 * n, 0.0);
         for r in 0..a.rows {
             for c in 0..a.cols {
                 let (wr, wi) = a.at(r, c);
                 let i = r * a.cols + c;
                 (self.wr[i], self.wi[i]) = (wr, wi);
-                (self.sum[i], self.diff[i]) = (wr + wi, wi - wr);
+            }
+        }
+        for r0 in (0..a.rows).step_by(GAUSS_ROWS) {
+            let h = GAUSS_ROWS.min(a.rows - r0);
+            let block = &mut self.panels[3 * r0 * a.cols..3 * (r0 + h) * a.cols];
+            for (c, planes) in block.chunks_exact_mut(3 * h).enumerate() {
+                for j in 0..h {
+                    let (wr, wi) = a.at(r0 + j, c);
+                    (planes[j], planes[h + j], planes[2 * h + j]) = (wr, wr + wi, wi - wr);
+                }
             }
         }
         (self.rows, self.cols, self.gain) = (a.rows, a.cols, a.gain);
@@ -173,13 +190,6 @@ impl GaussCoefficients {
     /// Rows and columns of the prepared matrix.
     pub fn shape(&self) -> (usize, usize) {
         (self.rows, self.cols)
-    }
-
-    /// `(wr, wr + wi, wi - wr)` of `a(r, c)`.
-    #[inline(always)]
-    fn at(&self, r: usize, c: usize) -> (f32, f32, f32) {
-        let i = r * self.cols + c;
-        (self.wr[i], self.sum[i], self.diff[i])
     }
 }
 
@@ -595,80 +605,87 @@ unsafe fn gauss_avx512(
     s0: usize,
 ) {
     let masks = interleaved_masks(&lanes);
-    let mut r0 = 0;
-    while r0 + ROWS <= a.rows {
+    gauss_rows_avx512(a, re, im, |r, vr, vi| {
         // SAFETY: as the caller guarantees.
-        unsafe { gauss_block_avx512::<ROWS>(a, r0, re, im, out, out_stride, s0, masks) };
-        r0 += ROWS;
-    }
-    while r0 < a.rows {
-        // SAFETY: as above.
-        unsafe { gauss_block_avx512::<1>(a, r0, re, im, out, out_stride, s0, masks) };
-        r0 += 1;
-    }
+        unsafe { store_interleaved(out, r * out_stride + s0, masks, vr, vi) }
+    });
 }
 
-/// Rows `r0 .. r0 + R` of one slice with three accumulators per row (`T`, the
-/// `wr + wi` sum and the `wi - wr` sum), stored interleaved.
-///
-/// # Safety
-/// As [`gauss_avx512`].
+/// Every output row of one slice (gain applied), handed to `store(row, re, im)`:
+/// each panel of [`GaussCoefficients::panels`] in blocks of 8, 4 and 1 rows.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
 #[inline]
-#[allow(clippy::too_many_arguments)]
-unsafe fn gauss_block_avx512<const R: usize>(
+fn gauss_rows_avx512(
     a: &GaussCoefficients,
-    r0: usize,
     re: &[[f32; LANES]],
     im: &[[f32; LANES]],
-    out: &mut [Cf32],
-    out_stride: usize,
-    s0: usize,
-    masks: (u16, u16),
+    mut store: impl FnMut(usize, std::arch::x86_64::__m512, std::arch::x86_64::__m512),
 ) {
-    let (vr, vi) = gauss_rows_avx512::<R>(a, r0, re, im);
-    for j in 0..R {
-        // SAFETY: as the caller guarantees.
-        unsafe { store_interleaved(out, (r0 + j) * out_stride + s0, masks, vr[j], vi[j]) };
+    for r0 in (0..a.rows).step_by(GAUSS_ROWS) {
+        let h = GAUSS_ROWS.min(a.rows - r0);
+        let panel = &a.panels[3 * r0 * a.cols..3 * (r0 + h) * a.cols];
+        let mut j = 0;
+        while j + 8 <= h {
+            let (vr, vi) = gauss_panel_avx512::<8>(panel, h, j, re, im, a.gain);
+            (0..8).for_each(|i| store(r0 + j + i, vr[i], vi[i]));
+            j += 8;
+        }
+        while j + 4 <= h {
+            let (vr, vi) = gauss_panel_avx512::<4>(panel, h, j, re, im, a.gain);
+            (0..4).for_each(|i| store(r0 + j + i, vr[i], vi[i]));
+            j += 4;
+        }
+        while j < h {
+            let (vr, vi) = gauss_panel_avx512::<1>(panel, h, j, re, im, a.gain);
+            store(r0 + j, vr[0], vi[0]);
+            j += 1;
+        }
     }
 }
 
-/// Rows `r0 .. r0 + R` of one slice (gain applied) in AVX-512 registers, three
-/// accumulators per row (`T`, the `wr + wi` sum and the `wi - wr` sum).
+/// Rows `j0 .. j0 + R` of a panel of `h` rows (gain applied) in AVX-512 registers,
+/// three accumulators per row (`T`, the `wr + wi` sum and the `wi - wr` sum).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
 #[inline]
-fn gauss_rows_avx512<const R: usize>(
-    a: &GaussCoefficients,
-    r0: usize,
+fn gauss_panel_avx512<const R: usize>(
+    panel: &[f32],
+    h: usize,
+    j0: usize,
     re: &[[f32; LANES]],
     im: &[[f32; LANES]],
+    gain: f32,
 ) -> (
     [std::arch::x86_64::__m512; R],
     [std::arch::x86_64::__m512; R],
 ) {
     use std::arch::x86_64::*;
+    let cols = re.len().min(im.len());
+    assert!(
+        j0 + R <= h && panel.len() >= 3 * h * cols,
+        "gauss panel: shape"
+    );
     let mut t = [_mm512_setzero_ps(); R];
     let mut s = [_mm512_setzero_ps(); R];
     let mut d = [_mm512_setzero_ps(); R];
-    for c in 0..a.cols {
-        // SAFETY: `re[c]` and `im[c]` are 16 floats each.
-        let (xr, xi) = unsafe {
-            (
-                _mm512_loadu_ps(re[c].as_ptr()),
-                _mm512_loadu_ps(im[c].as_ptr()),
-            )
-        };
-        let xs = _mm512_add_ps(xr, xi);
-        for j in 0..R {
-            let (wr, ws, wd) = a.at(r0 + j, c);
-            t[j] = _mm512_fmadd_ps(_mm512_set1_ps(wr), xs, t[j]);
-            s[j] = _mm512_fmadd_ps(_mm512_set1_ps(ws), xi, s[j]);
-            d[j] = _mm512_fmadd_ps(_mm512_set1_ps(wd), xr, d[j]);
+    let mut w = panel[j0..].as_ptr();
+    for (xr, xi) in re[..cols].iter().zip(&im[..cols]) {
+        // SAFETY: `xr` and `xi` are 16 floats each; column c's planes are
+        // `panel[3 h c..3 h (c + 1)]` and `j0 + j < h` (asserted above), so every
+        // coefficient read lies in the panel.
+        unsafe {
+            let (xr, xi) = (_mm512_loadu_ps(xr.as_ptr()), _mm512_loadu_ps(xi.as_ptr()));
+            let xs = _mm512_add_ps(xr, xi);
+            for j in 0..R {
+                t[j] = _mm512_fmadd_ps(_mm512_set1_ps(*w.add(j)), xs, t[j]);
+                s[j] = _mm512_fmadd_ps(_mm512_set1_ps(*w.add(h + j)), xi, s[j]);
+                d[j] = _mm512_fmadd_ps(_mm512_set1_ps(*w.add(2 * h + j)), xr, d[j]);
+            }
+            w = w.add(3 * h);
         }
     }
-    let gain = _mm512_set1_ps(a.gain);
+    let gain = _mm512_set1_ps(gain);
     let mut vr = [_mm512_setzero_ps(); R];
     let mut vi = [_mm512_setzero_ps(); R];
     for j in 0..R {
@@ -684,7 +701,6 @@ fn gauss_rows_avx512<const R: usize>(
 /// The CPU has AVX-512F; the outputs have a row for every output row.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,fma")]
-#[allow(clippy::too_many_arguments)]
 unsafe fn gauss_planar_avx512(
     a: &GaussCoefficients,
     re: &[[f32; LANES]],
@@ -695,26 +711,13 @@ unsafe fn gauss_planar_avx512(
 ) {
     use std::arch::x86_64::*;
     let mask = (((1u32 << lanes.end) - 1) & !((1u32 << lanes.start) - 1)) as __mmask16;
-    let mut store = |r: usize, vr: __m512, vi: __m512| {
+    gauss_rows_avx512(a, re, im, |r, vr, vi| {
         // SAFETY: the caller guarantees row `r` exists in both outputs (16 floats).
         unsafe {
             _mm512_mask_storeu_ps(out_re[r].as_mut_ptr(), mask, vr);
             _mm512_mask_storeu_ps(out_im[r].as_mut_ptr(), mask, vi);
         }
-    };
-    let mut r0 = 0;
-    while r0 + ROWS <= a.rows {
-        let (vr, vi) = gauss_rows_avx512::<ROWS>(a, r0, re, im);
-        for j in 0..ROWS {
-            store(r0 + j, vr[j], vi[j]);
-        }
-        r0 += ROWS;
-    }
-    while r0 < a.rows {
-        let (vr, vi) = gauss_rows_avx512::<1>(a, r0, re, im);
-        store(r0, vr[0], vi[0]);
-        r0 += 1;
-    }
+    });
 }
 
 /// Output rows accumulated together by the AVX2 build: two rows of 16 lanes are
