@@ -175,7 +175,7 @@ impl DownlinkPipeline {
         let mut t = Instant::now();
         st.detector = t - t0;
         for (g, prepared) in self.precoders.iter_mut().enumerate() {
-            prepared.fill(&det.precoder(g, beta));
+            prepared.fill(isa, &det.precoder(g, beta));
         }
         let now = Instant::now();
         st.precode += now - t;

@@ -161,30 +161,44 @@ pub struct GaussCoefficients {
 const GAUSS_ROWS: usize = 8;
 
 impl GaussCoefficients {
-    /// Prepare `a` (its gain included).
-    pub fn fill(&mut self, a: &Coefficients<'_>) {
+    /// Prepare `a` (its gain included) in the form the kernels of `isa` read: the
+    /// three-product panels where the CPU runs AVX-512 (the applying calls then run
+    /// that build whatever `isa` they are given), the `wr`/`wi` planes otherwise. Only
+    /// one form is written: filling is a pass over every group's matrix per frame.
+    pub fn fill(&mut self, isa: Isa, a: &Coefficients<'_>) {
         let n = a.rows * a.cols;
-        self.wr.resize(n, 0.0);
-        self.wi.resize(n, 0.0);
-        self.panels.resize(3 * n, 0.0);
-        for r in 0..a.rows {
-            for c in 0..a.cols {
-                let (wr, wi) = a.at(r, c);
-                let i = r * a.cols + c;
-                (self.wr[i], self.wi[i]) = (wr, wi);
+        (self.rows, self.cols, self.gain) = (a.rows, a.cols, a.gain);
+        if isa.min(Isa::cpu()) != Isa::Avx512 {
+            self.panels.clear();
+            self.wr.resize(n, 0.0);
+            self.wi.resize(n, 0.0);
+            for r in 0..a.rows {
+                for c in 0..a.cols {
+                    let i = r * a.cols + c;
+                    (self.wr[i], self.wi[i]) = a.at(r, c);
+                }
             }
+            return;
         }
+        (self.wr.clear(), self.wi.clear());
+        self.panels.resize(3 * n, 0.0);
         for r0 in (0..a.rows).step_by(GAUSS_ROWS) {
             let h = GAUSS_ROWS.min(a.rows - r0);
             let block = &mut self.panels[3 * r0 * a.cols..3 * (r0 + h) * a.cols];
             for (c, planes) in block.chunks_exact_mut(3 * h).enumerate() {
-                for j in 0..h {
-                    let (wr, wi) = a.at(r0 + j, c);
-                    (planes[j], planes[h + j], planes[2 * h + j]) = (wr, wr + wi, wi - wr);
+                let (wr, rest) = planes.split_at_mut(h);
+                let (sum, diff) = rest.split_at_mut(h);
+                for (j, ((wr, sum), diff)) in wr.iter_mut().zip(sum).zip(diff).enumerate() {
+                    let (re, im) = a.at(r0 + j, c);
+                    (*wr, *sum, *diff) = (re, re + im, im - re);
                 }
             }
         }
-        (self.rows, self.cols, self.gain) = (a.rows, a.cols, a.gain);
+    }
+
+    /// The three-product panels are filled (only where the CPU has AVX-512).
+    fn has_panels(&self) -> bool {
+        !self.panels.is_empty()
     }
 
     /// Rows and columns of the prepared matrix.
@@ -296,7 +310,8 @@ impl GroupProduct {
 
     /// [`Self::apply_planar`] with a prepared matrix (three multiplications per
     /// complex one): `out[r * out_stride + s0 + l] = gain * sum_c a(r, c) v[c][l]`
-    /// for `l` in `lanes`, `v[c]` = (`re[c]`, `im[c]`).
+    /// for `l` in `lanes`, `v[c]` = (`re[c]`, `im[c]`). A matrix filled for AVX-512
+    /// runs that build; otherwise `isa` picks the four-product build.
     ///
     /// # Panics
     /// If a slice is too short for the shapes given (caller bugs).
@@ -325,9 +340,9 @@ impl GroupProduct {
         );
         let (re, im) = (&re[..a.cols], &im[..a.cols]);
         #[cfg(target_arch = "x86_64")]
-        if isa.min(Isa::cpu()) == Isa::Avx512 {
-            // SAFETY: the CPU has AVX-512 (checked just above); the output covers
-            // every row's lanes (asserted above).
+        if a.has_panels() {
+            // SAFETY: `fill` writes panels only where the CPU has AVX-512; the output
+            // covers every row's lanes (asserted above).
             unsafe { gauss_avx512(a, re, im, lanes, out, out_stride, s0) };
             return;
         }
@@ -373,9 +388,9 @@ impl GroupProduct {
         }
         let (re, im) = (&re[..a.cols], &im[..a.cols]);
         #[cfg(target_arch = "x86_64")]
-        if isa.min(Isa::cpu()) == Isa::Avx512 {
-            // SAFETY: the CPU has AVX-512 (checked just above); both outputs have
-            // every row (asserted above).
+        if a.has_panels() {
+            // SAFETY: `fill` writes panels only where the CPU has AVX-512; both
+            // outputs have every row (asserted above).
             unsafe { gauss_planar_avx512(a, re, im, lanes, out_re, out_im) };
             return;
         }
@@ -1099,9 +1114,9 @@ mod tests {
                 Coefficients::precoder_transposed(&w, k, m, 0.7),
             ] {
                 let mut g = GaussCoefficients::default();
-                g.fill(&a);
-                assert_eq!(g.shape(), (a.rows, a.cols));
                 for isa in Isa::available() {
+                    g.fill(isa, &a);
+                    assert_eq!(g.shape(), (a.rows, a.cols));
                     for lanes in [0..16, 3..9, 15..16, 5..5] {
                         let mut want = vec![Cf32::default(); a.rows * LANES];
                         let mut got = vec![Cf32::default(); a.rows * LANES];

@@ -424,7 +424,7 @@ impl UplinkPipeline {
         };
         lap(&mut st.demod);
         for (g, prepared) in self.equalizers.iter_mut().enumerate() {
-            prepared.fill(&det.equalizer(g));
+            prepared.fill(isa, &det.equalizer(g));
         }
         lap(&mut st.equalize);
         let group = det.group_size();
