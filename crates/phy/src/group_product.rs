@@ -180,7 +180,8 @@ impl GaussCoefficients {
             }
             return;
         }
-        (self.wr.clear(), self.wi.clear());
+        self.wr.clear();
+        self.wi.clear();
         self.panels.resize(3 * n, 0.0);
         for r0 in (0..a.rows).step_by(GAUSS_ROWS) {
             let h = GAUSS_ROWS.min(a.rows - r0);
