@@ -325,8 +325,11 @@ impl Packed {
 
     /// Stores the Zc-bit block `a` (high bits of its last word clear) doubled into `d`.
     fn double(a: &[u64], zc: usize, d: &mut [u64]) {
-        d.fill(0);
-        d[..a.len()].copy_from_slice(a);
+        // Word by word rather than `fill` + `copy_from_slice`: at the small Zc of a
+        // frame's blocks those were two library calls of a few words each.
+        for (i, w) in d.iter_mut().enumerate() {
+            *w = a.get(i).copied().unwrap_or(0);
+        }
         let (w0, b) = (zc / 64, zc % 64);
         for (i, &x) in a.iter().enumerate() {
             d[w0 + i] |= x << b;
@@ -405,7 +408,10 @@ impl Packed {
         self.acc[nw - 1] &= last_mask(zc);
         let j = col - kb;
         let p = &mut self.parity[j * nw..(j + 1) * nw];
-        p.copy_from_slice(&self.acc);
+        // A word loop, not `copy_from_slice` (a library call for two or three words).
+        for (d, s) in p.iter_mut().zip(&self.acc) {
+            *d = *s;
+        }
         if j < 4 {
             Self::double(p, zc, &mut self.doubled[col * dw..(col + 1) * dw]);
         }

@@ -75,7 +75,9 @@ impl TxChain {
             pb * self.blocks_per_symbol,
             "tx chain: payload size"
         );
-        self.bits.fill(0);
+        // Each block's coded bits are all written below; only the symbol's spare
+        // bits past the last block are zero.
+        self.bits[self.blocks_per_symbol * self.tx_bits..].fill(0);
         for (b, chunk) in payload.chunks_exact(pb).enumerate() {
             self.block[..pb].copy_from_slice(chunk);
             crc::attach(CrcKind::Crc24B, &mut self.block);
