@@ -1,6 +1,7 @@
-//! The in-register DFTs of the batched FFT: radix 4, 8 and 16 on 16-lane
-//! vectors, each an in-place decimation-in-frequency butterfly whose outputs are
-//! multiplied by the pass's twiddles on their way to memory (no twiddle pass).
+//! The in-register DFTs of the batched FFT: radix 4, 8 and 16 on vectors (a row
+//! of 16 lanes, or one part of every row), each an in-place decimation-in-frequency
+//! butterfly whose outputs are multiplied by the pass's twiddles on their way to
+//! memory (no twiddle pass).
 //!
 //! On the AVX-512 core measured (AMD Zen 4: one 512-bit add pipe, one 512-bit
 //! multiply/FMA pipe, one 512-bit store per two cycles) the transform is bound by
@@ -8,12 +9,13 @@
 //! the FMA pipe (`F` masks below); `one` is a 1.0 the compiler cannot see, so it
 //! does not fold the FMA back into a subtraction.
 
-use super::lanes::Lanes;
+use super::lanes::Vector;
 
-/// A complex vector: (re, im) of 16 lanes.
+/// A complex vector: (re, im).
 pub(super) type C<V> = (V, V);
 
-/// Planar rows: row `i` is `re[16 i..16 i + 16]`, `im[16 i..16 i + 16]`.
+/// Planar rows: row `i` is `re[16 i..16 i + 16]`, `im[16 i..16 i + 16]` (a
+/// vector narrower than a row reads the start of each; see [`Buf::lanes_from`]).
 #[derive(Clone, Copy)]
 pub(super) struct Buf {
     pub re: *mut f32,
@@ -21,10 +23,18 @@ pub(super) struct Buf {
 }
 
 impl Buf {
+    /// The same rows seen from lane `lane` on.
+    pub(super) fn lanes_from(self, lane: usize) -> Self {
+        Self {
+            re: self.re.wrapping_add(lane),
+            im: self.im.wrapping_add(lane),
+        }
+    }
+
     /// # Safety
     /// Row `i` exists.
     #[inline(always)]
-    unsafe fn ld<V: Lanes>(self, i: usize) -> C<V> {
+    unsafe fn ld<V: Vector>(self, i: usize) -> C<V> {
         // SAFETY: the caller's.
         unsafe { (V::load(self.re.add(16 * i)), V::load(self.im.add(16 * i))) }
     }
@@ -32,7 +42,7 @@ impl Buf {
     /// # Safety
     /// Row `i` exists.
     #[inline(always)]
-    unsafe fn st<V: Lanes>(self, i: usize, v: C<V>) {
+    unsafe fn st<V: Vector>(self, i: usize, v: C<V>) {
         // SAFETY: the caller's.
         unsafe {
             v.0.store(self.re.add(16 * i));
@@ -43,7 +53,7 @@ impl Buf {
 
 /// `z * w` (forward) or `z * conj(w)` (inverse).
 #[inline(always)]
-fn cmul<V: Lanes, const INV: bool>(z: C<V>, wr: V, wi: V) -> C<V> {
+fn cmul<V: Vector, const INV: bool>(z: C<V>, wr: V, wi: V) -> C<V> {
     if INV {
         (z.0.mul_add(wr, z.1.mul(wi)), z.1.mul_sub(wr, z.0.mul(wi)))
     } else {
@@ -53,13 +63,13 @@ fn cmul<V: Lanes, const INV: bool>(z: C<V>, wr: V, wi: V) -> C<V> {
 
 /// `(a + b, a - b)`; with `F` the difference runs on the FMA pipe.
 #[inline(always)]
-fn bf<V: Lanes, const F: bool>(a: V, b: V, one: V) -> (V, V) {
+fn bf<V: Vector, const F: bool>(a: V, b: V, one: V) -> (V, V) {
     (a.add(b), if F { one.neg_mul_add(b, a) } else { a.sub(b) })
 }
 
 /// The 4-point DFT (`exp(-2 pi i / 4)` forward, its conjugate inverse).
 #[inline(always)]
-fn dft4<V: Lanes, const INV: bool, const F: bool>(x: [C<V>; 4], one: V) -> [C<V>; 4] {
+fn dft4<V: Vector, const INV: bool, const F: bool>(x: [C<V>; 4], one: V) -> [C<V>; 4] {
     let (s02r, d02r) = bf::<V, F>(x[0].0, x[2].0, one);
     let (s02i, d02i) = bf::<V, F>(x[0].1, x[2].1, one);
     let (s13r, d13r) = bf::<V, F>(x[1].0, x[3].0, one);
@@ -93,7 +103,7 @@ fn w16(e: usize) -> (f32, f32) {
 
 /// `z * exp(-+2 pi i e / 16)` for the exponents of a 4 x 4 split (`e = m1 k1`).
 #[inline(always)]
-fn times_w16<V: Lanes, const INV: bool>(z: C<V>, e: usize) -> C<V> {
+fn times_w16<V: Vector, const INV: bool>(z: C<V>, e: usize) -> C<V> {
     match e {
         0 => z,
         // -i forward, +i inverse.
@@ -112,7 +122,7 @@ fn times_w16<V: Lanes, const INV: bool>(z: C<V>, e: usize) -> C<V> {
 /// # Safety
 /// Row `at` exists; with `TW`, `tw` holds `2 k` values.
 #[inline(always)]
-unsafe fn put<V: Lanes, const INV: bool, const TW: bool>(
+unsafe fn put<V: Vector, const INV: bool, const TW: bool>(
     x: Buf,
     at: usize,
     k: usize,
@@ -138,7 +148,7 @@ unsafe fn put<V: Lanes, const INV: bool, const TW: bool>(
 /// # Safety
 /// The 16 rows exist; with `TW`, `tw` holds 30 values.
 #[inline(always)]
-pub(super) unsafe fn dft16<V: Lanes, const INV: bool, const TW: bool, const F: u8>(
+pub(super) unsafe fn dft16<V: Vector, const INV: bool, const TW: bool, const F: u8>(
     x: Buf,
     base: usize,
     stride: usize,
@@ -165,7 +175,7 @@ struct Strided {
     stride: usize,
 }
 
-impl<V: Lanes> Input<V> for Strided {
+impl<V: Vector> Input<V> for Strided {
     #[inline(always)]
     unsafe fn at(&self, m: usize) -> C<V> {
         // SAFETY: the caller's.
@@ -180,7 +190,7 @@ impl<V: Lanes> Input<V> for Strided {
 /// # Safety
 /// As [`dft16`], and `input` has inputs 0 to 15.
 #[inline(always)]
-pub(super) unsafe fn dft16_from<V: Lanes, const INV: bool, const TW: bool, const F: u8>(
+pub(super) unsafe fn dft16_from<V: Vector, const INV: bool, const TW: bool, const F: u8>(
     input: &impl Input<V>,
     x: Buf,
     base: usize,
@@ -189,7 +199,7 @@ pub(super) unsafe fn dft16_from<V: Lanes, const INV: bool, const TW: bool, const
     one: V,
 ) {
     #[inline(always)]
-    fn d4<V: Lanes, const INV: bool, const F: u8>(i: u8, u: [C<V>; 4], one: V) -> [C<V>; 4] {
+    fn d4<V: Vector, const INV: bool, const F: u8>(i: u8, u: [C<V>; 4], one: V) -> [C<V>; 4] {
         if F & (1 << i) != 0 {
             dft4::<V, INV, true>(u, one)
         } else {
@@ -200,7 +210,7 @@ pub(super) unsafe fn dft16_from<V: Lanes, const INV: bool, const TW: bool, const
     unsafe {
         // A function, not a closure, for the reason `Input` is a trait.
         #[inline(always)]
-        unsafe fn ld4<V: Lanes>(input: &impl Input<V>, m1: usize) -> [C<V>; 4] {
+        unsafe fn ld4<V: Vector>(input: &impl Input<V>, m1: usize) -> [C<V>; 4] {
             // SAFETY: the caller's.
             unsafe {
                 [
@@ -241,7 +251,7 @@ pub(super) unsafe fn dft16_from<V: Lanes, const INV: bool, const TW: bool, const
 /// # Safety
 /// The 8 rows exist; with `TW`, `tw` holds 14 values.
 #[inline(always)]
-pub(super) unsafe fn dft8<V: Lanes, const INV: bool, const TW: bool, const F: u8>(
+pub(super) unsafe fn dft8<V: Vector, const INV: bool, const TW: bool, const F: u8>(
     x: Buf,
     base: usize,
     stride: usize,
@@ -303,7 +313,7 @@ pub(super) unsafe fn dft8<V: Lanes, const INV: bool, const TW: bool, const F: u8
 /// # Safety
 /// The 4 rows exist; with `TW`, `tw` holds 6 values.
 #[inline(always)]
-pub(super) unsafe fn dft4_at<V: Lanes, const INV: bool, const TW: bool>(
+pub(super) unsafe fn dft4_at<V: Vector, const INV: bool, const TW: bool>(
     x: Buf,
     base: usize,
     stride: usize,

@@ -1,6 +1,7 @@
 //! The 16-lane f32 vector the batched FFT is written in, one implementation per
-//! instruction set: AVX-512 intrinsics (one register), and a portable `[f32; 16]`
-//! whose loops the compiler vectorises (two registers in the AVX2+FMA build).
+//! instruction set: AVX-512 intrinsics (one register), AVX2 intrinsics (two
+//! registers; its transform runs on each 8-lane half in turn, see [`Lanes::Part`]),
+//! and a portable `[f32; 16]` whose loops the compiler vectorises.
 //!
 //! Each lane is one antenna, so the transform itself never shuffles: only the
 //! 16 x 16 transposes on the way in and out do.
@@ -16,14 +17,17 @@ pub const LANES: usize = 16;
 #[repr(C, align(64))]
 pub struct Row(pub [f32; LANES]);
 
-/// 16 f32 lanes. Pointers passed to `load`/`store` must be valid for 16 f32
-/// (64 bytes), alignment not required.
-pub(crate) trait Lanes: Copy {
+/// The arithmetic the FFT's butterflies need, on `WIDTH` f32 lanes. Pointers
+/// passed to `load`/`store` must be valid for `WIDTH` f32, alignment not
+/// required.
+pub(crate) trait Vector: Copy {
+    /// Lanes per vector.
+    const WIDTH: usize;
     /// # Safety
-    /// `p` is valid for reading 16 f32.
+    /// `p` is valid for reading `WIDTH` f32.
     unsafe fn load(p: *const f32) -> Self;
     /// # Safety
-    /// `p` is valid for writing 16 f32.
+    /// `p` is valid for writing `WIDTH` f32.
     unsafe fn store(self, p: *mut f32);
     fn splat(x: f32) -> Self;
     fn add(self, o: Self) -> Self;
@@ -35,6 +39,22 @@ pub(crate) trait Lanes: Copy {
     fn mul_sub(self, b: Self, c: Self) -> Self;
     /// `c - self * b`.
     fn neg_mul_add(self, b: Self, c: Self) -> Self;
+    /// Lanes of `Ci16` bits (after [`Lanes::load_ci16`] and transposes) to
+    /// `(re * scale, im * scale)`.
+    fn ci16_to_f32(self, scale: f32) -> (Self, Self);
+
+    #[inline(always)]
+    fn zero() -> Self {
+        Self::splat(0.0)
+    }
+}
+
+/// 16 f32 lanes (a [`Row`]), with the shuffles around the transform.
+pub(crate) trait Lanes: Vector {
+    /// The vector the transform's passes run in: `Self`, or (where 16 lanes
+    /// would not fit the registers a radix-16 butterfly needs) a part of it, the
+    /// passes then running once per part of every row.
+    type Part: Vector;
     /// Row `i` lane `j` becomes row `j` lane `i`.
     fn transpose(rows: &mut [Self; LANES]);
     /// 16 `Ci16` read as 32-bit words (their bits, not converted).
@@ -42,10 +62,7 @@ pub(crate) trait Lanes: Copy {
     /// # Safety
     /// `p` is valid for reading 16 `Ci16`.
     unsafe fn load_ci16(p: *const Ci16) -> Self;
-    /// Lanes of `Ci16` bits (after [`Self::load_ci16`] and transposes) to
-    /// `(re * scale, im * scale)`.
-    fn ci16_to_f32(self, scale: f32) -> (Self, Self);
-    /// [`Self::store`] that bypasses the caches (no read for ownership) where the
+    /// [`Vector::store`] that bypasses the caches (no read for ownership) where the
     /// build has such a store; a plain store otherwise.
     ///
     /// # Safety
@@ -54,11 +71,6 @@ pub(crate) trait Lanes: Copy {
     unsafe fn store_stream(self, p: *mut f32);
     /// Orders [`Self::store_stream`] stores before later stores.
     fn store_fence();
-
-    #[inline(always)]
-    fn zero() -> Self {
-        Self::splat(0.0)
-    }
 
     #[inline(always)]
     fn to_array(self) -> [f32; LANES] {
@@ -89,7 +101,8 @@ impl<const FMA: bool> Portable<FMA> {
 // Lane loops index several arrays at once; iterators would hide that they are
 // the same 16 lanes.
 #[allow(clippy::needless_range_loop)]
-impl<const FMA: bool> Lanes for Portable<FMA> {
+impl<const FMA: bool> Vector for Portable<FMA> {
+    const WIDTH: usize = LANES;
     #[inline(always)]
     unsafe fn load(p: *const f32) -> Self {
         // SAFETY: the caller guarantees 16 readable f32.
@@ -141,6 +154,23 @@ impl<const FMA: bool> Lanes for Portable<FMA> {
         Self(r)
     }
     #[inline(always)]
+    fn ci16_to_f32(self, scale: f32) -> (Self, Self) {
+        let (mut re, mut im) = ([0.0; LANES], [0.0; LANES]);
+        for l in 0..LANES {
+            // `Ci16` is `#[repr(C)]` with I first: the low half-word on little endian.
+            let w = self.0[l].to_bits();
+            let (i, q) = ((w as u16) as i16, ((w >> 16) as u16) as i16);
+            re[l] = i as f32 * scale;
+            im[l] = q as f32 * scale;
+        }
+        (Self(re), Self(im))
+    }
+}
+
+#[allow(clippy::needless_range_loop)]
+impl<const FMA: bool> Lanes for Portable<FMA> {
+    type Part = Self;
+    #[inline(always)]
     fn transpose(rows: &mut [Self; LANES]) {
         for i in 0..LANES {
             for j in i + 1..LANES {
@@ -155,18 +185,6 @@ impl<const FMA: bool> Lanes for Portable<FMA> {
         // SAFETY: the caller guarantees 16 readable Ci16 (4 bytes each).
         let words = unsafe { p.cast::<[u32; LANES]>().read_unaligned() };
         Self(words.map(f32::from_bits))
-    }
-    #[inline(always)]
-    fn ci16_to_f32(self, scale: f32) -> (Self, Self) {
-        let (mut re, mut im) = ([0.0; LANES], [0.0; LANES]);
-        for l in 0..LANES {
-            // `Ci16` is `#[repr(C)]` with I first: the low half-word on little endian.
-            let w = self.0[l].to_bits();
-            let (i, q) = ((w as u16) as i16, ((w >> 16) as u16) as i16);
-            re[l] = i as f32 * scale;
-            im[l] = q as f32 * scale;
-        }
-        (Self(re), Self(im))
     }
     #[inline(always)]
     unsafe fn store_stream(self, p: *mut f32) {
@@ -184,7 +202,7 @@ pub(crate) use avx512::Avx512;
 mod avx512 {
     use std::arch::x86_64::*;
 
-    use super::{Lanes, LANES};
+    use super::{Lanes, Vector, LANES};
     use radiohost_iq::Ci16;
 
     /// One AVX-512 register. Only constructed inside `#[target_feature(enable =
@@ -211,7 +229,8 @@ mod avx512 {
     // SAFETY (every `unsafe` block below): the intrinsics need AVX-512F, which the
     // only callers (target-feature builds picked by `Isa`) have; loads and stores
     // have the validity their callers guarantee.
-    impl Lanes for Avx512 {
+    impl Vector for Avx512 {
+        const WIDTH: usize = LANES;
         #[inline(always)]
         unsafe fn load(p: *const f32) -> Self {
             Self(unsafe { _mm512_loadu_ps(p) })
@@ -248,6 +267,23 @@ mod avx512 {
         fn neg_mul_add(self, b: Self, c: Self) -> Self {
             Self(unsafe { _mm512_fnmadd_ps(self.0, b.0, c.0) })
         }
+        #[inline(always)]
+        fn ci16_to_f32(self, scale: f32) -> (Self, Self) {
+            unsafe {
+                let w = _mm512_castps_si512(self.0);
+                let i = _mm512_srai_epi32::<16>(_mm512_slli_epi32::<16>(w));
+                let q = _mm512_srai_epi32::<16>(w);
+                let s = _mm512_set1_ps(scale);
+                (
+                    Self(_mm512_mul_ps(_mm512_cvtepi32_ps(i), s)),
+                    Self(_mm512_mul_ps(_mm512_cvtepi32_ps(q), s)),
+                )
+            }
+        }
+    }
+
+    impl Lanes for Avx512 {
+        type Part = Self;
         #[inline(always)]
         fn transpose(rows: &mut [Self; LANES]) {
             unsafe {
@@ -289,21 +325,242 @@ mod avx512 {
             Self(unsafe { _mm512_loadu_ps(p.cast::<f32>()) })
         }
         #[inline(always)]
+        unsafe fn store_stream(self, p: *mut f32) {
+            unsafe { _mm512_stream_ps(p, self.0) }
+        }
+        #[inline(always)]
+        fn store_fence() {
+            unsafe { _mm_sfence() }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) use avx2::Avx2;
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::{Lanes, Vector, LANES};
+    use radiohost_iq::Ci16;
+
+    /// 16 lanes in two AVX2 registers (lanes 0-7, 8-15). Only constructed inside
+    /// `#[target_feature(enable = "avx2,fma")]` functions, which run only where
+    /// the CPU has both (`Isa::detect`), so the intrinsics below are sound to call.
+    #[derive(Clone, Copy)]
+    pub(crate) struct Avx2([__m256; 2]);
+
+    /// 8 lanes in one AVX2 register: the part of an [`Avx2`] row the transform
+    /// runs in. A radix-16 butterfly holds 16 complex values, 32 registers at 8
+    /// lanes (AVX2 has 16, so some spill to L1) but 64 at 16 lanes: the 16-lane
+    /// build spilled every value and ran 2.4x slower than rustfft per antenna.
+    /// Same invariant as [`Avx2`].
+    #[derive(Clone, Copy)]
+    pub(crate) struct Avx2Half(__m256);
+
+    /// The 8 x 8 transpose of `r` (row `i` lane `j` to row `j` lane `i`). Loops,
+    /// not closures: a closure that is not inlined loses the caller's target
+    /// features, and every intrinsic in it becomes a call.
+    #[inline(always)]
+    fn transpose8(r: &[__m256; 8]) -> [__m256; 8] {
+        // SAFETY: AVX, which every caller (an AVX2 build) has.
+        unsafe {
+            let mut t = [_mm256_setzero_ps(); 8];
+            for i in 0..4 {
+                t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+                t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+            }
+            let mut u = [_mm256_setzero_ps(); 8];
+            for b in [0, 4] {
+                u[b] = _mm256_shuffle_ps::<0x44>(t[b], t[b + 2]);
+                u[b + 1] = _mm256_shuffle_ps::<0xee>(t[b], t[b + 2]);
+                u[b + 2] = _mm256_shuffle_ps::<0x44>(t[b + 1], t[b + 3]);
+                u[b + 3] = _mm256_shuffle_ps::<0xee>(t[b + 1], t[b + 3]);
+            }
+            let mut out = [_mm256_setzero_ps(); 8];
+            for i in 0..4 {
+                out[i] = _mm256_permute2f128_ps::<0x20>(u[i], u[4 + i]);
+                out[4 + i] = _mm256_permute2f128_ps::<0x31>(u[i], u[4 + i]);
+            }
+            out
+        }
+    }
+
+    // SAFETY (every `unsafe` block below): the intrinsics need AVX2 and FMA, which
+    // the only callers (target-feature builds picked by `Isa`) have; loads and
+    // stores have the validity their callers guarantee.
+    impl Vector for Avx2Half {
+        const WIDTH: usize = 8;
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            Self(unsafe { _mm256_loadu_ps(p) })
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            unsafe { _mm256_storeu_ps(p, self.0) }
+        }
+        #[inline(always)]
+        fn splat(x: f32) -> Self {
+            Self(unsafe { _mm256_set1_ps(x) })
+        }
+        #[inline(always)]
+        fn add(self, o: Self) -> Self {
+            Self(unsafe { _mm256_add_ps(self.0, o.0) })
+        }
+        #[inline(always)]
+        fn sub(self, o: Self) -> Self {
+            Self(unsafe { _mm256_sub_ps(self.0, o.0) })
+        }
+        #[inline(always)]
+        fn mul(self, o: Self) -> Self {
+            Self(unsafe { _mm256_mul_ps(self.0, o.0) })
+        }
+        #[inline(always)]
+        fn mul_add(self, b: Self, c: Self) -> Self {
+            Self(unsafe { _mm256_fmadd_ps(self.0, b.0, c.0) })
+        }
+        #[inline(always)]
+        fn mul_sub(self, b: Self, c: Self) -> Self {
+            Self(unsafe { _mm256_fmsub_ps(self.0, b.0, c.0) })
+        }
+        #[inline(always)]
+        fn neg_mul_add(self, b: Self, c: Self) -> Self {
+            Self(unsafe { _mm256_fnmadd_ps(self.0, b.0, c.0) })
+        }
+        #[inline(always)]
         fn ci16_to_f32(self, scale: f32) -> (Self, Self) {
             unsafe {
-                let w = _mm512_castps_si512(self.0);
-                let i = _mm512_srai_epi32::<16>(_mm512_slli_epi32::<16>(w));
-                let q = _mm512_srai_epi32::<16>(w);
-                let s = _mm512_set1_ps(scale);
+                let w = _mm256_castps_si256(self.0);
+                let i = _mm256_srai_epi32::<16>(_mm256_slli_epi32::<16>(w));
+                let q = _mm256_srai_epi32::<16>(w);
+                let s = _mm256_set1_ps(scale);
                 (
-                    Self(_mm512_mul_ps(_mm512_cvtepi32_ps(i), s)),
-                    Self(_mm512_mul_ps(_mm512_cvtepi32_ps(q), s)),
+                    Self(_mm256_mul_ps(_mm256_cvtepi32_ps(i), s)),
+                    Self(_mm256_mul_ps(_mm256_cvtepi32_ps(q), s)),
                 )
             }
         }
+    }
+
+    impl Avx2 {
+        /// The two registers (lanes 0-7, 8-15).
+        #[inline(always)]
+        pub(crate) fn halves(self) -> [__m256; 2] {
+            self.0
+        }
+
+        #[inline(always)]
+        pub(crate) fn from_halves(h: [__m256; 2]) -> Self {
+            Self(h)
+        }
+    }
+
+    /// `Avx2(op(a[0], b[0]), op(a[1], b[1]))`, written out (see [`transpose8`]).
+    macro_rules! halves {
+        ($op:ident($($v:expr),*)) => {
+            Self([
+                unsafe { $op($($v.0[0]),*) },
+                unsafe { $op($($v.0[1]),*) },
+            ])
+        };
+    }
+
+    impl Vector for Avx2 {
+        const WIDTH: usize = LANES;
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            unsafe { Self([_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))]) }
+        }
+        #[inline(always)]
+        unsafe fn store(self, p: *mut f32) {
+            unsafe {
+                _mm256_storeu_ps(p, self.0[0]);
+                _mm256_storeu_ps(p.add(8), self.0[1]);
+            }
+        }
+        #[inline(always)]
+        fn splat(x: f32) -> Self {
+            let v = unsafe { _mm256_set1_ps(x) };
+            Self([v, v])
+        }
+        #[inline(always)]
+        fn add(self, o: Self) -> Self {
+            halves!(_mm256_add_ps(self, o))
+        }
+        #[inline(always)]
+        fn sub(self, o: Self) -> Self {
+            halves!(_mm256_sub_ps(self, o))
+        }
+        #[inline(always)]
+        fn mul(self, o: Self) -> Self {
+            halves!(_mm256_mul_ps(self, o))
+        }
+        #[inline(always)]
+        fn mul_add(self, b: Self, c: Self) -> Self {
+            halves!(_mm256_fmadd_ps(self, b, c))
+        }
+        #[inline(always)]
+        fn mul_sub(self, b: Self, c: Self) -> Self {
+            halves!(_mm256_fmsub_ps(self, b, c))
+        }
+        #[inline(always)]
+        fn neg_mul_add(self, b: Self, c: Self) -> Self {
+            halves!(_mm256_fnmadd_ps(self, b, c))
+        }
+        #[inline(always)]
+        fn ci16_to_f32(self, scale: f32) -> (Self, Self) {
+            unsafe {
+                let s = _mm256_set1_ps(scale);
+                let mut re = [_mm256_setzero_ps(); 2];
+                let mut im = [_mm256_setzero_ps(); 2];
+                for h in 0..2 {
+                    let w = _mm256_castps_si256(self.0[h]);
+                    let i = _mm256_srai_epi32::<16>(_mm256_slli_epi32::<16>(w));
+                    let q = _mm256_srai_epi32::<16>(w);
+                    re[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(i), s);
+                    im[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(q), s);
+                }
+                (Self(re), Self(im))
+            }
+        }
+    }
+
+    impl Lanes for Avx2 {
+        type Part = Avx2Half;
+        // Indices into several arrays at once (see `Portable`).
+        #[allow(clippy::needless_range_loop)]
+        #[inline(always)]
+        fn transpose(rows: &mut [Self; LANES]) {
+            // Quadrant (row block `rb`, lane half `h`) of 8 x 8, transposed, is
+            // quadrant (`h`, `rb`) of the result.
+            let mut t = [[[unsafe { _mm256_setzero_ps() }; 8]; 2]; 2];
+            for rb in 0..2 {
+                for h in 0..2 {
+                    let mut q = [unsafe { _mm256_setzero_ps() }; 8];
+                    for i in 0..8 {
+                        q[i] = rows[8 * rb + i].0[h];
+                    }
+                    t[rb][h] = transpose8(&q);
+                }
+            }
+            for h in 0..2 {
+                for i in 0..8 {
+                    rows[8 * h + i] = Self([t[0][h][i], t[1][h][i]]);
+                }
+            }
+        }
+        #[inline(always)]
+        unsafe fn load_ci16(p: *const Ci16) -> Self {
+            unsafe { Self::load(p.cast::<f32>()) }
+        }
         #[inline(always)]
         unsafe fn store_stream(self, p: *mut f32) {
-            unsafe { _mm512_stream_ps(p, self.0) }
+            // A 64-byte aligned row: both halves are 32-byte aligned.
+            unsafe {
+                _mm256_stream_ps(p, self.0[0]);
+                _mm256_stream_ps(p.add(8), self.0[1]);
+            }
         }
         #[inline(always)]
         fn store_fence() {
@@ -359,6 +616,7 @@ mod tests {
     #[target_feature(enable = "avx2,fma")]
     unsafe fn check_avx2() {
         check::<Portable<true>>();
+        check::<Avx2>();
     }
 
     #[test]

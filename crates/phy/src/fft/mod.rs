@@ -11,8 +11,16 @@
 //! arithmetic on rows with broadcast twiddles, no shuffles inside the transform;
 //! the ci16 conversion with CP removal and the gather into the equaliser's slices
 //! are 16 x 16 transposes around it ([`crate::frontend::FrontEnd::frame_planar`]).
-//! Below AVX-512 the 16-lane vector is two or four registers and spills, so the
-//! front end keeps rustfft there.
+//! With AVX2 a row is two registers, and a radix-16 butterfly of whole rows (64
+//! registers of 16) spilled every value; there each butterfly runs on one 8-lane
+//! half of its rows, then the other ([`lanes::Lanes::Part`]). Measured on a Zen 3
+//! core (`phy bench`, 2026-11-29): 2.81-2.85 us per 2048-point transform against
+//! 3.66-3.96 us for rustfft in the same runs, where whole rows took 10.1-10.6. The
+//! front end and the transmit side still keep rustfft below AVX-512: with this
+//! transform in them, the whole 64x16 frames measured 10-40% slower FFT stages on
+//! that core (docs/BENCHMARKS.md, PHY, session 17), though the front end alone,
+//! timed by itself, was faster. The portable build (four SSE registers a row)
+//! spills too.
 //!
 //! The transform is in place, decimation in frequency: radix-16 passes (a
 //! radix-8, -4 or 8 x 4 tail), each butterfly a codelet held in the 32 zmm
@@ -36,7 +44,7 @@ pub(crate) mod lanes;
 pub use lanes::{Row, LANES};
 
 use codelets::Buf;
-use lanes::Lanes;
+use lanes::{Lanes, Vector};
 
 use radiohost_iq::Ci16;
 
@@ -54,7 +62,7 @@ macro_rules! dispatch_lanes {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
         unsafe fn avx2($($arg: $ty),*) $(-> $ret)? {
-            $body::<$crate::fft::lanes::Portable<true>>($($arg),*)
+            $body::<$crate::fft::lanes::Avx2>($($arg),*)
         }
         match ($isa).min($crate::simd::Isa::cpu()) {
             // SAFETY: `Isa::cpu` established the CPU has these features.
@@ -285,11 +293,13 @@ impl BatchFft {
         }
     }
 
+    /// Every pass; each butterfly runs on every part of its rows
+    /// ([`Lanes::Part`]) before the next.
     #[inline(always)]
     fn passes<V: Lanes, const INV: bool>(&mut self) {
         let x = self.buf();
         // Hidden from the optimiser so that `a - one * b` stays an FMA.
-        let one = V::splat(std::hint::black_box(1.0));
+        let one = V::Part::splat(std::hint::black_box(1.0));
         let (first, tw) = (self.plan.passes[0], self.plan.twiddles.as_ptr());
         // SAFETY: the buffers hold `first.radix * block_stride` rows; the first
         // pass touches rows `j + m block_stride` (`j < block`, `m < radix`); its
@@ -341,12 +351,11 @@ impl BatchFft {
             self.passes::<V, false>();
             return;
         }
-        let x = self.buf();
-        let one = V::splat(std::hint::black_box(1.0));
         let tw = self.plan.twiddles.as_ptr();
         let (block, stride) = (self.block, self.block_stride);
         // Row `16 i + m`: input `m` of butterfly `j0 + i`, as ci16 bits.
         let stage: *mut f32 = self.stage.as_mut_ptr().cast();
+        let one = V::Part::splat(std::hint::black_box(1.0));
         for j0 in (0..block).step_by(LANES) {
             for m in 0..16 {
                 for (i, row) in load_ci16_rows::<V>(&src, j0 + m * block).iter().enumerate() {
@@ -356,26 +365,30 @@ impl BatchFft {
             }
             for i in 0..LANES {
                 let j = j0 + i;
-                let input = Staged {
-                    rows: stage.wrapping_add(16 * 16 * i),
-                    scale,
-                };
-                // SAFETY: as in `passes`: butterfly `j < block` of the first pass
-                // (radix 16, `first.tw == 0`), 30 twiddles per butterfly.
-                unsafe {
-                    if j == 0 {
-                        codelets::dft16_from::<V, false, false, 0x3f>(
-                            &input, x, 0, stride, tw, one,
-                        );
-                    } else {
-                        codelets::dft16_from::<V, false, true, 0x05>(
-                            &input,
-                            x,
-                            j,
-                            stride,
-                            tw.add(30 * j),
-                            one,
-                        );
+                // Each part of the butterfly's rows in turn.
+                for lane in (0..LANES).step_by(V::Part::WIDTH) {
+                    let x = self.buf().lanes_from(lane);
+                    let input = Staged {
+                        rows: stage.wrapping_add(16 * 16 * i + lane),
+                        scale,
+                    };
+                    // SAFETY: as in `passes`: butterfly `j < block` of the first
+                    // pass (radix 16, `first.tw == 0`), 30 twiddles per butterfly.
+                    unsafe {
+                        if j == 0 {
+                            codelets::dft16_from::<V::Part, false, false, 0x3f>(
+                                &input, x, 0, stride, tw, one,
+                            );
+                        } else {
+                            codelets::dft16_from::<V::Part, false, true, 0x05>(
+                                &input,
+                                x,
+                                j,
+                                stride,
+                                tw.add(30 * j),
+                                one,
+                            );
+                        }
                     }
                 }
             }
@@ -385,7 +398,7 @@ impl BatchFft {
 
     /// Every pass after the first, block by block.
     #[inline(always)]
-    fn later_passes<V: Lanes, const INV: bool>(&mut self, one: V) {
+    fn later_passes<V: Lanes, const INV: bool>(&mut self, one: V::Part) {
         let x = self.buf();
         let (passes, tw) = (&self.plan.passes, self.plan.twiddles.as_ptr());
         let first = passes[0];
@@ -432,13 +445,14 @@ fn load_ci16_rows<V: Lanes>(src: &[&[Ci16]; LANES], t: usize) -> [V; LANES] {
     rows
 }
 
-/// A first-pass butterfly's 16 inputs staged as ci16 bits, converted as read.
+/// A first-pass butterfly's 16 inputs staged as ci16 bits (rows of 16 lanes,
+/// `rows` pointing at the part read), converted as read.
 struct Staged {
     rows: *const f32,
     scale: f32,
 }
 
-impl<V: Lanes> codelets::Input<V> for Staged {
+impl<V: Vector> codelets::Input<V> for Staged {
     #[inline(always)]
     unsafe fn at(&self, m: usize) -> codelets::C<V> {
         // SAFETY: the caller's: `rows` holds 16 rows.
@@ -448,7 +462,8 @@ impl<V: Lanes> codelets::Input<V> for Staged {
 
 /// `count` butterflies of `radix` at rows `base + j + m stride` (`j < count`,
 /// `m < radix`), butterfly `j` with twiddles `tw[2 (radix - 1) j..]` (none for
-/// `j = 0`, where they are all 1).
+/// `j = 0`, where they are all 1), each on every part of its rows in turn (the
+/// rows stay in L1 between the parts).
 ///
 /// The `F` masks (which 4-point DFTs subtract on the FMA pipe) balance the add
 /// and FMA pipes of each codelet by its operation counts: a twiddled radix-16
@@ -465,27 +480,49 @@ unsafe fn butterflies<V: Lanes, const INV: bool>(
     count: usize,
     stride: usize,
     tw: *const f32,
-    one: V,
+    one: V::Part,
 ) {
+    let parts = (0..LANES).step_by(V::Part::WIDTH);
     // SAFETY: the caller's.
     unsafe {
         match radix {
             16 => {
-                codelets::dft16::<V, INV, false, 0x3f>(x, base, stride, tw, one);
+                for lane in parts.clone() {
+                    let x = x.lanes_from(lane);
+                    codelets::dft16::<V::Part, INV, false, 0x3f>(x, base, stride, tw, one);
+                }
                 for j in 1..count {
-                    codelets::dft16::<V, INV, true, 0x05>(x, base + j, stride, tw.add(30 * j), one);
+                    let tw = tw.add(30 * j);
+                    for lane in parts.clone() {
+                        let x = x.lanes_from(lane);
+                        codelets::dft16::<V::Part, INV, true, 0x05>(x, base + j, stride, tw, one);
+                    }
                 }
             }
             8 => {
-                codelets::dft8::<V, INV, false, 1>(x, base, stride, tw, one);
+                for lane in parts.clone() {
+                    let x = x.lanes_from(lane);
+                    codelets::dft8::<V::Part, INV, false, 1>(x, base, stride, tw, one);
+                }
                 for j in 1..count {
-                    codelets::dft8::<V, INV, true, 0>(x, base + j, stride, tw.add(14 * j), one);
+                    let tw = tw.add(14 * j);
+                    for lane in parts.clone() {
+                        let x = x.lanes_from(lane);
+                        codelets::dft8::<V::Part, INV, true, 0>(x, base + j, stride, tw, one);
+                    }
                 }
             }
             _ => {
-                codelets::dft4_at::<V, INV, false>(x, base, stride, tw, one);
+                for lane in parts.clone() {
+                    let x = x.lanes_from(lane);
+                    codelets::dft4_at::<V::Part, INV, false>(x, base, stride, tw, one);
+                }
                 for j in 1..count {
-                    codelets::dft4_at::<V, INV, true>(x, base + j, stride, tw.add(6 * j), one);
+                    let tw = tw.add(6 * j);
+                    for lane in parts.clone() {
+                        let x = x.lanes_from(lane);
+                        codelets::dft4_at::<V::Part, INV, true>(x, base + j, stride, tw, one);
+                    }
                 }
             }
         }

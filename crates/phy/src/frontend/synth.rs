@@ -15,7 +15,7 @@
 use radiohost_iq::{Cf32, Ci16};
 
 use crate::config::FrameConfig;
-use crate::fft::lanes::Lanes;
+use crate::fft::lanes::{Lanes, Vector};
 use crate::fft::{dispatch_lanes, BatchFft, Row, LANES};
 use crate::ofdm::{bin_runs, data_bin};
 use crate::simd::Isa;
@@ -202,6 +202,29 @@ impl<const FMA: bool> Quantise for crate::fft::lanes::Portable<FMA> {
             std::array::from_fn(|l| f32::from_bits(q(re[l]) | q(im[l]) << 16));
         // SAFETY: `words` holds 16 f32.
         unsafe { Self::load(words.as_ptr()) }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Quantise for crate::fft::lanes::Avx2 {
+    #[inline(always)]
+    fn ci16_words(re: Self, im: Self) -> Self {
+        use std::arch::x86_64::*;
+        let (re, im) = (re.halves(), im.halves());
+        let mut words = re;
+        // SAFETY: `Avx2` values exist only in AVX2 builds (see its type).
+        unsafe {
+            let (lo, hi) = (_mm256_set1_ps(i16::MIN as f32), _mm256_set1_ps(FULL_SCALE));
+            for h in 0..2 {
+                let re = _mm256_min_ps(_mm256_max_ps(re[h], lo), hi);
+                let im = _mm256_min_ps(_mm256_max_ps(im[h], lo), hi);
+                // Rounds by MXCSR: to nearest, ties to even.
+                let (r, i) = (_mm256_cvtps_epi32(re), _mm256_cvtps_epi32(im));
+                let w = _mm256_blend_epi16::<0xaa>(r, _mm256_slli_epi32::<16>(i));
+                words[h] = _mm256_castsi256_ps(w);
+            }
+        }
+        Self::from_halves(words)
     }
 }
 
