@@ -14,8 +14,9 @@
 //! With AVX2 a row is two registers, and a radix-16 butterfly of whole rows (64
 //! registers of 16) spilled every value; there each butterfly runs on one 8-lane
 //! half of its rows, then the other ([`lanes::Lanes::Part`]). Measured on a Zen 3
-//! core (`phy bench`, 2026-11-29): 2.81-2.85 us per 2048-point transform against
-//! 3.66-3.96 us for rustfft in the same runs, where whole rows took 10.1-10.6. The
+//! core (`phy bench`, 2026-11-29): a 2048-point antenna transform in 1.3-1.8x less
+//! time than rustfft's in the same runs (2.8-3.7 us in quiet minutes), where whole
+//! rows took 2.4-3x more (10.1-10.6 us). The
 //! front end and the transmit side still keep rustfft below AVX-512: with this
 //! transform in them, the whole 64x16 frames measured 10-40% slower FFT stages on
 //! that core (docs/BENCHMARKS.md, PHY, session 17), though the front end alone,
