@@ -353,8 +353,9 @@ mod avx2 {
 
     /// 8 lanes in one AVX2 register: the part of an [`Avx2`] row the transform
     /// runs in. A radix-16 butterfly holds 16 complex values, 32 registers at 8
-    /// lanes (AVX2 has 16, so some spill to L1) but 64 at 16 lanes: the 16-lane
-    /// build spilled every value and ran 2.4x slower than rustfft per antenna.
+    /// lanes (AVX2 has 16, so some spill to L1) but 64 at 16 lanes: whole rows
+    /// (the portable 16-lane body built for AVX2, before) spilled every value and
+    /// ran 2.4-2.9x slower than rustfft per antenna.
     /// Same invariant as [`Avx2`].
     #[derive(Clone, Copy)]
     pub(crate) struct Avx2Half(__m256);
