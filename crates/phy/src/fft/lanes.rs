@@ -345,11 +345,12 @@ mod avx2 {
     use super::{Lanes, Vector, LANES};
     use radiohost_iq::Ci16;
 
-    /// 16 lanes in two AVX2 registers (lanes 0-7, 8-15). Only constructed inside
-    /// `#[target_feature(enable = "avx2,fma")]` functions, which run only where
-    /// the CPU has both (`Isa::detect`), so the intrinsics below are sound to call.
+    /// 16 lanes in two AVX2 registers (lanes 0-7, 8-15): two [`Avx2Half`]s, whose
+    /// arithmetic it runs on each. Only constructed inside `#[target_feature(enable
+    /// = "avx2,fma")]` functions, which run only where the CPU has both
+    /// (`Isa::detect`), so the intrinsics below are sound to call.
     #[derive(Clone, Copy)]
-    pub(crate) struct Avx2([__m256; 2]);
+    pub(crate) struct Avx2([Avx2Half; 2]);
 
     /// 8 lanes in one AVX2 register: the part of an [`Avx2`] row the transform
     /// runs in. A radix-16 butterfly holds 16 complex values, 32 registers at 8
@@ -448,22 +449,19 @@ mod avx2 {
         /// The two registers (lanes 0-7, 8-15).
         #[inline(always)]
         pub(crate) fn halves(self) -> [__m256; 2] {
-            self.0
+            [self.0[0].0, self.0[1].0]
         }
 
         #[inline(always)]
         pub(crate) fn from_halves(h: [__m256; 2]) -> Self {
-            Self(h)
+            Self([Avx2Half(h[0]), Avx2Half(h[1])])
         }
     }
 
-    /// `Avx2(op(a[0], b[0]), op(a[1], b[1]))`, written out (see [`transpose8`]).
+    /// `Avx2([a[0].op(b[0]..), a[1].op(b[1]..)])`, written out (see [`transpose8`]).
     macro_rules! halves {
-        ($op:ident($($v:expr),*)) => {
-            Self([
-                unsafe { $op($($v.0[0]),*) },
-                unsafe { $op($($v.0[1]),*) },
-            ])
+        ($a:ident.$op:ident($($v:ident),*)) => {
+            Self([$a.0[0].$op($($v.0[0]),*), $a.0[1].$op($($v.0[1]),*)])
         };
     }
 
@@ -471,59 +469,49 @@ mod avx2 {
         const WIDTH: usize = LANES;
         #[inline(always)]
         unsafe fn load(p: *const f32) -> Self {
-            unsafe { Self([_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))]) }
+            unsafe { Self([Avx2Half::load(p), Avx2Half::load(p.add(8))]) }
         }
         #[inline(always)]
         unsafe fn store(self, p: *mut f32) {
             unsafe {
-                _mm256_storeu_ps(p, self.0[0]);
-                _mm256_storeu_ps(p.add(8), self.0[1]);
+                self.0[0].store(p);
+                self.0[1].store(p.add(8));
             }
         }
         #[inline(always)]
         fn splat(x: f32) -> Self {
-            let v = unsafe { _mm256_set1_ps(x) };
+            let v = Avx2Half::splat(x);
             Self([v, v])
         }
         #[inline(always)]
         fn add(self, o: Self) -> Self {
-            halves!(_mm256_add_ps(self, o))
+            halves!(self.add(o))
         }
         #[inline(always)]
         fn sub(self, o: Self) -> Self {
-            halves!(_mm256_sub_ps(self, o))
+            halves!(self.sub(o))
         }
         #[inline(always)]
         fn mul(self, o: Self) -> Self {
-            halves!(_mm256_mul_ps(self, o))
+            halves!(self.mul(o))
         }
         #[inline(always)]
         fn mul_add(self, b: Self, c: Self) -> Self {
-            halves!(_mm256_fmadd_ps(self, b, c))
+            halves!(self.mul_add(b, c))
         }
         #[inline(always)]
         fn mul_sub(self, b: Self, c: Self) -> Self {
-            halves!(_mm256_fmsub_ps(self, b, c))
+            halves!(self.mul_sub(b, c))
         }
         #[inline(always)]
         fn neg_mul_add(self, b: Self, c: Self) -> Self {
-            halves!(_mm256_fnmadd_ps(self, b, c))
+            halves!(self.neg_mul_add(b, c))
         }
         #[inline(always)]
         fn ci16_to_f32(self, scale: f32) -> (Self, Self) {
-            unsafe {
-                let s = _mm256_set1_ps(scale);
-                let mut re = [_mm256_setzero_ps(); 2];
-                let mut im = [_mm256_setzero_ps(); 2];
-                for h in 0..2 {
-                    let w = _mm256_castps_si256(self.0[h]);
-                    let i = _mm256_srai_epi32::<16>(_mm256_slli_epi32::<16>(w));
-                    let q = _mm256_srai_epi32::<16>(w);
-                    re[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(i), s);
-                    im[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(q), s);
-                }
-                (Self(re), Self(im))
-            }
+            let (r0, i0) = self.0[0].ci16_to_f32(scale);
+            let (r1, i1) = self.0[1].ci16_to_f32(scale);
+            (Self([r0, r1]), Self([i0, i1]))
         }
     }
 
@@ -540,14 +528,14 @@ mod avx2 {
                 for h in 0..2 {
                     let mut q = [unsafe { _mm256_setzero_ps() }; 8];
                     for i in 0..8 {
-                        q[i] = rows[8 * rb + i].0[h];
+                        q[i] = rows[8 * rb + i].0[h].0;
                     }
                     t[rb][h] = transpose8(&q);
                 }
             }
             for h in 0..2 {
                 for i in 0..8 {
-                    rows[8 * h + i] = Self([t[0][h][i], t[1][h][i]]);
+                    rows[8 * h + i] = Self([Avx2Half(t[0][h][i]), Avx2Half(t[1][h][i])]);
                 }
             }
         }
@@ -559,8 +547,8 @@ mod avx2 {
         unsafe fn store_stream(self, p: *mut f32) {
             // A 64-byte aligned row: both halves are 32-byte aligned.
             unsafe {
-                _mm256_stream_ps(p, self.0[0]);
-                _mm256_stream_ps(p.add(8), self.0[1]);
+                _mm256_stream_ps(p, self.0[0].0);
+                _mm256_stream_ps(p.add(8), self.0[1].0);
             }
         }
         #[inline(always)]
