@@ -11,13 +11,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use radiohost_iq::Ci16;
 use radiohost_phy::generator::GeneratedFrame;
 use radiohost_phy::FrameConfig;
 
 use super::air::{UplinkAir, UplinkAirError};
-use super::transport::PacketTx;
-use super::wire::{encode, FronthaulHeader, HEADER_LEN};
+use super::transport::{PacketTx, SharedSamples};
+use super::wire::{FronthaulHeader, HEADER_LEN};
 use crate::kernels::KernelContext;
 use crate::runtime::{now_ns, Truth};
 
@@ -107,7 +106,14 @@ pub fn spawn_ru(
                         stats.late_symbols += 1;
                     }
                     for m in 0..c.antennas {
-                        let samples: &[Ci16] = &frame.samples[m * fl + s * sl..][..sl];
+                        let start = m * fl + s * sl;
+                        let samples = SharedSamples::new(frame.clone(), start..start + sl)
+                            .ok_or_else(|| {
+                                std::io::Error::new(
+                                    std::io::ErrorKind::InvalidInput,
+                                    "a generated frame shorter than its configuration",
+                                )
+                            })?;
                         let h = FronthaulHeader {
                             ru,
                             frame: f,
@@ -115,10 +121,7 @@ pub fn spawn_ru(
                             antenna: m as u16,
                             samples: sl as u16,
                         };
-                        let n = encode(&h, samples, &mut pkt).map_err(|e| {
-                            std::io::Error::new(std::io::ErrorKind::InvalidInput, e)
-                        })?;
-                        if tx.send(&mut pkt, n)? {
+                        if tx.send_samples(&mut pkt, &h, samples)? {
                             stats.packets += 1;
                         } else {
                             stats.dropped += 1;

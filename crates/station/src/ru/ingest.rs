@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::emulator::FrameBank;
-use super::transport::{PacketRx, Recv};
-use super::wire::{self, HEADER_LEN};
+use super::transport::{PacketRx, Recv, RxPacket};
+use super::wire::HEADER_LEN;
 use crate::kernels::slot::write;
 use crate::kernels::{FrameSlot, KernelContext, SymbolRole};
 use crate::pool::{BufferPool, Lease};
@@ -72,7 +72,7 @@ pub fn spawn_ingest(
         let c = &ctx.cfg;
         let (m_n, sl) = (c.antennas, c.symbol_len());
         let n_rx = ctx.shape.pilot_symbols.len() + ctx.shape.uplink_symbols.len();
-        let mut buf = vec![0u8; HEADER_LEN + sl * 4 + 64];
+        let mut pkt = RxPacket::with_capacity(HEADER_LEN + sl * 4 + 64);
         let mut window: VecDeque<Assembly> = VecDeque::with_capacity(WINDOW);
         let mut spare: Vec<Assembly> = Vec::new();
         let mut closed: VecDeque<u64> = VecDeque::with_capacity(CLOSED_MEMORY);
@@ -81,8 +81,8 @@ pub fn spawn_ingest(
         // Frames below this were seen (or declared lost); RUs number frames in order.
         let mut next_new = 0u64;
         loop {
-            let n = match rx.recv(&mut buf, Duration::from_millis(10)) {
-                Ok(Recv::Packet(n)) => n,
+            match rx.recv(&mut pkt, Duration::from_millis(10)) {
+                Ok(Recv::Packet(_)) => {}
                 Ok(Recv::Closed) => break,
                 Err(e) => {
                     st.error = Some(e.to_string());
@@ -97,10 +97,10 @@ pub fn spawn_ingest(
                     }
                     continue;
                 }
-            };
+            }
             idle_since = None;
             st.packets += 1;
-            let Ok((h, payload)) = wire::parse(&buf[..n]) else {
+            let Ok((h, payload)) = pkt.parse() else {
                 st.bad += 1;
                 continue;
             };
@@ -198,7 +198,7 @@ pub fn spawn_ingest(
             {
                 let mut staging = write(&slot.staging[rx_pos]);
                 let m = h.antenna as usize;
-                wire::read_samples(payload, &mut staging[m * sl..(m + 1) * sl]);
+                payload.read_into(&mut staging[m * sl..(m + 1) * sl]);
             }
             a.per_symbol[rx_pos] += 1;
             if a.per_symbol[rx_pos] as usize == m_n {

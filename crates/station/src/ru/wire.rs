@@ -69,6 +69,33 @@ pub fn encode(h: &FronthaulHeader, samples: &[Ci16], out: &mut [u8]) -> Result<u
             have: out.len(),
         });
     }
+    let h = FronthaulHeader {
+        samples: samples.len() as u16,
+        ..*h
+    };
+    write_header(&h, out);
+    write_samples(samples, &mut out[HEADER_LEN..need]);
+    Ok(need)
+}
+
+/// Write the header alone into `out` (its `samples` field as given): the packet's
+/// samples travel apart (see `transport::SharedSamples`).
+///
+/// # Errors
+/// `out` shorter than [`HEADER_LEN`].
+pub fn encode_header(h: &FronthaulHeader, out: &mut [u8]) -> Result<usize, WireError> {
+    if out.len() < HEADER_LEN {
+        return Err(WireError::BufferTooSmall {
+            need: HEADER_LEN,
+            have: out.len(),
+        });
+    }
+    write_header(h, out);
+    Ok(HEADER_LEN)
+}
+
+/// `out` holds at least [`HEADER_LEN`] bytes.
+fn write_header(h: &FronthaulHeader, out: &mut [u8]) {
     out[0..2].copy_from_slice(&MAGIC.to_be_bytes());
     out[2] = VERSION;
     out[3] = 0;
@@ -76,9 +103,37 @@ pub fn encode(h: &FronthaulHeader, samples: &[Ci16], out: &mut [u8]) -> Result<u
     out[6..14].copy_from_slice(&h.frame.to_le_bytes());
     out[14..16].copy_from_slice(&h.symbol.to_le_bytes());
     out[16..18].copy_from_slice(&h.antenna.to_le_bytes());
-    out[18..20].copy_from_slice(&(samples.len() as u16).to_le_bytes());
-    write_samples(samples, &mut out[HEADER_LEN..need]);
-    Ok(need)
+    out[18..20].copy_from_slice(&h.samples.to_le_bytes());
+}
+
+/// A packet's payload as its transport delivered it: wire bytes behind the header, or
+/// the samples a ring sender shared instead of copying them (`transport::SharedSamples`).
+#[derive(Clone, Copy, Debug)]
+pub enum Payload<'a> {
+    Bytes(&'a [u8]),
+    Samples(&'a [Ci16]),
+}
+
+impl Payload<'_> {
+    /// Wire bytes the payload stands for (4 per sample).
+    pub fn byte_len(&self) -> usize {
+        match self {
+            Payload::Bytes(b) => b.len(),
+            Payload::Samples(s) => s.len() * 4,
+        }
+    }
+
+    /// Decode into `out` (as many samples as both hold); see [`read_samples`].
+    pub fn read_into(&self, out: &mut [Ci16]) -> usize {
+        match self {
+            Payload::Bytes(b) => read_samples(b, out),
+            Payload::Samples(s) => {
+                let n = s.len().min(out.len());
+                out[..n].copy_from_slice(&s[..n]);
+                n
+            }
+        }
+    }
 }
 
 /// Parse a packet into its header and payload bytes (`samples * 4` of them).
@@ -86,8 +141,19 @@ pub fn encode(h: &FronthaulHeader, samples: &[Ci16], out: &mut [u8]) -> Result<u
 /// # Errors
 /// See [`WireError`].
 pub fn parse(buf: &[u8]) -> Result<(FronthaulHeader, &[u8]), WireError> {
-    let Some((head, payload)) = buf.split_first_chunk::<HEADER_LEN>() else {
-        return Err(WireError::Truncated { len: buf.len() });
+    let head = buf.get(..HEADER_LEN).unwrap_or(buf);
+    let payload = buf.get(HEADER_LEN..).unwrap_or_default();
+    parse_parts(head, Payload::Bytes(payload)).map(|h| (h, payload))
+}
+
+/// Parse the header at the start of `head` (bytes after [`HEADER_LEN`] are ignored),
+/// whose payload arrived as `payload`, with the checks of [`parse`].
+///
+/// # Errors
+/// See [`WireError`].
+pub fn parse_parts(head: &[u8], payload: Payload<'_>) -> Result<FronthaulHeader, WireError> {
+    let Some(head) = head.first_chunk::<HEADER_LEN>() else {
+        return Err(WireError::Truncated { len: head.len() });
     };
     let u16_at = |i: usize| u16::from_le_bytes([head[i], head[i + 1]]);
     let magic = u16::from_be_bytes([head[0], head[1]]);
@@ -106,13 +172,13 @@ pub fn parse(buf: &[u8]) -> Result<(FronthaulHeader, &[u8]), WireError> {
         antenna: u16_at(16),
         samples: u16_at(18),
     };
-    if payload.len() != h.samples as usize * 4 {
+    if payload.byte_len() != h.samples as usize * 4 {
         return Err(WireError::Length {
             declared: h.samples,
-            actual: payload.len(),
+            actual: payload.byte_len(),
         });
     }
-    Ok((h, payload))
+    Ok(h)
 }
 
 /// Samples as wire bytes (`out` is exactly `samples.len() * 4` long). On a
@@ -203,6 +269,42 @@ mod tests {
         fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = parse(&bytes);
         }
+    }
+
+    #[test]
+    fn a_header_with_its_samples_apart_parses_as_the_whole_packet() {
+        let s = [Ci16::new(1, -2), Ci16::new(-3, 4)];
+        let h = FronthaulHeader {
+            ru: 7,
+            frame: 1 << 40,
+            symbol: 5,
+            antenna: 6,
+            samples: 2,
+        };
+        let mut whole = vec![0u8; h.packet_len()];
+        encode(&h, &s, &mut whole).unwrap();
+        let mut head = [0u8; HEADER_LEN];
+        assert_eq!(encode_header(&h, &mut head), Ok(HEADER_LEN));
+        assert_eq!(&head[..], &whole[..HEADER_LEN]);
+        assert_eq!(parse_parts(&head, Payload::Samples(&s)), Ok(h));
+        assert_eq!(
+            parse_parts(&head, Payload::Samples(&s[..1])),
+            Err(WireError::Length {
+                declared: 2,
+                actual: 4
+            })
+        );
+        assert_eq!(
+            parse_parts(&head[..19], Payload::Samples(&s)),
+            Err(WireError::Truncated { len: 19 })
+        );
+        assert!(matches!(
+            encode_header(&h, &mut [0u8; 19]),
+            Err(WireError::BufferTooSmall { .. })
+        ));
+        let mut out = [Ci16::default(); 3];
+        assert_eq!(Payload::Samples(&s).read_into(&mut out), 2);
+        assert_eq!(&out[..2], &s);
     }
 
     #[test]
