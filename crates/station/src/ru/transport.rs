@@ -10,10 +10,10 @@
 //! An emulated radio's samples need not be copied into the packet at all
 //! ([`PacketTx::send_samples`]): the ring carries the header and a reference to the
 //! samples ([`SharedSamples`]), as a NIC's DMA puts a real radio's samples in host
-//! memory without the host's CPU. The copy it spares (0.9 MB per 16x4 frame, from
-//! a frame bank too large for the cache) cost the emulator thread about 4% of the
-//! 2-core machine the station runs on; the station's own copy into its frame buffer
-//! stays. UDP still encodes the whole packet.
+//! memory without the host's CPU. The copy it spares (0.4 MB per 16x4 frame, from
+//! a bank of frames too large for the cache) was 4-6% of the samples of a 16x4 run
+//! on the 2-core machine the station runs on; the station's own copy into its frame
+//! buffer stays. UDP still encodes the whole packet.
 
 use std::io;
 use std::net::UdpSocket;
