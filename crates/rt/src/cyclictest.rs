@@ -288,7 +288,20 @@ mod tests {
                 }
                 stop.store(true, Ordering::Relaxed);
             });
-            run.run_program(fake.to_str().unwrap(), &stop)
+            // Another test's fork can hold the script open for writing (inherited
+            // until its exec) just as this one starts it: exec then fails with
+            // ETXTBSY, so start it again (the stop thread is still waiting).
+            loop {
+                match run.run_program(fake.to_str().unwrap(), &stop) {
+                    Err(CyclictestError::NotInstalled(e))
+                        if e.raw_os_error() == Some(libc::ETXTBSY)
+                            && started.elapsed() < Duration::from_secs(10) =>
+                    {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    other => break other,
+                }
+            }
         });
         (result, started.elapsed())
     }
