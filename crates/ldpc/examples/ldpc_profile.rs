@@ -4,7 +4,10 @@
 //! profiler sees only the decoder. An optional noise factor makes the block harder
 //! (fewer saturated LLRs in later iterations; 1.6 is the throughput example's block).
 //!
-//! `cargo run --release -p radiohost-ldpc --example ldpc_profile [avx2|scalar|avx512] [reps] [noise] [zc]`
+//! A fifth argument `et` turns early termination on (up to 5 iterations), as the
+//! station decodes.
+//!
+//! `cargo run --release -p radiohost-ldpc --example ldpc_profile [avx2|scalar|avx512] [reps] [noise] [zc] [et]`
 
 use radiohost_ldpc::{BaseGraph, CodeParams, Decoder, DecoderConfig, Encoder, SimdLevel};
 use std::time::Instant;
@@ -19,6 +22,7 @@ fn main() {
     let reps: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(100);
     let noise: f32 = args.next().and_then(|s| s.parse().ok()).unwrap_or(1.6);
     let zc: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(384);
+    let early_termination = args.next().as_deref() == Some("et");
     let p = CodeParams::for_rate(BaseGraph::Bg1, zc, 1.0 / 3.0).unwrap();
     let payload: Vec<u8> = (0..p.payload_bits)
         .map(|i| ((i * 7919) >> 3) as u8 & 1)
@@ -35,7 +39,7 @@ fn main() {
         .collect();
     let cfg = DecoderConfig {
         max_iterations: 5,
-        early_termination: false,
+        early_termination,
         simd: level,
         ..Default::default()
     };

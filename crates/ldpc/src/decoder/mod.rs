@@ -243,6 +243,8 @@ pub struct Decoder {
     c2v: Aligned,
     work: Vec<i8>,
     syndrome: Vec<i8>,
+    /// The channel LLRs of a float `decode` call, quantised (`tx_bits` bytes).
+    quantized: Vec<i8>,
 }
 
 /// The base-graph columns the decoder treats as single (see the module docs of the
@@ -363,6 +365,7 @@ impl Decoder {
             single_col,
             work: vec![0; max_deg * LANE_PAD],
             syndrome: vec![0; zpad],
+            quantized: vec![0; p.tx_bits],
         };
         // The SIMD kernels use raw pointers: verify their bounds once for every row.
         #[cfg(target_arch = "x86_64")]
@@ -428,24 +431,27 @@ impl Decoder {
         payload_out: &mut [u8],
     ) -> Result<DecodeOutcome, LdpcError> {
         self.check_call(llr.len(), payload_out.len())?;
-        let (scale, level) = (self.llr_scale, self.level);
-        // Quantised straight into the APP buffer, column piece by column piece.
-        let nan = self.load_channel(|start, dst| {
-            let src = &llr[start..start + dst.len()];
-            match level {
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: the level comes from runtime detection.
-                SimdLevel::Avx512 => unsafe { quantize_avx512(src, scale, dst) },
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: the level comes from runtime detection.
-                SimdLevel::Avx2 => unsafe { quantize_avx2(src, scale, dst) },
-                _ => quantize(src, scale, dst),
-            }
-        });
+        // Quantised in one pass, then placed column piece by column piece: quantising
+        // piece by piece left a short tail per piece, and at the station's Zc = 36
+        // (every piece 36 values) the tails through a zero-padded vector made the
+        // quantiser 19% of a decode with early termination.
+        let (scale, q) = (self.llr_scale, &mut self.quantized);
+        let nan = match self.level {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the level comes from runtime detection.
+            SimdLevel::Avx512 => unsafe { quantize_avx512(llr, scale, q) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the level comes from runtime detection.
+            SimdLevel::Avx2 => unsafe { quantize_avx2(llr, scale, q) },
+            _ => quantize(llr, scale, q),
+        };
         if nan {
             let index = llr.iter().position(|x| x.is_nan()).unwrap_or(0);
             return Err(LdpcError::NanLlr { index });
         }
+        let q = std::mem::take(&mut self.quantized);
+        self.load_channel(&q);
+        self.quantized = q;
         Ok(self.run(payload_out))
     }
 
@@ -456,10 +462,7 @@ impl Decoder {
         payload_out: &mut [u8],
     ) -> Result<DecodeOutcome, LdpcError> {
         self.check_call(llr.len(), payload_out.len())?;
-        self.load_channel(|start, dst| {
-            dst.copy_from_slice(&llr[start..start + dst.len()]);
-            false
-        });
+        self.load_channel(llr);
         Ok(self.run(payload_out))
     }
 
@@ -518,33 +521,29 @@ impl Decoder {
             .collect()
     }
 
-    /// Writes the channel LLRs (`tx_bits` input values) into the APP buffer:
-    /// `put(start, dst)` fills `dst` with the values from input index `start` on and
-    /// says whether one was NaN; returns whether any was.
-    fn load_channel(&mut self, mut put: impl FnMut(usize, &mut [i8]) -> bool) -> bool {
+    /// Writes the quantised channel LLRs (`tx_bits` of them) into the APP buffer.
+    fn load_channel(&mut self, llr: &[i8]) {
         let (zc, stride, total) = (self.p.zc, self.stride, self.p.tx_bits);
         let (single_col, chan) = (&self.single_col, self.p.bg.cols() * stride);
         // Where column `col` is loaded: single columns into their channel copy.
         let column = |col: usize| col * stride + if single_col[col] { chan } else { 0 };
-        let mut nan = false;
         // Writes `len` values starting at codeword position `pos`, column by column, from
         // the input starting at `src` (or `fill`).
-        let mut write =
-            |mut pos: usize, len: usize, src: Option<usize>, fill: i8, app: &mut [i8]| {
-                let mut done = 0;
-                while done < len {
-                    let (col, lane) = (pos / zc, pos % zc);
-                    let n = (zc - lane).min(len - done);
-                    let at = column(col) + FRONT_PAD + lane;
-                    let dst = &mut app[at..at + n];
-                    match src {
-                        Some(s) => nan |= put(s + done, dst),
-                        None => dst.fill(fill),
-                    }
-                    done += n;
-                    pos += n;
+        let write = |mut pos: usize, len: usize, src: Option<usize>, fill: i8, app: &mut [i8]| {
+            let mut done = 0;
+            while done < len {
+                let (col, lane) = (pos / zc, pos % zc);
+                let n = (zc - lane).min(len - done);
+                let at = column(col) + FRONT_PAD + lane;
+                let dst = &mut app[at..at + n];
+                match src {
+                    Some(s) => dst.copy_from_slice(&llr[s + done..s + done + n]),
+                    None => dst.fill(fill),
                 }
-            };
+                done += n;
+                pos += n;
+            }
+        };
         // Every codeword position is written for each block (no clearing pass): the
         // punctured first 2*Zc positions as erasures (0), fillers as certain zeros (they
         // may lie among the punctured ones), then each transmitted segment, its
@@ -570,7 +569,6 @@ impl Decoder {
             let col = &mut self.app[column(c)..column(c) + stride];
             col.copy_within(FRONT_PAD..FRONT_PAD + mirrored, FRONT_PAD + zc);
         }
-        nan
     }
 
     /// The kernels' view of this decoder's layout.
@@ -746,8 +744,8 @@ unsafe fn quantize_avx512(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
         _mm512_storeu_si512(out.as_mut_ptr().add(i) as *mut __m512i, q);
         i += 64;
     }
-    // The rest 16 at a time under a lane mask (a small Zc's column pieces are all
-    // rest: at Zc = 36 the scalar loop was the whole quantiser, 8% of a station run).
+    // The rest 16 at a time under a lane mask (a scalar loop with `roundf` here was
+    // 8% of a station run when the quantiser ran per 36-value column piece).
     // The saturating byte conversion maps NaN's i32::MIN to -128 as the packs do.
     while i < n {
         let m = ((1u32 << (n - i).min(16)) - 1) as __mmask16;
@@ -794,7 +792,7 @@ unsafe fn quantize_avx2(llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
         i += 32;
     }
     // The rest through a zero-padded block (zeros quantise to 0, never to the NaN
-    // byte): a small Zc's column pieces are all rest.
+    // byte).
     if i < n {
         let mut padded = [0f32; 32];
         padded[..n - i].copy_from_slice(&llr[i..n]);
