@@ -151,20 +151,18 @@ impl Modulator {
     pub fn modulate_at(&self, isa: Isa, bits: &[u8], symbols: &mut [Cf32]) {
         let qm = self.modulation.bits_per_symbol();
         assert_eq!(bits.len(), symbols.len() * qm, "modulate: length mismatch");
-        let mut done = 0;
         #[cfg(target_arch = "x86_64")]
-        if avx512_bits(isa) {
-            let full = symbols.len() / LANES;
-            let out = &mut symbols[..full * LANES];
+        let done = {
+            let out = &mut *symbols;
             let emit = |s: usize, re: &[f32; LANES], im: &[f32; LANES]| {
                 for (l, o) in out[s * LANES..(s + 1) * LANES].iter_mut().enumerate() {
                     *o = Cf32::new(re[l], im[l]);
                 }
             };
-            // SAFETY: `avx512_bits` checked the CPU features.
-            unsafe { levels_avx512(self, &bits[..full * LANES * qm], emit) };
-            done = full * LANES;
-        }
+            self.simd_levels(isa, bits, emit) * LANES
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let done = 0;
         let (this, bits, symbols) = (self, &bits[done * qm..], &mut symbols[done..]);
         dispatch!(isa, fn run(this: &Modulator, bits: &[u8], symbols: &mut [Cf32]) => modulate_body)
     }
@@ -207,30 +205,48 @@ impl Modulator {
             re.len() >= rows && im.len() >= rows,
             "modulate: output too short"
         );
-        let mut done = 0;
         #[cfg(target_arch = "x86_64")]
-        if avx512_bits(isa) {
-            let full = bits.len() / qm / LANES;
+        let done = {
             let emit = |s: usize, r: &[f32; LANES], i: &[f32; LANES]| {
                 re[s * stride] = *r;
                 im[s * stride] = *i;
             };
-            // SAFETY: `avx512_bits` checked the CPU features.
-            unsafe { levels_avx512(self, &bits[..full * LANES * qm], emit) };
-            done = full;
-        }
+            self.simd_levels(isa, bits, emit)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let done = 0;
         let this = self;
         let from = (done * stride).min(re.len()).min(im.len());
         let (bits, re, im) = (&bits[done * LANES * qm..], &mut re[from..], &mut im[from..]);
         dispatch!(isa, fn run(this: &Modulator, bits: &[u8], re: &mut [[f32; LANES]],
             im: &mut [[f32; LANES]], stride: usize) => modulate_planar_body)
     }
-}
 
-/// Whether `isa` (within what the CPU has) runs [`levels_avx512`].
-#[cfg(target_arch = "x86_64")]
-fn avx512_bits(isa: Isa) -> bool {
-    isa.min(Isa::cpu()) == Isa::Avx512 && std::is_x86_feature_detected!("bmi2")
+    /// The levels of every whole 16-symbol slice of `bits` through the vector mapper
+    /// `isa` allows (see [`levels_avx512`], [`levels_avx2`]), handed to `emit(slice,
+    /// re, im)`; returns the number of slices done (0 where no vector mapper runs).
+    #[cfg(target_arch = "x86_64")]
+    fn simd_levels(
+        &self,
+        isa: Isa,
+        bits: &[u8],
+        emit: impl FnMut(usize, &[f32; LANES], &[f32; LANES]),
+    ) -> usize {
+        let bytes = LANES * self.modulation.bits_per_symbol();
+        let slices = bits.len() / bytes;
+        let whole = &bits[..slices * bytes];
+        let isa = isa.min(Isa::cpu());
+        if isa == Isa::Avx512 && std::is_x86_feature_detected!("bmi2") {
+            // SAFETY: the CPU has AVX-512 F/BW (`Isa::cpu`) and BMI2.
+            unsafe { levels_avx512(self, whole, emit) };
+        } else if isa >= Isa::Avx2 {
+            // SAFETY: the CPU has AVX2 (`Isa::cpu`).
+            unsafe { levels_avx2(self, whole, emit) };
+        } else {
+            return 0;
+        }
+        slices
+    }
 }
 
 #[inline(always)]
@@ -336,6 +352,95 @@ unsafe fn levels_avx512(
             _mm512_storeu_ps(im.as_mut_ptr(), lanes(q_bits));
             emit(s, &re, &im);
         }
+    }
+}
+
+/// [`levels_avx512`] with AVX2, in two 8-lane halves per slice: every 32 bytes of the
+/// slice (a multiple of 32 for every order) are split into their in-phase (even) and
+/// quadrature (odd) bytes by a byte shuffle and a quadword permute, and packed into 16
+/// bits each by `vpmovmskb` (no `pext`: microcoded and slow on AMD CPUs before Zen
+/// 3); each half's labels are then cut from the streams and looked up in the level
+/// table (`vpermps` over 8 levels; 256-QAM's 16 take two lookups and a blend on the
+/// label's top bit).
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn levels_avx2(
+    this: &Modulator,
+    bits: &[u8],
+    mut emit: impl FnMut(usize, &[f32; LANES], &[f32; LANES]),
+) {
+    use std::arch::x86_64::*;
+    let qa = this.modulation.bits_per_axis();
+    let bytes = LANES * 2 * qa;
+    debug_assert_eq!(bits.len() % bytes, 0);
+    debug_assert_eq!(bytes % 32, 0);
+    // Labels of one half: 8 symbols of `qa` bits.
+    let half_mask = u64::MAX >> (64 - 8 * qa);
+    let q = qa as i32;
+    // SAFETY (whole body): every load is a whole 32-byte piece of the slice.
+    unsafe {
+        let lo = _mm256_loadu_ps(this.by_index.as_ptr());
+        let hi = _mm256_loadu_ps(this.by_index.as_ptr().add(8));
+        let counts = _mm256_setr_epi32(0, q, 2 * q, 3 * q, 4 * q, 5 * q, 6 * q, 7 * q);
+        let label = _mm256_set1_epi32((1 << qa) - 1);
+        // Per 128-bit lane: even bytes low, odd bytes high.
+        let split = _mm256_setr_epi8(
+            0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, //
+            0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+        );
+        let (mut re, mut im) = ([0f32; LANES], [0f32; LANES]);
+        for (s, chunk) in bits.chunks_exact(bytes).enumerate() {
+            let (mut i_bits, mut q_bits) = (0u64, 0u64);
+            for (v, piece) in chunk.chunks_exact(32).enumerate() {
+                let x = _mm256_loadu_si256(piece.as_ptr().cast());
+                // Even bytes of both lanes, then odd ones (quadwords 0, 2, 1, 3).
+                let x = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(x, split));
+                // Bit 0 of every byte (`vpmovmskb` reads bit 7: shift it there).
+                let m = _mm256_movemask_epi8(_mm256_slli_epi16::<7>(x)) as u32;
+                i_bits |= ((m & 0xffff) as u64) << (16 * v);
+                q_bits |= ((m >> 16) as u64) << (16 * v);
+            }
+            for h in 0..2 {
+                let shift = 8 * qa * h;
+                let i_lv = axis_levels_avx2(i_bits >> shift & half_mask, counts, label, lo, hi, qa);
+                let q_lv = axis_levels_avx2(q_bits >> shift & half_mask, counts, label, lo, hi, qa);
+                _mm256_storeu_ps(re.as_mut_ptr().add(8 * h), i_lv);
+                _mm256_storeu_ps(im.as_mut_ptr().add(8 * h), q_lv);
+            }
+            emit(s, &re, &im);
+        }
+    }
+}
+
+/// The levels of 8 symbols from one axis's label stream (`qa` bits per symbol,
+/// first symbol lowest).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn axis_levels_avx2(
+    stream: u64,
+    counts: std::arch::x86_64::__m256i,
+    label: std::arch::x86_64::__m256i,
+    lo: std::arch::x86_64::__m256,
+    hi: std::arch::x86_64::__m256,
+    qa: usize,
+) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller runs with AVX2.
+    unsafe {
+        let idx = _mm256_and_si256(
+            _mm256_srlv_epi32(_mm256_set1_epi32(stream as u32 as i32), counts),
+            label,
+        );
+        let level = _mm256_permutevar8x32_ps(lo, idx);
+        if qa < 4 {
+            return level;
+        }
+        // Labels 8..15: the upper table (the blend reads the sign bit: label bit 3).
+        let upper = _mm256_castsi256_ps(_mm256_slli_epi32::<28>(idx));
+        _mm256_blendv_ps(level, _mm256_permutevar8x32_ps(hi, idx), upper)
     }
 }
 
@@ -707,6 +812,30 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// Every label of every order, in whole 16-symbol slices (so the vector mappers
+    /// see each one, at every lane), gives the portable build's symbol.
+    #[test]
+    fn every_label_through_every_isa() {
+        for m in ALL {
+            let qm = m.bits_per_symbol();
+            // Slice r holds labels 17 r + lane: every label reaches every lane (17 is
+            // odd, so 17 r runs through every residue of 2^Qm).
+            let labels = 1usize << qm;
+            let n = 16 * labels;
+            let bits: Vec<u8> = (0..n)
+                .flat_map(|i| bits_of((i + i / 16) % labels, qm))
+                .collect();
+            let md = Modulator::new(m);
+            let mut want = vec![Cf32::default(); n];
+            md.modulate_at(Isa::Portable, &bits, &mut want);
+            for isa in Isa::available() {
+                let mut got = vec![Cf32::default(); n];
+                md.modulate_at(isa, &bits, &mut got);
+                assert_eq!(got, want, "{m:?} {isa:?}");
             }
         }
     }

@@ -210,8 +210,19 @@ impl SequenceCache {
 
     /// XOR `c_init`'s sequence from `c(offset)` into `bits` (0/1 each).
     pub fn scramble_bits(&mut self, c_init: u32, offset: usize, bits: &mut [u8]) {
-        let isa = Isa::detect();
+        self.scramble_bits_at(Isa::detect(), c_init, offset, bits);
+    }
+
+    /// [`Self::scramble_bits`] built for `isa` (clamped to what the CPU has).
+    pub fn scramble_bits_at(&mut self, isa: Isa, c_init: u32, offset: usize, bits: &mut [u8]) {
+        let isa = isa.min(Isa::cpu());
         let words = self.words(c_init, offset + bits.len());
+        #[cfg(target_arch = "x86_64")]
+        if isa >= Isa::Avx2 {
+            // SAFETY: `Isa::detect` found AVX2.
+            unsafe { scramble_table_avx2(words, offset, bits) };
+            return;
+        }
         let this = (words, offset);
         dispatch!(isa, fn run(this: (&[u32], usize), bits: &mut [u8]) => scramble_table_body)
     }
@@ -219,12 +230,23 @@ impl SequenceCache {
     /// Flip the sign of each LLR whose bit of `c_init`'s sequence from `c(offset)` is
     /// one.
     pub fn descramble_llrs(&mut self, c_init: u32, offset: usize, llrs: &mut [f32]) {
-        let isa = Isa::detect();
+        self.descramble_llrs_at(Isa::detect(), c_init, offset, llrs);
+    }
+
+    /// [`Self::descramble_llrs`] built for `isa` (clamped to what the CPU has).
+    pub fn descramble_llrs_at(&mut self, isa: Isa, c_init: u32, offset: usize, llrs: &mut [f32]) {
+        let isa = isa.min(Isa::cpu());
         let words = self.words(c_init, offset + llrs.len());
         #[cfg(target_arch = "x86_64")]
         if isa == Isa::Avx512 {
             // SAFETY: `Isa::detect` found AVX-512 F/BW.
             unsafe { descramble_table_avx512(words, offset, llrs) };
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if isa == Isa::Avx2 {
+            // SAFETY: `Isa::detect` found AVX2.
+            unsafe { descramble_table_avx2(words, offset, llrs) };
             return;
         }
         let this = (words, offset);
@@ -314,6 +336,75 @@ unsafe fn descramble_table_avx512(words: &[u32], offset: usize, llrs: &mut [f32]
     descramble_table_body::<true>((words, offset + done), &mut llrs[done..]);
 }
 
+/// 32 bits at a time: every byte of a vector picks its sequence bit out of the
+/// word (the word's byte `i / 8` spread over 8 byte lanes, tested against bit `i % 8`),
+/// and the resulting ones are XORed in. (The AVX-512 build runs this too: the
+/// vectors are short next to the table read.)
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn scramble_table_avx2(words: &[u32], offset: usize, bits: &mut [u8]) {
+    use std::arch::x86_64::*;
+    let spread = _mm256_setr_epi8(
+        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, //
+        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
+    );
+    let select = _mm256_set1_epi64x(i64::from_le_bytes([1, 2, 4, 8, 16, 32, 64, 128]));
+    let ones = _mm256_set1_epi8(1);
+    // Chunk `c`'s 32 bits start at bit `offset % 32` of word `offset / 32 + c`.
+    let (first, shift) = (offset / 32, offset % 32);
+    assert!(
+        words.len() > first + bits.len() / 32,
+        "scramble: sequence table too short"
+    );
+    let mut chunks = bits.chunks_exact_mut(32);
+    for (pair, chunk) in words[first..].windows(2).zip(&mut chunks) {
+        let w = ((pair[0] as u64 | (pair[1] as u64) << 32) >> shift) as u32;
+        // SAFETY: `chunk` is 32 bytes.
+        unsafe {
+            let picked = _mm256_and_si256(
+                _mm256_shuffle_epi8(_mm256_set1_epi32(w as i32), spread),
+                select,
+            );
+            let flip = _mm256_and_si256(_mm256_cmpeq_epi8(picked, select), ones);
+            let p = chunk.as_mut_ptr().cast::<__m256i>();
+            _mm256_storeu_si256(p, _mm256_xor_si256(_mm256_loadu_si256(p), flip));
+        }
+    }
+    let done = bits.len() / 32 * 32;
+    scramble_table_body::<true>((words, offset + done), &mut bits[done..]);
+}
+
+/// 8 LLRs per step: sequence bit `i` of a byte set as lane `i`'s sign-bit mask.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn descramble_table_avx2(words: &[u32], offset: usize, llrs: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let select = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    let sign = _mm256_set1_epi32(i32::MIN);
+    let mut chunks = llrs.chunks_exact_mut(64);
+    for (c, chunk) in (&mut chunks).enumerate() {
+        let w = seq64(words, offset + 64 * c);
+        for e in 0..8 {
+            // SAFETY: `chunk` is 64 floats, so each eighth is 8.
+            unsafe {
+                let byte = _mm256_set1_epi32((w >> (8 * e)) as i32 & 0xff);
+                let picked = _mm256_and_si256(byte, select);
+                let flip = _mm256_and_si256(_mm256_cmpeq_epi32(picked, select), sign);
+                let p = chunk.as_mut_ptr().add(8 * e).cast::<__m256i>();
+                _mm256_storeu_si256(p, _mm256_xor_si256(_mm256_loadu_si256(p), flip));
+            }
+        }
+    }
+    let done = llrs.len() / 64 * 64;
+    descramble_table_body::<true>((words, offset + done), &mut llrs[done..]);
+}
+
 /// `c_init` for PUSCH/PDSCH data scrambling (38.211 §6.3.1.1 / §7.3.1.1, one codeword):
 /// `n_RNTI * 2^15 + n_ID`.
 pub fn data_c_init(rnti: u16, n_id: u16) -> u32 {
@@ -382,15 +473,29 @@ mod tests {
             (7, 4800 * 3, 4800),
         ] {
             let orig: Vec<u8> = (0..n).map(|i| (i % 3 == 0) as u8).collect();
-            let mut got = orig.clone();
-            cache.scramble_bits(c_init, offset, &mut got);
             let mut want = orig.clone();
-            GoldSequence::new_at(c_init, offset).scramble_bits(&mut want);
-            assert_eq!(got, want, "c_init {c_init} offset {offset}");
-            let mut llrs: Vec<f32> = got.iter().map(|&b| 1.0 - 2.0 * b as f32).collect();
-            cache.descramble_llrs(c_init, offset, &mut llrs);
-            let back: Vec<u8> = llrs.iter().map(|&l| (l < 0.0) as u8).collect();
-            assert_eq!(back, orig, "c_init {c_init} offset {offset}");
+            GoldSequence::new_at(c_init, offset).scramble_bits_at(Isa::Portable, &mut want);
+            for isa in Isa::available() {
+                let mut got = orig.clone();
+                cache.scramble_bits_at(isa, c_init, offset, &mut got);
+                assert_eq!(got, want, "c_init {c_init} offset {offset} {isa:?}");
+                let signs: Vec<f32> = got.iter().map(|&b| 1.0 - 2.0 * b as f32).collect();
+                // Magnitudes other than 1 and a zero of each sign keep their bits.
+                let mut llrs: Vec<f32> = signs
+                    .iter()
+                    .zip(0..)
+                    .map(|(s, i)| s * i as f32 * 0.5)
+                    .collect();
+                let expect: Vec<u32> = llrs
+                    .iter()
+                    .zip(&got)
+                    .zip(&orig)
+                    .map(|((l, g), o)| l.to_bits() ^ (((g ^ o) as u32) << 31))
+                    .collect();
+                cache.descramble_llrs_at(isa, c_init, offset, &mut llrs);
+                let back: Vec<u32> = llrs.iter().map(|l| l.to_bits()).collect();
+                assert_eq!(back, expect, "c_init {c_init} offset {offset} {isa:?}");
+            }
         }
     }
 
