@@ -109,6 +109,14 @@ impl GoldSequence {
             unsafe { scramble_avx512(self, head) };
             bits = tail;
         }
+        #[cfg(target_arch = "x86_64")]
+        if isa.min(Isa::cpu()) == Isa::Avx2 {
+            let full = bits.len() / 32 * 32;
+            let (head, tail) = std::mem::take(&mut bits).split_at_mut(full);
+            // SAFETY: the CPU has AVX2 (checked just above).
+            unsafe { scramble_avx2(self, head) };
+            bits = tail;
+        }
         for chunk in bits.chunks_mut(32) {
             let w = self.take_bits(chunk.len() as u32);
             for (i, b) in chunk.iter_mut().enumerate() {
@@ -119,8 +127,99 @@ impl GoldSequence {
 
     /// Descramble soft bits: flip the sign of each LLR whose sequence bit is one.
     pub fn descramble_llrs(&mut self, llrs: &mut [f32]) {
+        self.descramble_llrs_at(Isa::detect(), llrs);
+    }
+
+    /// [`Self::descramble_llrs`] built for `isa` (clamped to what the CPU has).
+    pub fn descramble_llrs_at(&mut self, isa: Isa, llrs: &mut [f32]) {
+        let mut llrs = llrs;
+        #[cfg(target_arch = "x86_64")]
+        if isa.min(Isa::cpu()) >= Isa::Avx2 {
+            let full = llrs.len() / 32 * 32;
+            let (head, tail) = std::mem::take(&mut llrs).split_at_mut(full);
+            // SAFETY: the CPU has AVX2 (checked just above).
+            unsafe { descramble_avx2(self, head) };
+            llrs = tail;
+        }
         let this = self;
-        dispatch!(Isa::detect(), fn run(this: &mut GoldSequence, llrs: &mut [f32]) => descramble_body)
+        dispatch!(isa, fn run(this: &mut GoldSequence, llrs: &mut [f32]) => descramble_body)
+    }
+}
+
+/// 32 bits at a time (see [`xor_bits_avx2`]).
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn scramble_avx2(seq: &mut GoldSequence, bits: &mut [u8]) {
+    for chunk in bits.chunks_exact_mut(32) {
+        let w = seq.take_bits(32);
+        // SAFETY: AVX2 (this function's features); `chunk` is 32 bytes.
+        unsafe { xor_bits_avx2(chunk.try_into().expect("32 bytes"), w) };
+    }
+}
+
+/// 32 LLRs at a time (see [`flip_signs_avx2`]).
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn descramble_avx2(seq: &mut GoldSequence, llrs: &mut [f32]) {
+    for chunk in llrs.chunks_exact_mut(32) {
+        let w = seq.take_bits(32);
+        for (e, eighth) in chunk.chunks_exact_mut(8).enumerate() {
+            // SAFETY: AVX2 (this function's features); `eighth` is 8 floats.
+            unsafe { flip_signs_avx2(eighth.try_into().expect("8 floats"), (w >> (8 * e)) as u8) };
+        }
+    }
+}
+
+/// XOR bit `i` of `w` into byte `i` of `bits` as 0 or 1: the word's byte `i / 8`
+/// spread over 8 byte lanes and tested against bit `i % 8`.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn xor_bits_avx2(bits: &mut [u8; 32], w: u32) {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller runs with AVX2; `bits` is one 32-byte vector.
+    unsafe {
+        let spread = _mm256_setr_epi8(
+            0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, //
+            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
+        );
+        let select = _mm256_set1_epi64x(i64::from_le_bytes([1, 2, 4, 8, 16, 32, 64, 128]));
+        let picked = _mm256_and_si256(
+            _mm256_shuffle_epi8(_mm256_set1_epi32(w as i32), spread),
+            select,
+        );
+        let ones = _mm256_and_si256(_mm256_cmpeq_epi8(picked, select), _mm256_set1_epi8(1));
+        let p = bits.as_mut_ptr().cast::<__m256i>();
+        _mm256_storeu_si256(p, _mm256_xor_si256(_mm256_loadu_si256(p), ones));
+    }
+}
+
+/// Flip the sign of LLR `i` where bit `i` of `byte` is set.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn flip_signs_avx2(llrs: &mut [f32; 8], byte: u8) {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller runs with AVX2; `llrs` is one 8-float vector.
+    unsafe {
+        let select = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+        let picked = _mm256_and_si256(_mm256_set1_epi32(byte as i32), select);
+        let flip = _mm256_and_si256(
+            _mm256_cmpeq_epi32(picked, select),
+            _mm256_set1_epi32(i32::MIN),
+        );
+        let p = llrs.as_mut_ptr().cast::<__m256i>();
+        _mm256_storeu_si256(p, _mm256_xor_si256(_mm256_loadu_si256(p), flip));
     }
 }
 
@@ -336,23 +435,14 @@ unsafe fn descramble_table_avx512(words: &[u32], offset: usize, llrs: &mut [f32]
     descramble_table_body::<true>((words, offset + done), &mut llrs[done..]);
 }
 
-/// 32 bits at a time: every byte of a vector picks its sequence bit out of the
-/// word (the word's byte `i / 8` spread over 8 byte lanes, tested against bit `i % 8`),
-/// and the resulting ones are XORed in. (The AVX-512 build runs this too: the
-/// vectors are short next to the table read.)
+/// [`SequenceCache::scramble_bits`] 32 bits at a time (see [`xor_bits_avx2`]). (The
+/// AVX-512 build runs this too: the table read, not the vector width, is the cost.)
 ///
 /// # Safety
 /// The CPU has AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn scramble_table_avx2(words: &[u32], offset: usize, bits: &mut [u8]) {
-    use std::arch::x86_64::*;
-    let spread = _mm256_setr_epi8(
-        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, //
-        2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3,
-    );
-    let select = _mm256_set1_epi64x(i64::from_le_bytes([1, 2, 4, 8, 16, 32, 64, 128]));
-    let ones = _mm256_set1_epi8(1);
     // Chunk `c`'s 32 bits start at bit `offset % 32` of word `offset / 32 + c`.
     let (first, shift) = (offset / 32, offset % 32);
     assert!(
@@ -362,43 +452,26 @@ unsafe fn scramble_table_avx2(words: &[u32], offset: usize, bits: &mut [u8]) {
     let mut chunks = bits.chunks_exact_mut(32);
     for (pair, chunk) in words[first..].windows(2).zip(&mut chunks) {
         let w = ((pair[0] as u64 | (pair[1] as u64) << 32) >> shift) as u32;
-        // SAFETY: `chunk` is 32 bytes.
-        unsafe {
-            let picked = _mm256_and_si256(
-                _mm256_shuffle_epi8(_mm256_set1_epi32(w as i32), spread),
-                select,
-            );
-            let flip = _mm256_and_si256(_mm256_cmpeq_epi8(picked, select), ones);
-            let p = chunk.as_mut_ptr().cast::<__m256i>();
-            _mm256_storeu_si256(p, _mm256_xor_si256(_mm256_loadu_si256(p), flip));
-        }
+        // SAFETY: AVX2 (this function's features); `chunk` is 32 bytes.
+        unsafe { xor_bits_avx2(chunk.try_into().expect("32 bytes"), w) };
     }
     let done = bits.len() / 32 * 32;
     scramble_table_body::<true>((words, offset + done), &mut bits[done..]);
 }
 
-/// 8 LLRs per step: sequence bit `i` of a byte set as lane `i`'s sign-bit mask.
+/// [`SequenceCache::descramble_llrs`] 64 LLRs at a time (see [`flip_signs_avx2`]).
 ///
 /// # Safety
 /// The CPU has AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn descramble_table_avx2(words: &[u32], offset: usize, llrs: &mut [f32]) {
-    use std::arch::x86_64::*;
-    let select = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-    let sign = _mm256_set1_epi32(i32::MIN);
     let mut chunks = llrs.chunks_exact_mut(64);
     for (c, chunk) in (&mut chunks).enumerate() {
         let w = seq64(words, offset + 64 * c);
-        for e in 0..8 {
-            // SAFETY: `chunk` is 64 floats, so each eighth is 8.
-            unsafe {
-                let byte = _mm256_set1_epi32((w >> (8 * e)) as i32 & 0xff);
-                let picked = _mm256_and_si256(byte, select);
-                let flip = _mm256_and_si256(_mm256_cmpeq_epi32(picked, select), sign);
-                let p = chunk.as_mut_ptr().add(8 * e).cast::<__m256i>();
-                _mm256_storeu_si256(p, _mm256_xor_si256(_mm256_loadu_si256(p), flip));
-            }
+        for (e, eighth) in chunk.chunks_exact_mut(8).enumerate() {
+            // SAFETY: AVX2 (this function's features); `eighth` is 8 floats.
+            unsafe { flip_signs_avx2(eighth.try_into().expect("8 floats"), (w >> (8 * e)) as u8) };
         }
     }
     let done = llrs.len() / 64 * 64;
@@ -522,18 +595,34 @@ mod tests {
         }
     }
 
+    /// Every build, in two calls that continue one sequence (so a call can start
+    /// mid-word), scrambles as the 38.211 recursion and descrambles its own output
+    /// back, keeping every LLR's magnitude.
     #[test]
-    fn descramble_llrs_inverts_scramble() {
-        let mut bits: Vec<u8> = (0..100).map(|i| (i % 3 == 0) as u8).collect();
-        let orig = bits.clone();
-        GoldSequence::new(1234).scramble_bits(&mut bits);
-        assert_ne!(bits, orig);
-        let mut llrs: Vec<f32> = bits
-            .iter()
-            .map(|&b| if b == 0 { 1.0 } else { -1.0 })
-            .collect();
-        GoldSequence::new(1234).descramble_llrs(&mut llrs);
-        let back: Vec<u8> = llrs.iter().map(|&l| (l < 0.0) as u8).collect();
-        assert_eq!(back, orig);
+    fn generator_scrambles_as_the_recursion_in_every_build() {
+        let c_init = 1234;
+        for (n, split) in [(0, 0), (7, 3), (32, 32), (100, 37), (333, 64), (4800, 1000)] {
+            let seq = naive(c_init, n);
+            let orig: Vec<u8> = (0..n).map(|i| (i % 3 == 0) as u8).collect();
+            let want: Vec<u8> = orig.iter().zip(&seq).map(|(b, c)| b ^ c).collect();
+            for isa in Isa::available() {
+                let mut bits = orig.clone();
+                let mut g = GoldSequence::new(c_init);
+                let (head, tail) = bits.split_at_mut(split);
+                g.scramble_bits_at(isa, head);
+                g.scramble_bits_at(isa, tail);
+                assert_eq!(bits, want, "n {n} {isa:?}");
+                let llrs: Vec<f32> = (0..n).map(|i| (i as f32 - 50.0) * 0.25).collect();
+                let mut got = llrs.clone();
+                let mut g = GoldSequence::new(c_init);
+                let (head, tail) = got.split_at_mut(split);
+                g.descramble_llrs_at(isa, head);
+                g.descramble_llrs_at(isa, tail);
+                for i in 0..n {
+                    let flipped = llrs[i].to_bits() ^ ((seq[i] as u32) << 31);
+                    assert_eq!(got[i].to_bits(), flipped, "n {n} {isa:?} llr {i}");
+                }
+            }
+        }
     }
 }
