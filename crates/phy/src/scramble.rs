@@ -177,7 +177,8 @@ unsafe fn descramble_avx2(seq: &mut GoldSequence, llrs: &mut [f32]) {
 }
 
 /// XOR bit `i` of `w` into byte `i` of `bits` as 0 or 1: the word's byte `i / 8`
-/// spread over 8 byte lanes and tested against bit `i % 8`.
+/// spread over 8 byte lanes, masked to bit `i % 8` and clamped to 1 (as the LDPC
+/// encoder's `unpack_bits_avx2`).
 ///
 /// # Safety
 /// The CPU has AVX2.
@@ -196,7 +197,7 @@ unsafe fn xor_bits_avx2(bits: &mut [u8; 32], w: u32) {
             _mm256_shuffle_epi8(_mm256_set1_epi32(w as i32), spread),
             select,
         );
-        let ones = _mm256_and_si256(_mm256_cmpeq_epi8(picked, select), _mm256_set1_epi8(1));
+        let ones = _mm256_min_epu8(picked, _mm256_set1_epi8(1));
         let p = bits.as_mut_ptr().cast::<__m256i>();
         _mm256_storeu_si256(p, _mm256_xor_si256(_mm256_loadu_si256(p), ones));
     }
