@@ -17,20 +17,28 @@ pub(crate) struct PackedStep {
 /// A plan step as the packed encoder runs it: the solved block's rotation folded into
 /// the terms' shifts (`p[j] = XOR of x_t[(j - shift + s_t) mod Zc]`), so the sum is the
 /// parity block itself and needs no rotation afterwards.
+/// Each term is kept as where its shifted block starts in the doubled columns (`dw`
+/// words per column): `(word, bit)`, so a sum does no address arithmetic.
 #[derive(Clone, Debug)]
 struct RotatedStep {
     terms: Vec<(usize, usize)>,
+    /// The largest term word (the AVX2 sums check their reads once per step).
+    last_word: usize,
     col: usize,
 }
 
 impl RotatedStep {
-    fn new(step: PackedStep, zc: usize) -> RotatedStep {
-        let terms = step
+    fn new(step: PackedStep, zc: usize, dw: usize) -> RotatedStep {
+        let terms: Vec<(usize, usize)> = step
             .terms
             .iter()
-            .map(|&(col, s)| (col, (s + zc - step.shift) % zc))
+            .map(|&(col, s)| {
+                let shift = (s + zc - step.shift) % zc;
+                (col * dw + shift / 64, shift % 64)
+            })
             .collect();
         RotatedStep {
+            last_word: terms.iter().map(|t| t.0).max().unwrap_or(0),
             terms,
             col: step.col,
         }
@@ -55,6 +63,9 @@ pub(crate) struct Packed {
     /// Sum the terms with AVX2 (detected at construction; tests clear it to cover the
     /// portable sums).
     pub(crate) avx2: bool,
+    /// Unpack the parity with AVX2's whole vectors (AVX2 without AVX-512BW, whose
+    /// masked stores need no tail; tests clear it to cover the exact unpacking).
+    pub(crate) avx2_unpack: bool,
 }
 
 /// Mask of the valid bits in the last word of a Zc-bit block.
@@ -83,14 +94,13 @@ fn read_bits<const XOR: bool>(dst: &mut [u64], src: &[u64], off: usize) {
     }
 }
 
-/// XOR of the shifted blocks `terms` (column, shift) of `doubled` (`dw` words per
-/// column), `NW` words.
+/// XOR of the shifted blocks `terms` ([`RotatedStep`]'s `(word, bit)`) of `doubled`,
+/// `NW` words.
 #[inline(always)]
-fn sum_terms<const NW: usize>(terms: &[(usize, usize)], doubled: &[u64], dw: usize) -> [u64; NW] {
+fn sum_terms<const NW: usize>(terms: &[(usize, usize)], doubled: &[u64]) -> [u64; NW] {
     let mut acc = [0u64; NW];
-    for &(col, shift) in terms {
-        let src: &[u64] = &doubled[col * dw + shift / 64..][..NW + 1];
-        let b = shift % 64;
+    for &(at, b) in terms {
+        let src: &[u64] = &doubled[at..][..NW + 1];
         if b == 0 {
             for i in 0..NW {
                 acc[i] ^= src[i];
@@ -119,19 +129,17 @@ const AVX2_SPARE_WORDS: usize = 8;
 /// The CPU must support AVX2 (the reads are bounds-checked).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn sum_terms_avx2<const V: usize>(
-    terms: &[(usize, usize)],
-    doubled: &[u64],
-    dw: usize,
-    out: &mut [u64],
-) {
+unsafe fn sum_terms_avx2<const V: usize>(step: &RotatedStep, doubled: &[u64], out: &mut [u64]) {
     use std::arch::x86_64::*;
     let mut acc = [_mm256_setzero_si256(); V];
-    for &(col, shift) in terms {
-        let at = col * dw + shift / 64;
-        assert!(at + 4 * V < doubled.len(), "spare words for whole vectors");
+    // Every term's reads end below its word + 4 V + 1.
+    assert!(
+        step.last_word + 4 * V < doubled.len(),
+        "spare words for whole vectors"
+    );
+    for &(at, b) in &step.terms {
         let p = doubled.as_ptr().add(at);
-        let b = (shift % 64) as i64;
+        let b = b as i64;
         let (right, left) = (_mm_cvtsi64_si128(b), _mm_cvtsi64_si128(64 - b));
         for (v, a) in acc.iter_mut().enumerate() {
             let lo = _mm256_loadu_si256(p.add(4 * v) as *const __m256i);
@@ -144,7 +152,10 @@ unsafe fn sum_terms_avx2<const V: usize>(
     for (v, a) in acc.iter().enumerate() {
         _mm256_storeu_si256(words.as_mut_ptr().add(4 * v) as *mut __m256i, *a);
     }
-    out.copy_from_slice(&words[..out.len()]);
+    // A word loop, not `copy_from_slice` (a library call for two or three words).
+    for (o, w) in out.iter_mut().zip(words) {
+        *o = w;
+    }
 }
 
 /// Packs bits stored one per byte (0/1) into `out`, bit `i` of the input at bit `i % 64`
@@ -310,7 +321,10 @@ impl Packed {
             nw,
             dw,
             kb,
-            steps: steps.into_iter().map(|s| RotatedStep::new(s, zc)).collect(),
+            steps: steps
+                .into_iter()
+                .map(|s| RotatedStep::new(s, zc, dw))
+                .collect(),
             payload: vec![0; (kb * zc).div_ceil(64) + nw + 1],
             // Spare words after the last column: the AVX2 sums read whole vectors.
             doubled: vec![0; (kb + 4) * dw + AVX2_SPARE_WORDS],
@@ -320,6 +334,11 @@ impl Packed {
             avx2: std::is_x86_feature_detected!("avx2"),
             #[cfg(not(target_arch = "x86_64"))]
             avx2: false,
+            #[cfg(target_arch = "x86_64")]
+            avx2_unpack: std::is_x86_feature_detected!("avx2")
+                && !std::is_x86_feature_detected!("avx512bw"),
+            #[cfg(not(target_arch = "x86_64"))]
+            avx2_unpack: false,
         }
     }
 
@@ -356,13 +375,13 @@ impl Packed {
         for step in &steps {
             #[cfg(target_arch = "x86_64")]
             if self.avx2 && nw <= 8 {
-                let (terms, doubled, acc) = (&step.terms, &self.doubled, &mut self.acc);
+                let (doubled, acc) = (&self.doubled, &mut self.acc);
                 // SAFETY: AVX2 was detected (`avx2` is only set then).
                 unsafe {
                     if nw <= 4 {
-                        sum_terms_avx2::<1>(terms, doubled, dw, acc)
+                        sum_terms_avx2::<1>(step, doubled, acc)
                     } else {
-                        sum_terms_avx2::<2>(terms, doubled, dw, acc)
+                        sum_terms_avx2::<2>(step, doubled, acc)
                     }
                 }
                 self.finish_step(step.col);
@@ -372,27 +391,26 @@ impl Packed {
             match nw {
                 1 => self
                     .acc
-                    .copy_from_slice(&sum_terms::<1>(&step.terms, &self.doubled, dw)),
+                    .copy_from_slice(&sum_terms::<1>(&step.terms, &self.doubled)),
                 2 => self
                     .acc
-                    .copy_from_slice(&sum_terms::<2>(&step.terms, &self.doubled, dw)),
+                    .copy_from_slice(&sum_terms::<2>(&step.terms, &self.doubled)),
                 3 => self
                     .acc
-                    .copy_from_slice(&sum_terms::<3>(&step.terms, &self.doubled, dw)),
+                    .copy_from_slice(&sum_terms::<3>(&step.terms, &self.doubled)),
                 4 => self
                     .acc
-                    .copy_from_slice(&sum_terms::<4>(&step.terms, &self.doubled, dw)),
+                    .copy_from_slice(&sum_terms::<4>(&step.terms, &self.doubled)),
                 5 => self
                     .acc
-                    .copy_from_slice(&sum_terms::<5>(&step.terms, &self.doubled, dw)),
+                    .copy_from_slice(&sum_terms::<5>(&step.terms, &self.doubled)),
                 6 => self
                     .acc
-                    .copy_from_slice(&sum_terms::<6>(&step.terms, &self.doubled, dw)),
+                    .copy_from_slice(&sum_terms::<6>(&step.terms, &self.doubled)),
                 _ => {
                     self.acc.fill(0);
-                    for &(col, shift) in &step.terms {
-                        let src = &self.doubled[col * dw..(col + 1) * dw];
-                        read_bits::<true>(&mut self.acc, src, shift);
+                    for &(at, b) in &step.terms {
+                        read_bits::<true>(&mut self.acc, &self.doubled[at..], b);
                     }
                 }
             }
@@ -414,6 +432,29 @@ impl Packed {
         }
         if j < 4 {
             Self::double(p, zc, &mut self.doubled[col * dw..(col + 1) * dw]);
+        }
+    }
+
+    /// Parity columns `kb, kb + 1, ..` after `encode`, one bit per byte, into the
+    /// consecutive `Zc`-byte pieces of `out` (the last may be shorter).
+    pub fn unpack_parity(&self, out: &mut [u8]) {
+        let zc = self.zc;
+        let n = out.len();
+        for (j, start) in (0..n).step_by(zc).enumerate() {
+            let len = zc.min(n - start);
+            let words = self.parity_block(j);
+            #[cfg(target_arch = "x86_64")]
+            if self.avx2_unpack && start + len.next_multiple_of(32) <= n {
+                // Whole vectors, no bit-by-bit tail (at the small Zc of a frame's blocks
+                // the tail cost as much as the vectors): the bits past `len` (zeros, the
+                // block's `ceil(Zc/64)` words hold them) land in the next piece, which
+                // is written after this one.
+                let whole = &mut out[start..start + len.next_multiple_of(32)];
+                // SAFETY: AVX2 was detected (`avx2_unpack` is only set then).
+                unsafe { unpack_bits_avx2(words, whole) };
+                continue;
+            }
+            unpack_bits(words, &mut out[start..start + len]);
         }
     }
 
