@@ -17,6 +17,7 @@ pub(crate) struct PackedStep {
 /// A plan step as the packed encoder runs it: the solved block's rotation folded into
 /// the terms' shifts (`p[j] = XOR of x_t[(j - shift + s_t) mod Zc]`), so the sum is the
 /// parity block itself and needs no rotation afterwards.
+///
 /// Each term is kept as where its shifted block starts in the doubled columns (`dw`
 /// words per column): `(word, bit)`, so a sum does no address arithmetic.
 #[derive(Clone, Debug)]
