@@ -319,7 +319,7 @@ impl SequenceCache {
         let words = self.words(c_init, offset + bits.len());
         #[cfg(target_arch = "x86_64")]
         if isa >= Isa::Avx2 {
-            // SAFETY: `Isa::detect` found AVX2.
+            // SAFETY: `isa` is clamped to `Isa::cpu()`, which found AVX2.
             unsafe { scramble_table_avx2(words, offset, bits) };
             return;
         }
@@ -345,7 +345,7 @@ impl SequenceCache {
         }
         #[cfg(target_arch = "x86_64")]
         if isa == Isa::Avx2 {
-            // SAFETY: `Isa::detect` found AVX2.
+            // SAFETY: `isa` is clamped to `Isa::cpu()`, which found AVX2.
             unsafe { descramble_table_avx2(words, offset, llrs) };
             return;
         }
