@@ -436,8 +436,8 @@ unsafe fn descramble_table_avx512(words: &[u32], offset: usize, llrs: &mut [f32]
     descramble_table_body::<true>((words, offset + done), &mut llrs[done..]);
 }
 
-/// [`SequenceCache::scramble_bits`] 32 bits at a time (see [`xor_bits_avx2`]). (The
-/// AVX-512 build runs this too: the table read, not the vector width, is the cost.)
+/// [`SequenceCache::scramble_bits`] 32 bits at a time (see [`xor_bits_avx2`]).
+/// AVX-512 CPUs run this too (there is no wider table version).
 ///
 /// # Safety
 /// The CPU has AVX2.
