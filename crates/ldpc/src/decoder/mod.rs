@@ -944,6 +944,70 @@ mod tests {
         }
     }
 
+    /// The AVX2 parity check (the doubled layout's [`x86_rows::syndrome_ok_halves_avx2`]
+    /// or the wrapped layout's) agrees with the portable one on the same APP values,
+    /// after each of the first iterations of noisy blocks (some rows still fail, in
+    /// any half) and on clean codewords (every row holds), at lifting sizes with and
+    /// without padding lanes in the last half.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_parity_check_matches_the_portable_one() {
+        use crate::{BaseGraph, Encoder};
+        if SimdLevel::Avx2.resolve() != SimdLevel::Avx2 {
+            println!("SKIPPED: AVX2 parity check (CPU lacks AVX2)");
+            return;
+        }
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut outcomes = [0usize; 2];
+        for (bg, zc, rate) in [
+            (BaseGraph::Bg1, 72, 1.0 / 3.0),
+            (BaseGraph::Bg1, 36, 0.5),
+            (BaseGraph::Bg2, 15, 0.25),
+            (BaseGraph::Bg2, 3, 0.3),
+            (BaseGraph::Bg1, 96, 0.5),
+            (BaseGraph::Bg2, 208, 0.4),
+            (BaseGraph::Bg1, 384, 1.0 / 3.0),
+        ] {
+            let p = CodeParams::for_rate(bg, zc, rate).unwrap();
+            for noise in [0, 40, 70] {
+                let payload: Vec<u8> = (0..p.payload_bits).map(|_| next() as u8 & 1).collect();
+                let mut tx = vec![0u8; p.tx_bits];
+                Encoder::new(p).encode(&payload, &mut tx).unwrap();
+                let llr: Vec<i8> = tx
+                    .iter()
+                    .map(|&b| {
+                        let n = (next() % (2 * noise + 1)) as i32 - noise as i32;
+                        (if b == 0 { 24 } else { -24 } + n).clamp(-128, 127) as i8
+                    })
+                    .collect();
+                let cfg = DecoderConfig {
+                    simd: SimdLevel::Avx2,
+                    ..Default::default()
+                };
+                let mut dec = Decoder::new(p, cfg);
+                dec.load_channel(&llr);
+                for it in 0..4 {
+                    dec.iterate(it == 0, true);
+                    let fast = dec.syndrome_ok();
+                    let rows = &dec.row_start[..dec.rows + 1];
+                    let dims = dec.dims(false, true);
+                    let portable =
+                        syndrome_ok(&dec.app, &dec.edges, rows, &mut dec.syndrome, &dims);
+                    assert_eq!(fast, portable, "{bg} Zc={zc} noise {noise} iteration {it}");
+                    outcomes[fast as usize] += 1;
+                }
+            }
+        }
+        // Both answers occurred, so neither was compared alone.
+        assert!(outcomes[0] > 0 && outcomes[1] > 0, "{outcomes:?}");
+    }
+
     /// Every quantiser this CPU has gives the portable one's bytes, on values around
     /// every rounding boundary, the clip limits, zeros of both signs and infinities.
     #[test]

@@ -464,7 +464,8 @@ pub(crate) fn check_halves(app: &[i8], edges: &[Edge], halves: &[u32], zc: usize
 /// Hard decisions satisfy every row listed by `row_start`, from the AVX2 kernel's
 /// [`halves`] table: per row and half, the XOR of the edges' 32-lane windows must have
 /// no sign bit set in a real lane (the last half of a Zc not a multiple of 32 has
-/// padding lanes, masked off).
+/// padding lanes, masked off). Rows run through [`row_parity_ok`] built per degree,
+/// so the loop over a row's windows unrolls.
 ///
 /// # Safety
 /// The CPU must support AVX2, and `halves` must be the table of these rows over `app`.
@@ -482,17 +483,48 @@ pub(crate) unsafe fn syndrome_ok_halves_avx2(
     };
     let p = app.as_ptr();
     for r in row_start.windows(2) {
-        let d = r[1] - r[0];
-        for (j, win) in halves[r[0] * nh..r[1] * nh].chunks_exact(d).enumerate() {
-            let mut x = _mm256_setzero_si256();
-            for &w in win {
-                let a = _mm256_loadu_si256(p.add(w as usize) as *const __m256i);
-                x = _mm256_xor_si256(x, a);
-            }
-            let signs = _mm256_movemask_epi8(x) as u32;
-            if signs & if j + 1 == nh { last } else { u32::MAX } != 0 {
-                return false;
-            }
+        let win = &halves[r[0] * nh..r[1] * nh];
+        // Each arm inlines `row_parity_ok` with a literal degree (no base-graph row
+        // has more than 19 edges); any other runs the same body with the degree in a
+        // register.
+        macro_rules! by_degree {
+            ($($d:literal)*) => {
+                match r[1] - r[0] {
+                    0 => true,
+                    $($d => row_parity_ok(p, win, $d, last),)*
+                    d => row_parity_ok(p, win, d, last),
+                }
+            };
+        }
+        // SAFETY: `win` is this row's part of the table over `app` (the caller's
+        // guarantee); the CPU has AVX2.
+        let ok = unsafe { by_degree!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19) };
+        if !ok {
+            return false;
+        }
+    }
+    true
+}
+
+/// One row of [`syndrome_ok_halves_avx2`]: `win` holds `d` window offsets per half;
+/// `last` masks the last half's real lanes. Inlined where `d` is a literal, so that
+/// the loop over the windows unrolls.
+///
+/// # Safety
+/// The CPU must support AVX2; every offset in `win` starts 32 readable bytes of `p`.
+#[inline(always)]
+unsafe fn row_parity_ok(p: *const i8, win: &[u32], d: usize, last: u32) -> bool {
+    let nh = win.len() / d;
+    for (j, w) in win.chunks_exact(d).enumerate() {
+        let mut x = _mm256_setzero_si256();
+        for &o in w {
+            // SAFETY: as the caller guarantees.
+            let a = unsafe { _mm256_loadu_si256(p.add(o as usize) as *const __m256i) };
+            x = _mm256_xor_si256(x, a);
+        }
+        let real = if j + 1 == nh { last } else { u32::MAX };
+        if _mm256_movemask_epi8(x) as u32 & real != 0 {
+            return false;
         }
     }
     true
