@@ -946,9 +946,9 @@ mod tests {
 
     /// The AVX2 parity check (the doubled layout's [`x86_rows::syndrome_ok_halves_avx2`]
     /// or the wrapped layout's) agrees with the portable one on the same APP values,
-    /// after each of the first iterations of noisy blocks (some rows still fail, in
-    /// any half) and on clean codewords (every row holds), at lifting sizes with and
-    /// without padding lanes in the last half.
+    /// after each of the first four iterations of noisy blocks (where some checks still
+    /// fail) and of clean codewords (where every check holds), at lifting sizes with
+    /// and without padding lanes in the last half.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx2_parity_check_matches_the_portable_one() {
