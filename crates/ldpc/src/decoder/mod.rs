@@ -876,13 +876,42 @@ pub(crate) fn fixup_wrap(col: &mut [i8], zc: usize, shift: usize) {
 mod tests {
     use super::*;
 
+    /// A xorshift64 generator: reproducible bits for the tests, no crate needed.
+    fn xorshift(mut seed: u64) -> impl FnMut() -> u64 {
+        move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        }
+    }
+
+    /// Quantised LLRs of a random codeword of `p`: +-`amplitude` plus noise uniform in
+    /// `-noise..=noise`, clamped to `i8`.
+    fn noisy_codeword(
+        p: CodeParams,
+        next: &mut impl FnMut() -> u64,
+        amplitude: i32,
+        noise: u64,
+    ) -> Vec<i8> {
+        let payload: Vec<u8> = (0..p.payload_bits).map(|_| next() as u8 & 1).collect();
+        let mut tx = vec![0u8; p.tx_bits];
+        crate::Encoder::new(p).encode(&payload, &mut tx).unwrap();
+        tx.iter()
+            .map(|&b| {
+                let n = (next() % (2 * noise + 1)) as i32 - noise as i32;
+                (if b == 0 { amplitude } else { -amplitude } + n).clamp(-128, 127) as i8
+            })
+            .collect()
+    }
+
     /// The AVX-512 row kernel gives the scalar kernel's posteriors with the correction
     /// looked up by byte permute (VBMI) and with it computed by shifts (the path of
     /// AVX-512 CPUs without VBMI), for several corrections, with saturated inputs.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx512_row_kernel_with_and_without_vbmi_matches_scalar() {
-        use crate::{BaseGraph, Encoder};
+        use crate::BaseGraph;
         if SimdLevel::Avx512.resolve() != SimdLevel::Avx512 {
             println!("SKIPPED: AVX-512 row kernel (CPU lacks AVX-512BW)");
             return;
@@ -891,13 +920,7 @@ mod tests {
         if !vbmi {
             println!("SKIPPED: VBMI correction lookup (CPU lacks AVX-512 VBMI)");
         }
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         for (bg, zc, rate, ms) in [
             (BaseGraph::Bg1, 384, 1.0 / 3.0, MinSum::Normalized(0.75)),
             (BaseGraph::Bg1, 128, 0.5, MinSum::Offset(0.5)),
@@ -905,16 +928,7 @@ mod tests {
             (BaseGraph::Bg2, 64, 0.4, MinSum::Normalized(1.0)),
         ] {
             let p = CodeParams::for_rate(bg, zc, rate).unwrap();
-            let payload: Vec<u8> = (0..p.payload_bits).map(|_| next() as u8 & 1).collect();
-            let mut tx = vec![0u8; p.tx_bits];
-            Encoder::new(p).encode(&payload, &mut tx).unwrap();
-            let llr: Vec<i8> = tx
-                .iter()
-                .map(|&b| {
-                    let noise = (next() % 281) as i32 - 140;
-                    (if b == 0 { 20 } else { -20 } + noise).clamp(-128, 127) as i8
-                })
-                .collect();
+            let llr = noisy_codeword(p, &mut next, 20, 140);
             let mut results = Vec::new();
             for (level, use_vbmi) in [
                 (SimdLevel::Scalar, false),
@@ -952,18 +966,12 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn avx2_parity_check_matches_the_portable_one() {
-        use crate::{BaseGraph, Encoder};
+        use crate::BaseGraph;
         if SimdLevel::Avx2.resolve() != SimdLevel::Avx2 {
             println!("SKIPPED: AVX2 parity check (CPU lacks AVX2)");
             return;
         }
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let mut outcomes = [0usize; 2];
         for (bg, zc, rate) in [
             (BaseGraph::Bg1, 72, 1.0 / 3.0),
@@ -976,16 +984,7 @@ mod tests {
         ] {
             let p = CodeParams::for_rate(bg, zc, rate).unwrap();
             for noise in [0, 40, 70] {
-                let payload: Vec<u8> = (0..p.payload_bits).map(|_| next() as u8 & 1).collect();
-                let mut tx = vec![0u8; p.tx_bits];
-                Encoder::new(p).encode(&payload, &mut tx).unwrap();
-                let llr: Vec<i8> = tx
-                    .iter()
-                    .map(|&b| {
-                        let n = (next() % (2 * noise + 1)) as i32 - noise as i32;
-                        (if b == 0 { 24 } else { -24 } + n).clamp(-128, 127) as i8
-                    })
-                    .collect();
+                let llr = noisy_codeword(p, &mut next, 24, noise);
                 let cfg = DecoderConfig {
                     simd: SimdLevel::Avx2,
                     ..Default::default()
