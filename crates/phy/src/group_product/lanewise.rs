@@ -257,7 +257,9 @@ impl<'a> LaneWeights for LaneCoefficients<'a> {
 }
 
 /// The two 8-lane halves of one stored coefficient part (`runs` floats at `p`),
-/// each run widened to its `W` lanes.
+/// each run widened to its `W` lanes. Widths 2 and 4 load the runs a half needs
+/// into both 128-bit lanes (a broadcast load, no ALU operation) and pick each
+/// lane's run with one in-lane permute.
 ///
 /// # Safety
 /// The CPU has AVX2; `p` points at [`entry_len`]`(W) / 2` readable floats.
@@ -266,31 +268,46 @@ impl<'a> LaneWeights for LaneCoefficients<'a> {
 #[inline]
 unsafe fn widen<const W: usize>(p: *const f32) -> [std::arch::x86_64::__m256; 2] {
     use std::arch::x86_64::*;
+    let pick = |x: __m256, c: [i32; 8]| {
+        _mm256_permutevar_ps(
+            x,
+            _mm256_setr_epi32(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]),
+        )
+    };
     // SAFETY (all arms): each reads within the `16 / W` floats at `p`.
     unsafe {
+        let four = |q: *const f32| opaque(_mm256_broadcast_ps(&*q.cast::<__m128>()));
         match W {
             1 => [_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))],
-            // Each half's runs in the low 128 bits, then each lane picks its run
-            // (one `vpermps`; LLVM turned in-lane permutes of a broadcast into two
-            // shuffles each).
             2 => {
-                let pick = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3);
-                let half = |q: *const f32| _mm256_castps128_ps256(_mm_loadu_ps(q));
-                [
-                    _mm256_permutevar8x32_ps(half(p), pick),
-                    _mm256_permutevar8x32_ps(half(p.add(4)), pick),
-                ]
+                let c = [0, 0, 1, 1, 2, 2, 3, 3];
+                [pick(four(p), c), pick(four(p.add(4)), c)]
             }
             4 => {
-                let runs = _mm256_castps128_ps256(_mm_loadu_ps(p));
+                let runs = four(p);
                 [
-                    _mm256_permutevar8x32_ps(runs, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)),
-                    _mm256_permutevar8x32_ps(runs, _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3)),
+                    pick(runs, [0, 0, 0, 0, 1, 1, 1, 1]),
+                    pick(runs, [2, 2, 2, 2, 3, 3, 3, 3]),
                 ]
             }
             _ => [_mm256_broadcast_ss(&*p), _mm256_broadcast_ss(&*p.add(1))],
         }
     }
+}
+
+/// `x` unchanged, out of the optimiser's sight: LLVM folds a broadcast followed by
+/// an in-lane permute into a lane-crossing permute, and then splits that into two
+/// shuffles, one of them lane-crossing (three ALU operations where this takes one).
+/// Emits no instruction.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+#[inline]
+unsafe fn opaque(mut x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 {
+    // SAFETY: an empty template; the register is left as it was.
+    unsafe {
+        std::arch::asm!("/* {0} */", inout(ymm_reg) x, options(pure, nomem, nostack, preserves_flags));
+    }
+    x
 }
 
 /// [`products`] in AVX2 registers (the same fused operations in the same order),
