@@ -3,7 +3,7 @@
 //! With `zf_block` below [`LANES`] (16x4 uses groups of 4 subcarriers) the
 //! per-group product fills only a quarter of each vector. Here every lane of a
 //! slice carries its own subcarrier's coefficients (spread once per frame by
-//! [`spread`]), so one pass over a slice serves all the groups in it with full
+//! [`spread_batch`]), so one pass over a slice serves all the groups in it with full
 //! vectors. The sums run in the order of the per-group kernels, so each output is
 //! bit for bit what [`super::GroupProduct::apply_planar`] gives.
 //!
@@ -16,6 +16,7 @@ use radiohost_iq::Cf32;
 
 use super::{products, LaneWeights, Rows, LANES};
 use crate::simd::{dispatch, Isa};
+use crate::zf::{Lanes, BATCH};
 
 /// Output rows accumulated together: 8 accumulators, which AVX2's 16 registers
 /// hold beside the inputs.
@@ -119,17 +120,20 @@ impl<'a> LaneCoefficients<'a> {
     }
 }
 
-/// One slice's coefficients from per-group matrices: run `i` (lanes
-/// `width * i ..`) of coefficient `e` takes `w_transposed[g * mk + e]` where
-/// `g = group_of_lane(width * i)`. `out` holds `mk` coefficients ([`entry_len`]
-/// floats each).
+/// One slice's coefficients from one batch of ZF detectors, as the batched solver
+/// writes them (`w_re[e][l]`, `w_im[e][l]`: coefficient `e` of group `first + l`):
+/// run `i` (lanes `width * i ..`) of coefficient `e` takes group `g =
+/// group_of_lane(width * i)`'s value when `g` is in the batch; other runs are left
+/// as they are (another batch writes them). Runs of consecutive groups are copied
+/// together (a whole slice at once when groups are `width` wide), not one float
+/// at a time. `out` holds `w_re.len()` coefficients ([`entry_len`] floats each).
 ///
 /// # Panics
-/// If `width` is not 1, 2, 4 or 8, `out` is not `mk` coefficients long or a
-/// group's matrix lies outside `w_transposed`.
-pub fn spread(
-    w_transposed: &[Cf32],
-    mk: usize,
+/// If `width` is not 1, 2, 4 or 8, or the sizes disagree (caller bugs).
+pub fn spread_batch(
+    w_re: &[Lanes],
+    w_im: &[Lanes],
+    first: usize,
     width: usize,
     group_of_lane: impl Fn(usize) -> usize,
     out: &mut [f32],
@@ -137,13 +141,54 @@ pub fn spread(
     check_width(width);
     let n = entry_len(width);
     let runs = n / 2;
-    assert_eq!(out.len(), mk * n, "lanewise: spread output size");
-    for i in 0..runs {
+    assert_eq!(w_re.len(), w_im.len(), "lanewise: batch sizes");
+    assert_eq!(out.len(), w_re.len() * n, "lanewise: spread output size");
+    let batch = first..first + BATCH;
+    let mut i = 0;
+    while i < runs {
         let g = group_of_lane(i * width);
-        let w = &w_transposed[g * mk..(g + 1) * mk];
-        for (o, v) in out.chunks_exact_mut(n).zip(w) {
-            (o[i], o[runs + i]) = (v.re, v.im);
+        if !batch.contains(&g) {
+            i += 1;
+            continue;
         }
+        // Runs i .. i + c take lanes l .. l + c.
+        let l = g - first;
+        let mut c = 1;
+        while i + c < runs && l + c < BATCH && group_of_lane((i + c) * width) == g + c {
+            c += 1;
+        }
+        // The stretch's length as a constant where it is a whole slice's runs (the
+        // common case), so each copy is a fixed-size move, not a `memcpy` call.
+        let at = (i, l);
+        match c {
+            16 => copy_stretch::<16>(w_re, w_im, at, runs, out),
+            8 => copy_stretch::<8>(w_re, w_im, at, runs, out),
+            4 => copy_stretch::<4>(w_re, w_im, at, runs, out),
+            2 => copy_stretch::<2>(w_re, w_im, at, runs, out),
+            _ => {
+                for ((o, re), im) in out.chunks_exact_mut(n).zip(w_re).zip(w_im) {
+                    for j in 0..c {
+                        (o[i + j], o[runs + i + j]) = (re[l + j], im[l + j]);
+                    }
+                }
+            }
+        }
+        i += c;
+    }
+}
+
+/// Runs `i .. i + C` of every coefficient from lanes `l .. l + C` (`at = (i, l)`).
+#[inline(always)]
+fn copy_stretch<const C: usize>(
+    w_re: &[Lanes],
+    w_im: &[Lanes],
+    (i, l): (usize, usize),
+    runs: usize,
+    out: &mut [f32],
+) {
+    for ((o, re), im) in out.chunks_exact_mut(2 * runs).zip(w_re).zip(w_im) {
+        o[i..i + C].copy_from_slice(&re[l..l + C]);
+        o[runs + i..runs + i + C].copy_from_slice(&im[l..l + C]);
     }
 }
 
@@ -450,8 +495,18 @@ mod tests {
                     // Lanes outside `lanes` take their nearest lane's group, as the
                     // station spreads a part's edge slices.
                     let group_of = |l: usize| l.clamp(lanes.start, lanes.end - 1) / zb;
-                    let mut entries = vec![0.0; mk * entry_len(width)];
-                    spread(&wt, mk, width, group_of, &mut entries);
+                    let mut entries = vec![f32::NAN; mk * entry_len(width)];
+                    for first in (0..groups).step_by(BATCH) {
+                        // The batch as the solver writes it: `[coefficient][lane]`.
+                        let (mut w_re, mut w_im) = (vec![[0.0; BATCH]; mk], vec![[0.0; BATCH]; mk]);
+                        for (l, g) in (first..groups.min(first + BATCH)).enumerate() {
+                            for e in 0..mk {
+                                (w_re[e][l], w_im[e][l]) = (wt[g * mk + e].re, wt[g * mk + e].im);
+                            }
+                        }
+                        spread_batch(&w_re, &w_im, first, width, group_of, &mut entries);
+                    }
+                    assert!(entries.iter().all(|v| !v.is_nan()), "every run written");
                     let planar = |rows: usize, seed: u32| {
                         let v = values(rows * 2 * LANES, seed);
                         let mut it = v
@@ -499,6 +554,43 @@ mod tests {
                                     "{isa:?} {m}x{k} zb {zb} width {width} row {r} lane {l}"
                                 );
                             }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Each run takes its group's lane when the group is in the batch and is left
+    /// alone otherwise, also where the batch ends inside a slice and where runs
+    /// share a group.
+    #[test]
+    fn spread_batch_writes_its_own_runs() {
+        let mk = 3;
+        let v = values(2 * mk * BATCH, 7);
+        let lanes = |h: usize| -> Vec<Lanes> {
+            (0..mk)
+                .map(|e| v[(h * mk + e) * BATCH..][..BATCH].try_into().unwrap())
+                .collect()
+        };
+        let (w_re, w_im) = (lanes(0), lanes(1));
+        let maps: [&dyn Fn(usize) -> usize; 3] = [&|l| 20 + l, &|l| 25 + l / 3, &|l| 30];
+        for width in [1, 2, 4, 8] {
+            for (first, group_of) in [(14, maps[0]), (20, maps[0]), (23, maps[1]), (30, maps[2])] {
+                let (n, runs) = (entry_len(width), entry_len(width) / 2);
+                let mut out = vec![f32::NAN; mk * n];
+                spread_batch(&w_re, &w_im, first, width, group_of, &mut out);
+                for e in 0..mk {
+                    for i in 0..runs {
+                        let g = group_of(i * width);
+                        let (re, im) = (out[e * n + i], out[e * n + runs + i]);
+                        if (first..first + BATCH).contains(&g) {
+                            assert_eq!((re, im), (w_re[e][g - first], w_im[e][g - first]));
+                        } else {
+                            assert!(
+                                re.is_nan() && im.is_nan(),
+                                "width {width} first {first} run {i}"
+                            );
                         }
                     }
                 }

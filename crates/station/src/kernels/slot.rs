@@ -56,11 +56,12 @@ pub struct ZfPart {
     /// Index of the first group of the part.
     pub first_group: usize,
     /// `[group of the part][antenna][user]`: each group's `W` transposed, what
-    /// equalisation and precoding read.
+    /// the per-group equalisation and precoding read; empty when the context is
+    /// lanewise (they read `lanes`).
     pub w_transposed: Vec<Cf32>,
     /// `[group of the part][user]`: `[(H^H H)^-1]_kk`.
     pub noise_gain: Vec<f32>,
-    /// `[slice of the part][antenna][user]`: `w_transposed` spread over each
+    /// `[slice of the part][antenna][user]`: the detectors spread over each
     /// slice's runs of [`KernelContext::lane_width`] lanes (lanes outside the part
     /// take the nearest lane's group; their outputs are never written); filled only
     /// when the context is lanewise.
@@ -139,13 +140,17 @@ impl FrameSlot {
             zf: (0..np)
                 .map(|p| {
                     let groups = ctx.part_groups(p).len();
+                    let (w_transposed, lanes) = match ctx.lanewise() {
+                        true => (
+                            Vec::new(),
+                            vec![0.0; ctx.part_slices(p).len() * ctx.lane_table_len()],
+                        ),
+                        false => (vec![Cf32::default(); groups * k * m], Vec::new()),
+                    };
                     RwLock::new(ZfPart {
-                        w_transposed: vec![Cf32::default(); groups * k * m],
+                        w_transposed,
                         noise_gain: vec![0.0; groups * k],
-                        lanes: match ctx.lanewise() {
-                            true => vec![0.0; ctx.part_slices(p).len() * ctx.lane_table_len()],
-                            false => Vec::new(),
-                        },
+                        lanes,
                         ..ZfPart::default()
                     })
                 })

@@ -9,7 +9,7 @@ use radiohost_phy::frontend::{planar_index, SLICE};
 use radiohost_phy::group_product::lanewise::{self, LaneCoefficients};
 use radiohost_phy::group_product::{Coefficients, GroupProduct};
 use radiohost_phy::simd::Isa;
-use radiohost_phy::zf::{BatchIo, BATCH};
+use radiohost_phy::zf::{BatchIo, Lanes, BATCH};
 
 use super::slot::{read, write, FreqSymbol, PlanarSymbol, ZfPart};
 use super::{FrameSlot, KernelContext, KernelError, Scratch};
@@ -106,13 +106,16 @@ pub(super) fn zf(
                 subcarrier: s.csi_est.group_centre(zb, b * BATCH + e.lane),
                 source: e.source,
             })?;
-        // Each lane of the part to its group's contiguous matrix.
+        // Each group of the part in this batch: its noise gains, and (per-group
+        // kernels) its contiguous matrix; lanewise kernels read the batch spread.
         let lanes = part.start.max(b * BATCH)..part.end.min((b + 1) * BATCH);
         for g in lanes {
             let (j, l) = (g - part.start, g % BATCH);
-            let wt = &mut out.w_transposed[j * mk..(j + 1) * mk];
-            for (o, (r, i)) in wt.iter_mut().zip(s.batch_wt_re.iter().zip(&s.batch_wt_im)) {
-                *o = Cf32::new(r[l], i[l]);
+            if !ctx.lanewise() {
+                let wt = &mut out.w_transposed[j * mk..(j + 1) * mk];
+                for (o, (r, i)) in wt.iter_mut().zip(s.batch_wt_re.iter().zip(&s.batch_wt_im)) {
+                    *o = Cf32::new(r[l], i[l]);
+                }
             }
             for (o, gain) in out.noise_gain[j * k_n..(j + 1) * k_n]
                 .iter_mut()
@@ -121,30 +124,40 @@ pub(super) fn zf(
                 *o = gain[l];
             }
         }
-    }
-    if ctx.lanewise() {
-        spread_part(ctx, k, out);
+        if ctx.lanewise() {
+            spread_batch(ctx, k, b, &s.batch_wt_re, &s.batch_wt_im, out);
+        }
     }
     out.pilot_null_energy = e;
     out.pilot_null_bins = c;
     Ok(())
 }
 
-/// Spread part `k`'s detectors over the lanes of every slice it touches.
-fn spread_part(ctx: &KernelContext, k: usize, out: &mut ZfPart) {
+// A batch's groups span whole slices (`zb` of them), so each slice's lanes come
+// from one batch.
+const _: () = assert!(BATCH == SLICE);
+
+/// Spread batch `b`'s detectors over the lanes of the slices of part `k` it
+/// covers (slices `b * zb .. (b + 1) * zb`).
+fn spread_batch(
+    ctx: &KernelContext,
+    k: usize,
+    b: usize,
+    w_re: &[Lanes],
+    w_im: &[Lanes],
+    out: &mut ZfPart,
+) {
     let (range, zb) = (ctx.shape.part_range(k), ctx.cfg.zf_block);
-    let mk = ctx.cfg.antennas * ctx.cfg.users;
-    let slices = ctx.part_slices(k);
-    for (sl, entries) in slices.zip(out.lanes.chunks_exact_mut(ctx.lane_table_len())) {
+    let part = ctx.part_slices(k);
+    let len = ctx.lane_table_len();
+    for sl in (b * zb).max(part.start)..((b + 1) * zb).min(part.end) {
         // A lane outside the part takes its nearest lane's group: a run of lanes
         // cut by the part's edge is then one group, and such lanes' outputs are
         // never written.
-        let group_of_lane = |l: usize| {
-            let x = (sl * SLICE + l).clamp(range.start, range.end - 1);
-            x / zb - out.first_group
-        };
+        let group_of_lane = |l: usize| (sl * SLICE + l).clamp(range.start, range.end - 1) / zb;
+        let entries = &mut out.lanes[(sl - part.start) * len..][..len];
         let width = ctx.lane_width();
-        lanewise::spread(&out.w_transposed, mk, width, group_of_lane, entries);
+        lanewise::spread_batch(w_re, w_im, b * BATCH, width, group_of_lane, entries);
     }
 }
 
