@@ -574,7 +574,7 @@ mod tests {
                 .collect()
         };
         let (w_re, w_im) = (lanes(0), lanes(1));
-        let maps: [&dyn Fn(usize) -> usize; 3] = [&|l| 20 + l, &|l| 25 + l / 3, &|l| 30];
+        let maps: [&dyn Fn(usize) -> usize; 3] = [&|l| 20 + l, &|l| 25 + l / 3, &|_| 30];
         for width in [1, 2, 4, 8] {
             for (first, group_of) in [(14, maps[0]), (20, maps[0]), (23, maps[1]), (30, maps[2])] {
                 let (n, runs) = (entry_len(width), entry_len(width) / 2);
