@@ -340,9 +340,10 @@ unsafe fn widen<const W: usize>(p: *const f32) -> [std::arch::x86_64::__m256; 2]
     }
 }
 
-/// `x` unchanged, out of the optimiser's sight: LLVM folds a broadcast followed by
-/// an in-lane permute into a lane-crossing permute, and then splits that into two
-/// shuffles, one of them lane-crossing (three ALU operations where this takes one).
+/// `x` unchanged, out of the optimiser's sight: LLVM rewrote a lane-crossing
+/// permute of a 128-bit load as two shuffles per half (a `vshufps` and a
+/// lane-crossing `vpermpd`), and an in-lane permute of a broadcast as two shuffles
+/// too; behind this the broadcast stays a load and the permute one `vpermilps`.
 /// Emits no instruction.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx")]
