@@ -165,13 +165,7 @@ pub fn spread_batch(
             8 => copy_stretch::<8>(w_re, w_im, at, runs, out),
             4 => copy_stretch::<4>(w_re, w_im, at, runs, out),
             2 => copy_stretch::<2>(w_re, w_im, at, runs, out),
-            _ => {
-                for ((o, re), im) in out.chunks_exact_mut(n).zip(w_re).zip(w_im) {
-                    for j in 0..c {
-                        (o[i + j], o[runs + i + j]) = (re[l + j], im[l + j]);
-                    }
-                }
-            }
+            _ => (0..c).for_each(|j| copy_stretch::<1>(w_re, w_im, (i + j, l + j), runs, out)),
         }
         i += c;
     }
