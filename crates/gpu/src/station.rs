@@ -283,7 +283,9 @@ fn run_one(
                 .iter()
                 .position(|&s| s == sym)
                 .ok_or_else(|| GpuError::Config(format!("{instr}: not a received symbol")))?;
-            exec.set_input_symbol(slot, sym, &read(&job.slot.staging[rx]))?;
+            let staged = read(&job.slot.staging[rx]);
+            let (samples, at) = staged.view();
+            exec.set_input_symbol(slot, sym, samples, at)?;
         }
         Opcode::Encode if instr.part == 0 => {
             // The frame's downlink payload, staged once per symbol before its encoders.

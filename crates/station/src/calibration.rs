@@ -403,8 +403,9 @@ pub fn calibrate_device(
                 source,
             })?;
             let truth = bank.truth(0, f);
+            // As the in-process ring's receiver stages them: read in place.
             for (rx_i, sym) in ctx.shape.received_symbols().into_iter().enumerate() {
-                slot.stage_symbol_from_frame(ctx, rx_i, sym, &truth.frame.samples);
+                slot.stage_symbol_in_place(rx_i, sym, truth.frame.clone());
             }
             crate::kernels::slot::write(&slot.downlink_payload)
                 .clone_from_slice(&truth.frame.downlink_payload);

@@ -381,9 +381,11 @@ impl GpuExecutor {
         Ok(())
     }
 
-    /// Copy one received symbol, antenna-major `[antenna][symbol_len]` (a station
-    /// frame slot's staging layout), into the slot's pinned staging buffer at frame
-    /// symbol `sym`; its `Load` then moves it to the device.
+    /// Copy one received symbol into the slot's pinned staging buffer at frame
+    /// symbol `sym`; its `Load` then moves it to the device. `samples` is
+    /// antenna-major with the symbol at index `at` (a station frame slot's staged
+    /// view): antenna `a`'s samples are `symbol_len` at
+    /// `a * samples.len() / antennas + at * symbol_len`.
     ///
     /// # Errors
     /// A wrong sample count, a symbol outside the frame or a bad slot.
@@ -392,15 +394,17 @@ impl GpuExecutor {
         slot: usize,
         sym: usize,
         samples: &[Ci16],
+        at: usize,
     ) -> Result<(), GpuError> {
         let (m, fl, sl) = (
             self.layout.antennas,
             self.layout.frame_len,
             self.layout.symbol_len,
         );
-        if samples.len() != m * sl || (sym + 1) * sl > fl {
+        let per_antenna = samples.len() / m.max(1);
+        if per_antenna * m != samples.len() || (at + 1) * sl > per_antenna || (sym + 1) * sl > fl {
             return Err(GpuError::Config(format!(
-                "symbol {sym}: {} samples, the configuration needs {} per symbol",
+                "symbol {sym}: {} samples with the symbol at {at}, the configuration needs {} per symbol",
                 samples.len(),
                 m * sl
             )));
@@ -416,7 +420,8 @@ impl GpuExecutor {
             .map_err(|e| GpuError::cuda(ordinal, "staging", e))?;
         for a in 0..m {
             let dst = &mut host[2 * (a * fl + sym * sl)..][..2 * sl];
-            for (h, x) in dst.chunks_exact_mut(2).zip(&samples[a * sl..(a + 1) * sl]) {
+            let src = &samples[a * per_antenna + at * sl..][..sl];
+            for (h, x) in dst.chunks_exact_mut(2).zip(src) {
                 h[0] = x.re;
                 h[1] = x.im;
             }

@@ -7,11 +7,12 @@
 //! writer — e.g. an instruction re-run elsewhere after its device was removed, which
 //! writes the same values.
 
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use radiohost_iq::{Cf32, Ci16};
 use radiohost_phy::coding::BlockResult;
 use radiohost_phy::frontend::SLICE;
+use radiohost_phy::generator::GeneratedFrame;
 
 use super::KernelContext;
 
@@ -82,10 +83,10 @@ pub struct DecodedSymbol {
 /// frame after frame through [`crate::pool`].
 #[derive(Debug)]
 pub struct FrameSlot {
-    /// Fronthaul staging of each received symbol, `[antenna][sample]` with CP: what the
-    /// radio-unit receiver writes before `input_ready` (and never after: it drops
-    /// duplicates), and what the CPU FFT kernels read in place.
-    pub staging: Vec<RwLock<Vec<Ci16>>>,
+    /// Fronthaul staging of each received symbol: what the radio-unit receiver writes
+    /// before `input_ready` (and never after: it drops duplicates), and what the CPU
+    /// FFT kernels read in place.
+    pub staging: Vec<RwLock<StagedSymbol>>,
     pub pilot_freq: Vec<RwLock<FreqSymbol>>,
     pub up_freq: Vec<RwLock<PlanarSymbol>>,
     pub zf: Vec<RwLock<ZfPart>>,
@@ -105,6 +106,67 @@ pub struct FrameSlot {
     /// Per downlink symbol incl. reference: the fronthaul output to the RU,
     /// `[antenna][sample]` with CP (written by the CPU `Ifft`, or a GPU's `Store`).
     pub tx_out: Vec<RwLock<Vec<Ci16>>>,
+}
+
+/// One received symbol of every antenna, with CP: copied into the slot (UDP
+/// packets, recorded blocks), or left where the in-process radio unit generated it
+/// when every antenna's packet referred to the same frame (no copy, as a receiver
+/// that hands the FFT its packet buffers).
+#[derive(Debug)]
+pub struct StagedSymbol {
+    /// `[antenna][sample]`, when copied.
+    copied: Vec<Ci16>,
+    /// The frame that holds every antenna's samples, and the symbol's index in it.
+    in_place: Option<(Arc<GeneratedFrame>, usize)>,
+}
+
+impl StagedSymbol {
+    fn new(antennas: usize, symbol_len: usize) -> Self {
+        Self {
+            copied: vec![Ci16::default(); antennas * symbol_len],
+            in_place: None,
+        }
+    }
+
+    /// The samples, antenna-major, and the symbol's index in them: with `antennas`
+    /// antennas, antenna `m`'s symbol is `symbol_len` samples at
+    /// `m * samples.len() / antennas + index * symbol_len` (the front end's layout).
+    pub fn view(&self) -> (&[Ci16], usize) {
+        match &self.in_place {
+            Some((frame, index)) => (&frame.samples, *index),
+            None => (&self.copied, 0),
+        }
+    }
+
+    /// The frame this symbol is read from in place, if any.
+    pub fn in_place_frame(&self) -> Option<&Arc<GeneratedFrame>> {
+        self.in_place.as_ref().map(|(frame, _)| frame)
+    }
+
+    /// Read every antenna of schedule symbol `symbol` from `frame` in place.
+    pub fn set_in_place(&mut self, frame: Arc<GeneratedFrame>, symbol: usize) {
+        self.in_place = Some((frame, symbol));
+    }
+
+    /// The copy buffer `[antenna][sample]`, for writers that fill every antenna.
+    pub fn copied_mut(&mut self) -> &mut [Ci16] {
+        self.in_place = None;
+        &mut self.copied
+    }
+
+    /// Switch to the copy buffer for the rest of the symbol, first copying in the
+    /// antennas for which `staged` is true from the frame read in place until now.
+    pub fn leave_in_place(&mut self, antennas: usize, staged: impl Fn(usize) -> bool) {
+        let Some((frame, index)) = self.in_place.take() else {
+            return;
+        };
+        let sl = self.copied.len() / antennas.max(1);
+        let fl = frame.samples.len() / antennas.max(1);
+        for m in (0..antennas).filter(|&m| staged(m)) {
+            self.copied[m * sl..(m + 1) * sl]
+                .copy_from_slice(&frame.samples[m * fl + index * sl..][..sl]);
+        }
+    }
 }
 
 fn regions<T>(n: usize, f: impl Fn() -> T) -> Vec<RwLock<T>> {
@@ -130,7 +192,7 @@ impl FrameSlot {
             ..FreqSymbol::default()
         };
         Self {
-            staging: regions(rx, || vec![Ci16::default(); sym]),
+            staging: regions(rx, || StagedSymbol::new(m, cfg.symbol_len())),
             pilot_freq: regions(s.pilot_symbols.len(), freq),
             up_freq: regions(nu, || PlanarSymbol {
                 re: vec![[0.0; SLICE]; d.div_ceil(SLICE) * m],
@@ -185,9 +247,16 @@ impl FrameSlot {
         let cfg = &ctx.cfg;
         let (fl, sl) = (cfg.frame_len(), cfg.symbol_len());
         let mut st = write(&self.staging[rx]);
+        let st = st.copied_mut();
         for m in 0..cfg.antennas {
             st[m * sl..(m + 1) * sl].copy_from_slice(&frame[m * fl + sym * sl..][..sl]);
         }
+    }
+
+    /// Stage received symbol `rx` (schedule symbol `sym`) to be read in place from
+    /// `frame` (what the in-process ring's receiver does).
+    pub fn stage_symbol_in_place(&self, rx: usize, sym: usize, frame: Arc<GeneratedFrame>) {
+        write(&self.staging[rx]).set_in_place(frame, sym);
     }
 
     /// The transmitted downlink frame, antenna-major (`frame_len` per antenna; only

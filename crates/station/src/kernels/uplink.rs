@@ -24,12 +24,13 @@ pub(super) fn pilot_fft(
     out: &RwLock<FreqSymbol>,
     s: &mut Scratch,
 ) {
-    let samples = read(&slot.staging[rx]);
+    let staged = read(&slot.staging[rx]);
+    let (samples, at) = staged.view();
     let mut o = write(out);
     let o = &mut *o;
     (o.null_energy, o.null_bins) =
         s.front
-            .frame_rows(&samples, ctx.cfg.antennas, &[0], &mut o.data);
+            .frame_rows(samples, ctx.cfg.antennas, &[at], &mut o.data);
 }
 
 /// CP removal and FFT of every antenna of received uplink symbol `rx` (one batched
@@ -42,12 +43,13 @@ pub(super) fn up_fft(
     out: &RwLock<PlanarSymbol>,
     s: &mut Scratch,
 ) {
-    let samples = read(&slot.staging[rx]);
+    let staged = read(&slot.staging[rx]);
+    let (samples, at) = staged.view();
     let mut o = write(out);
     let o = &mut *o;
     (o.null_energy, o.null_bins) =
         s.front
-            .frame_planar(&samples, ctx.cfg.antennas, &[0], &mut o.re, &mut o.im);
+            .frame_planar(samples, ctx.cfg.antennas, &[at], &mut o.re, &mut o.im);
 }
 
 /// Channel at the centre of every ZF group from the pilot symbols, then the ZF

@@ -156,7 +156,8 @@ impl BlockIngest {
             1.0
         };
         for &(sym, rx) in &self.symbols {
-            let mut staging = write(&slot.staging[rx]);
+            let mut staged = write(&slot.staging[rx]);
+            let staging = staged.copied_mut();
             for m in 0..m_n {
                 let src = &block.port(m)[sym * sl..(sym + 1) * sl];
                 for (o, s) in staging[m * sl..(m + 1) * sl].iter_mut().zip(src) {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::emulator::FrameBank;
-use super::transport::{PacketRx, Recv, RxPacket};
+use super::transport::{PacketRx, Recv, RxPacket, SharedSamples};
 use super::wire::HEADER_LEN;
 use crate::kernels::slot::write;
 use crate::kernels::{FrameSlot, KernelContext, SymbolRole};
@@ -70,7 +70,7 @@ pub fn spawn_ingest(
 ) -> std::thread::JoinHandle<IngestStats> {
     super::emulator::spawn_named(format!("station-ingest{ru}"), move || {
         let c = &ctx.cfg;
-        let (m_n, sl) = (c.antennas, c.symbol_len());
+        let (m_n, sl, fl) = (c.antennas, c.symbol_len(), c.frame_len());
         let n_rx = ctx.shape.pilot_symbols.len() + ctx.shape.uplink_symbols.len();
         let mut pkt = RxPacket::with_capacity(HEADER_LEN + sl * 4 + 64);
         let mut window: VecDeque<Assembly> = VecDeque::with_capacity(WINDOW);
@@ -196,9 +196,27 @@ pub fn spawn_ingest(
             }
             a.seen[mark] = true;
             {
-                let mut staging = write(&slot.staging[rx_pos]);
-                let m = h.antenna as usize;
-                payload.read_into(&mut staging[m * sl..(m + 1) * sl]);
+                let mut staged = write(&slot.staging[rx_pos]);
+                let (m, sym) = (h.antenna as usize, h.symbol as usize);
+                // Samples the ring shares where the front end can read them: at
+                // their place in a whole generated frame of this configuration.
+                let in_place = pkt
+                    .shared
+                    .as_ref()
+                    .filter(|s| {
+                        s.frame().samples.len() == m_n * fl && s.start() == m * fl + sym * sl
+                    })
+                    .map(SharedSamples::frame);
+                let first = a.per_symbol[rx_pos] == 0;
+                match in_place {
+                    Some(f) if first => staged.set_in_place(f.clone(), sym),
+                    Some(f) if staged.in_place_frame().is_some_and(|g| Arc::ptr_eq(f, g)) => {}
+                    _ => {
+                        let seen = &a.seen[rx_pos * m_n..(rx_pos + 1) * m_n];
+                        staged.leave_in_place(m_n, |other| other != m && seen[other]);
+                        payload.read_into(&mut staged.copied_mut()[m * sl..(m + 1) * sl]);
+                    }
+                }
             }
             a.per_symbol[rx_pos] += 1;
             if a.per_symbol[rx_pos] as usize == m_n {
@@ -236,4 +254,90 @@ fn remember(closed: &mut VecDeque<u64>, f: u64) {
         closed.pop_front();
     }
     closed.push_back(f);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::slot::read;
+    use crate::pool::Exhaustion;
+    use crate::ru::transport::ring;
+    use crate::ru::wire::{self, FronthaulHeader};
+    use crate::runtime::{driver_channel, frame_pool};
+
+    /// Ring packets that refer to their frame stage the symbol in place; a packet that
+    /// carries its bytes moves its symbol to the copy buffer, the antennas staged in
+    /// place before it copied in. Either way every antenna reads the frame's samples.
+    #[test]
+    fn shared_symbols_are_read_in_place_and_a_carried_packet_copies_its_symbol() {
+        let cfg = crate::kernels::tests::phy_config("8x2");
+        let ctx = Arc::new(KernelContext::new(&cfg, 1).unwrap());
+        let bank = Arc::new(FrameBank::generate(&cfg, 1).unwrap());
+        let pool = frame_pool(&ctx, 1, Exhaustion::Grow { max: 1 });
+        let (m_n, sl, fl) = (cfg.antennas, cfg.symbol_len(), cfg.frame_len());
+        let (mut tx, rx) = ring(1024, HEADER_LEN + sl * 4);
+        let (events, inbox) = driver_channel();
+        let finished = Arc::new(AtomicBool::new(false));
+        let ingest = spawn_ingest(
+            0,
+            1,
+            1,
+            ctx.clone(),
+            bank.clone(),
+            pool,
+            rx,
+            finished,
+            events,
+        );
+        let frame = bank.truth(0, 0).frame;
+        let received = ctx.shape.received_symbols();
+        let carried = (0, 2); // (received symbol, antenna) sent as bytes
+        let mut pkt = vec![0u8; HEADER_LEN + sl * 4];
+        for (i, &sym) in received.iter().enumerate() {
+            for m in 0..m_n {
+                let h = FronthaulHeader {
+                    ru: 0,
+                    frame: 0,
+                    symbol: sym as u16,
+                    antenna: m as u16,
+                    samples: sl as u16,
+                };
+                let start = m * fl + sym * sl;
+                let sent = if (i, m) == carried {
+                    let n = wire::encode(&h, &frame.samples[start..start + sl], &mut pkt).unwrap();
+                    tx.send(&mut pkt, n).unwrap()
+                } else {
+                    let shared = SharedSamples::new(frame.clone(), start..start + sl).unwrap();
+                    tx.send_samples(&mut pkt, &h, shared).unwrap()
+                };
+                assert!(sent, "the ring has room for the frame");
+            }
+        }
+        drop(tx);
+        let stats = ingest.join().unwrap();
+        assert_eq!((stats.frames, stats.bad, stats.duplicates), (1, 0, 0));
+        let slot = inbox
+            .try_iter()
+            .find_map(|msg| match msg {
+                DriverMsg::FrameArrived { slot, .. } => Some(slot),
+                _ => None,
+            })
+            .expect("the frame arrived");
+        for (i, &sym) in received.iter().enumerate() {
+            let staged = read(&slot.staging[i]);
+            let in_place = staged
+                .in_place_frame()
+                .is_some_and(|f| Arc::ptr_eq(f, &frame));
+            assert_eq!(in_place, i != carried.0, "received symbol {i}");
+            let (samples, at) = staged.view();
+            let per_antenna = samples.len() / m_n;
+            for m in 0..m_n {
+                assert_eq!(
+                    &samples[m * per_antenna + at * sl..][..sl],
+                    &frame.samples[m * fl + sym * sl..][..sl],
+                    "received symbol {i}, antenna {m}"
+                );
+            }
+        }
+    }
 }

@@ -12,8 +12,9 @@
 //! samples ([`SharedSamples`]), as a NIC's DMA puts a real radio's samples in host
 //! memory without the host's CPU. The copy it spares (0.4 MB per 16x4 frame, from
 //! a bank of frames too large for the cache) was 4-6% of the samples of a 16x4 run
-//! on the 2-core machine the station runs on; the station's own copy into its frame
-//! buffer stays. UDP still encodes the whole packet.
+//! on the 2-core machine the station runs on. The station's ingest then stages such
+//! a symbol as the reference too (`kernels::slot::StagedSymbol`), so the FFT reads the
+//! samples where the radio left them. UDP still encodes the whole packet.
 
 use std::io;
 use std::net::UdpSocket;
@@ -76,6 +77,16 @@ impl SharedSamples {
 
     pub fn samples(&self) -> &[Ci16] {
         &self.frame.samples[self.range.clone()]
+    }
+
+    /// The frame the samples are in.
+    pub fn frame(&self) -> &Arc<GeneratedFrame> {
+        &self.frame
+    }
+
+    /// Where in the frame's samples they start.
+    pub fn start(&self) -> usize {
+        self.range.start
     }
 }
 
