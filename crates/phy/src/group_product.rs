@@ -395,9 +395,41 @@ impl GroupProduct {
             unsafe { gauss_planar_avx512(a, re, im, lanes, out_re, out_im) };
             return;
         }
-        let a = &Coefficients::new(&a.wr, &a.wi, (a.rows, a.cols), (a.cols, 1), a.gain);
+        let a = Coefficients::new(&a.wr, &a.wi, (a.rows, a.cols), (a.cols, 1), a.gain);
+        Self::apply_planar_rows(isa, a, re, im, lanes, out_re, out_im);
+    }
+
+    /// [`Self::apply_planar`] with a planar output, as [`Self::apply_gauss_planar`]
+    /// writes it: `out_re[r][l]`, `out_im[r][l]` for every output row `r` and `l` in
+    /// `lanes` (other lanes untouched). The same values, bit for bit (the AVX2
+    /// build runs on AVX-512 CPUs too).
+    ///
+    /// # Panics
+    /// If a slice is too short for the shapes given (caller bugs).
+    pub fn apply_planar_rows(
+        isa: Isa,
+        a: Coefficients<'_>,
+        re: &[[f32; LANES]],
+        im: &[[f32; LANES]],
+        lanes: std::ops::Range<usize>,
+        out_re: &mut [[f32; LANES]],
+        out_im: &mut [[f32; LANES]],
+    ) {
+        assert!(
+            re.len() >= a.cols && im.len() >= a.cols,
+            "group product: input too short"
+        );
+        assert!(lanes.end <= LANES, "group product: lanes");
+        assert!(
+            out_re.len() >= a.rows && out_im.len() >= a.rows,
+            "group product: output too short"
+        );
+        if a.rows == 0 || lanes.is_empty() {
+            return;
+        }
+        let (re, im, a) = (&re[..a.cols], &im[..a.cols], &a);
         #[cfg(target_arch = "x86_64")]
-        if isa.min(Isa::cpu()) == Isa::Avx2 {
+        if isa.min(Isa::cpu()) >= Isa::Avx2 {
             // SAFETY: the CPU has AVX2 and FMA (checked just above); both outputs
             // have every row (asserted above).
             unsafe { planar_avx2(a, re, im, lanes, out_re, out_im) };
@@ -1180,7 +1212,8 @@ mod tests {
         }
     }
 
-    /// The planar entry point writes exactly its lanes, equal to the interleaved one.
+    /// The planar entry points write exactly their lanes, equal to the interleaved
+    /// one (the planar output bit for bit the planar input's interleaved product).
     #[test]
     fn planar_slices_match_interleaved() {
         let (m, k, d) = (6, 3, 16);
@@ -1215,16 +1248,34 @@ mod tests {
                     d,
                     0,
                 );
+                let nan_rows = || vec![[f32::NAN; LANES]; k];
+                let (mut rows_re, mut rows_im) = (nan_rows(), nan_rows());
+                GroupProduct::apply_planar_rows(
+                    isa,
+                    Coefficients::precoder(&w, m, k, 1.0),
+                    &re,
+                    &im,
+                    lanes.clone(),
+                    &mut rows_re,
+                    &mut rows_im,
+                );
                 for r in 0..k {
                     for l in 0..d {
                         let g = got[r * d + l];
+                        let planar = (rows_re[r][l].to_bits(), rows_im[r][l].to_bits());
                         if lanes.contains(&l) {
                             assert!(
                                 (g - want[r * d + l]).norm() < 1e-4,
                                 "{isa:?} {lanes:?} row {r} lane {l}"
                             );
+                            assert_eq!(
+                                planar,
+                                (g.re.to_bits(), g.im.to_bits()),
+                                "planar rows: {isa:?} {lanes:?} row {r} lane {l}"
+                            );
                         } else {
                             assert_eq!(g, Cf32::default(), "{isa:?} {lanes:?} wrote lane {l}");
+                            assert!(rows_re[r][l].is_nan() && rows_im[r][l].is_nan());
                         }
                     }
                 }

@@ -200,6 +200,45 @@ pub fn apply(
     out: &mut [Cf32],
     out_stride: usize,
 ) {
+    if a.rows > 0 && !lanes.is_empty() {
+        assert!(
+            (a.rows - 1) * out_stride + lanes.len() <= out.len(),
+            "lanewise: output too short"
+        );
+    }
+    run(isa, a, re, im, lanes, Out::Interleaved { out, out_stride });
+}
+
+/// [`apply`] with a planar output: `out_re[r][l]`, `out_im[r][l]` for every
+/// output row `r` and `l` in `lanes` (other lanes untouched), the layout the soft
+/// demodulator reads ([`crate::soft`]). The same values, bit for bit.
+///
+/// # Panics
+/// If a slice is too short for the shapes given (caller bugs).
+pub fn apply_planar(
+    isa: Isa,
+    a: &LaneCoefficients<'_>,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+    lanes: std::ops::Range<usize>,
+    out_re: &mut [[f32; LANES]],
+    out_im: &mut [[f32; LANES]],
+) {
+    assert!(
+        out_re.len() >= a.rows && out_im.len() >= a.rows,
+        "lanewise: output too short"
+    );
+    run(isa, a, re, im, lanes, Out::Planar { out_re, out_im });
+}
+
+fn run(
+    isa: Isa,
+    a: &LaneCoefficients<'_>,
+    re: &[[f32; LANES]],
+    im: &[[f32; LANES]],
+    lanes: std::ops::Range<usize>,
+    out: Out<'_>,
+) {
     assert!(
         re.len() >= a.cols && im.len() >= a.cols,
         "lanewise: input too short"
@@ -208,27 +247,37 @@ pub fn apply(
     if a.rows == 0 || lanes.is_empty() {
         return;
     }
-    assert!(
-        (a.rows - 1) * out_stride + lanes.len() <= out.len(),
-        "lanewise: output too short"
-    );
     let ops = &mut Operands {
         re: &re[..a.cols],
         im: &im[..a.cols],
         lanes,
         out,
-        out_stride,
     };
     dispatch!(isa, fn run(a: &LaneCoefficients<'_>, ops: &mut Operands<'_>) => body)
 }
 
-/// What [`apply`] multiplies and where the rows go (checked by it).
+/// What [`apply`] and [`apply_planar`] multiply and where the rows go (checked by
+/// them).
 struct Operands<'o> {
     re: &'o [[f32; LANES]],
     im: &'o [[f32; LANES]],
     lanes: std::ops::Range<usize>,
-    out: &'o mut [Cf32],
-    out_stride: usize,
+    out: Out<'o>,
+}
+
+/// Where the output rows go.
+enum Out<'o> {
+    /// Row `r`'s lanes interleaved at `out[r * out_stride ..]`, from the first of
+    /// `lanes` on.
+    Interleaved {
+        out: &'o mut [Cf32],
+        out_stride: usize,
+    },
+    /// Row `r` in `out_re[r]` and `out_im[r]`, each lane in its place.
+    Planar {
+        out_re: &'o mut [[f32; LANES]],
+        out_im: &'o mut [[f32; LANES]],
+    },
 }
 
 #[inline(always)]
@@ -354,8 +403,8 @@ unsafe fn opaque(mut x: std::arch::x86_64::__m256) -> std::arch::x86_64::__m256 
 /// times `gain`, written as [`write_rows`] writes them.
 ///
 /// # Safety
-/// The CPU has AVX2 and FMA; `ops` as [`apply`] checked them (`re`/`im` hold
-/// `a.cols` rows, `out` every row `r0 + j` at `out_stride` for `lanes.len()` values).
+/// The CPU has AVX2 and FMA; `ops` as [`apply`] or [`apply_planar`] checked them
+/// (`re`/`im` hold `a.cols` rows, the output every row `r0 + j`).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
@@ -393,18 +442,39 @@ unsafe fn block_avx2<const R: usize, const W: usize>(
     }
     let gain = _mm256_set1_ps(a.gain);
     if ops.lanes.len() == LANES {
-        // Whole slice: interleave each half's re/im pairs and store them in order.
-        for j in 0..R {
-            let row = ops.out[(r0 + j) * ops.out_stride..][..LANES]
-                .as_mut_ptr()
-                .cast::<f32>();
-            for h in 0..H {
-                let (vr, vi) = (_mm256_mul_ps(ar[j][h], gain), _mm256_mul_ps(ai[j][h], gain));
-                let (lo, hi) = (_mm256_unpacklo_ps(vr, vi), _mm256_unpackhi_ps(vr, vi));
-                // SAFETY: the row holds 16 `Cf32` (32 floats), `repr(C)` re then im.
-                unsafe {
-                    _mm256_storeu_ps(row.add(16 * h), _mm256_permute2f128_ps(lo, hi, 0x20));
-                    _mm256_storeu_ps(row.add(16 * h + 8), _mm256_permute2f128_ps(lo, hi, 0x31));
+        match &mut ops.out {
+            Out::Interleaved { out, out_stride } => {
+                // Whole slice: interleave each half's re/im pairs and store them in order.
+                for j in 0..R {
+                    let row = out[(r0 + j) * *out_stride..][..LANES]
+                        .as_mut_ptr()
+                        .cast::<f32>();
+                    for h in 0..H {
+                        let (vr, vi) =
+                            (_mm256_mul_ps(ar[j][h], gain), _mm256_mul_ps(ai[j][h], gain));
+                        let (lo, hi) = (_mm256_unpacklo_ps(vr, vi), _mm256_unpackhi_ps(vr, vi));
+                        // SAFETY: the row holds 16 `Cf32` (32 floats), `repr(C)` re then im.
+                        unsafe {
+                            _mm256_storeu_ps(row.add(16 * h), _mm256_permute2f128_ps(lo, hi, 0x20));
+                            _mm256_storeu_ps(
+                                row.add(16 * h + 8),
+                                _mm256_permute2f128_ps(lo, hi, 0x31),
+                            );
+                        }
+                    }
+                }
+            }
+            Out::Planar { out_re, out_im } => {
+                for j in 0..R {
+                    let (row_re, row_im) =
+                        (out_re[r0 + j].as_mut_ptr(), out_im[r0 + j].as_mut_ptr());
+                    for h in 0..H {
+                        // SAFETY: each row holds 16 floats; `h * 8 + 8 <= 16`.
+                        unsafe {
+                            _mm256_storeu_ps(row_re.add(8 * h), _mm256_mul_ps(ar[j][h], gain));
+                            _mm256_storeu_ps(row_im.add(8 * h), _mm256_mul_ps(ai[j][h], gain));
+                        }
+                    }
                 }
             }
         }
@@ -423,7 +493,7 @@ unsafe fn block_avx2<const R: usize, const W: usize>(
     write_rows(a.gain, &rows.0, &rows.1, r0, ops)
 }
 
-/// Rows `r0 ..` of the sums, times `gain`, interleaved to `out` for `lanes`.
+/// Rows `r0 ..` of the sums, times `gain`, to `ops.out` for `lanes`.
 #[inline(always)]
 fn write_rows<const R: usize>(
     gain: f32,
@@ -432,11 +502,22 @@ fn write_rows<const R: usize>(
     r0: usize,
     ops: &mut Operands<'_>,
 ) {
+    let lanes = ops.lanes.clone();
     for j in 0..R {
-        let row = &mut ops.out[(r0 + j) * ops.out_stride..][..ops.lanes.len()];
         let (ar, ai) = (&acc_re[j], &acc_im[j]);
-        for (o, l) in row.iter_mut().zip(ops.lanes.clone()) {
-            *o = Cf32::new(ar[l] * gain, ai[l] * gain);
+        match &mut ops.out {
+            Out::Interleaved { out, out_stride } => {
+                let row = &mut out[(r0 + j) * *out_stride..][..lanes.len()];
+                for (o, l) in row.iter_mut().zip(lanes.clone()) {
+                    *o = Cf32::new(ar[l] * gain, ai[l] * gain);
+                }
+            }
+            Out::Planar { out_re, out_im } => {
+                for l in lanes.clone() {
+                    out_re[r0 + j][l] = ar[l] * gain;
+                    out_im[r0 + j][l] = ai[l] * gain;
+                }
+            }
         }
     }
 }
@@ -521,6 +602,10 @@ mod tests {
                         let stride = LANES + 3;
                         let mut got = vec![Cf32::default(); rows * stride];
                         apply(isa, &a, &re, &im, lanes.clone(), &mut got, stride);
+                        let nan_rows = || vec![[f32::NAN; LANES]; rows];
+                        let (mut planar_re, mut planar_im) = (nan_rows(), nan_rows());
+                        let out = (&mut planar_re[..], &mut planar_im[..]);
+                        apply_planar(isa, &a, &re, &im, lanes.clone(), out.0, out.1);
                         let mut want = vec![Cf32::default(); rows * stride + LANES];
                         for l in lanes.clone() {
                             let w = &wt[l / zb * mk..][..mk];
@@ -548,7 +633,19 @@ mod tests {
                                     (w.re.to_bits(), w.im.to_bits()),
                                     "{isa:?} {m}x{k} zb {zb} width {width} row {r} lane {l}"
                                 );
+                                assert_eq!(
+                                    (planar_re[r][l].to_bits(), planar_im[r][l].to_bits()),
+                                    (w.re.to_bits(), w.im.to_bits()),
+                                    "planar: {isa:?} {m}x{k} zb {zb} width {width} row {r} lane {l}"
+                                );
                             }
+                            let outside = (0..LANES).filter(|l| !lanes.contains(l));
+                            assert!(
+                                outside
+                                    .into_iter()
+                                    .all(|l| planar_re[r][l].is_nan() && planar_im[r][l].is_nan()),
+                                "planar: {isa:?} lanes outside {lanes:?} untouched"
+                            );
                         }
                     }
                 }

@@ -36,7 +36,7 @@ use radiohost_phy::frontend::{FrontEnd, Synthesizer, SLICE};
 use radiohost_phy::generator::TARGET_RMS;
 use radiohost_phy::group_product::{lanewise, GroupProduct};
 use radiohost_phy::qam::{Demodulator, Modulator};
-use radiohost_phy::scramble::GoldSequence;
+use radiohost_phy::scramble::{sequence_words, GoldSequence};
 use radiohost_phy::zf::{Lanes, ZfBatch, BATCH};
 use radiohost_phy::FrameConfig;
 
@@ -102,6 +102,9 @@ pub struct KernelContext {
     /// its `symbol`-th uplink or downlink data symbol, so `Encode` and `Decode` clone
     /// a generator instead of stepping it over every earlier symbol's bits.
     scramblers: Vec<GoldSequence>,
+    /// Per user, the scrambling sequence's words over every uplink data symbol (what
+    /// `EqDemod` descrambles its LLRs with, a slice's bits at a time).
+    uplink_sequences: Vec<Vec<u32>>,
     /// Transmit digital gain (the reference downlink's, from the configuration).
     pub tx_gain: f32,
 }
@@ -152,10 +155,14 @@ impl KernelContext {
             .flat_map(|i| (0..cfg.users).map(move |k| (i, k)))
             .map(|(i, k)| GoldSequence::new_at(user_c_init(cfg, k), i * sb))
             .collect();
+        let uplink_sequences = (0..cfg.users)
+            .map(|k| sequence_words(user_c_init(cfg, k), u * sb))
+            .collect();
         Ok(Self {
             roles,
             pilots: pilot_sequence(cfg.data_num),
             scramblers,
+            uplink_sequences,
             tx_gain: TARGET_RMS / per_antenna.sqrt() as f32,
             shape,
             cfg: cfg.clone(),
@@ -169,6 +176,16 @@ impl KernelContext {
     /// If `symbol` or `user` is outside the frame (a caller bug).
     pub fn scrambler(&self, symbol: usize, user: usize) -> GoldSequence {
         self.scramblers[symbol * self.cfg.users + user].clone()
+    }
+
+    /// `user`'s uplink scrambling sequence as words (bit `i` of the sequence is bit
+    /// `i % 32` of word `i / 32`; uplink data symbol `u` starts at bit
+    /// `u * symbol_bits`).
+    ///
+    /// # Panics
+    /// If `user` is outside the frame (a caller bug).
+    pub fn uplink_sequence(&self, user: usize) -> &[u32] {
+        &self.uplink_sequences[user]
     }
 
     /// Role of schedule symbol `s` (`None` past the schedule).
@@ -300,10 +317,17 @@ pub struct Scratch {
     /// `[user][subcarrier]`: equalised symbols (uplink) or the part's user symbols
     /// (downlink, `[user][subcarrier of the part]`).
     eq: Vec<Cf32>,
-    nv: Vec<f32>,
+    /// One slice of every user's equalised symbols, planar, and their inverse noise
+    /// variances (what the soft demodulator reads).
+    slice_re: Vec<[f32; SLICE]>,
+    slice_im: Vec<[f32; SLICE]>,
+    inv_noise: Vec<[f32; SLICE]>,
+    /// Per user, the scrambling bits of one slice's LLRs.
+    flips: Vec<u128>,
     demod: Demodulator,
     decoder: Decoder,
-    llrs: Vec<f32>,
+    /// One user's LLRs of a symbol gathered from its parts.
+    llrs: Vec<i8>,
     block: Vec<u8>,
     /// One user's scrambled coded bits of one downlink symbol.
     coded: Vec<u8>,
@@ -336,10 +360,13 @@ impl Scratch {
             batch_wt_im: vec![[0.0; BATCH]; k * m],
             batch_gain: vec![[0.0; BATCH]; k],
             eq: vec![Cf32::default(); k * d],
-            nv: vec![0.0; k * d],
+            slice_re: vec![[0.0; SLICE]; k],
+            slice_im: vec![[0.0; SLICE]; k],
+            inv_noise: vec![[0.0; SLICE]; k],
+            flips: vec![0; k],
             demod: Demodulator::new(cfg.modulation),
             decoder: Decoder::try_new(cfg.code, decoder_config(cfg.decoder_iter))?,
-            llrs: vec![0.0; cfg.symbol_bits()],
+            llrs: vec![0; cfg.symbol_bits()],
             block: vec![0; cfg.code.payload_bits],
             coded: vec![0; cfg.symbol_bits()],
             encoder: Encoder::new(cfg.code),
@@ -426,8 +453,7 @@ pub fn execute(
         Opcode::Zf if sym == 0 && part < ctx.shape.parts => uplink::zf(ctx, slot, part, scratch),
         Opcode::EqDemod => match role {
             Some(SymbolRole::Uplink { pos, .. }) if part < ctx.shape.parts => {
-                uplink::eq_demod(ctx, slot, pos, part, scratch);
-                Ok(())
+                uplink::eq_demod(ctx, slot, pos, part, scratch)
             }
             _ => Err(bad()),
         },

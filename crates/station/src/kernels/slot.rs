@@ -90,8 +90,9 @@ pub struct FrameSlot {
     pub pilot_freq: Vec<RwLock<FreqSymbol>>,
     pub up_freq: Vec<RwLock<PlanarSymbol>>,
     pub zf: Vec<RwLock<ZfPart>>,
-    /// Per (uplink symbol, part): `[user][bit of the part]` LLRs.
-    pub llr: Vec<RwLock<Vec<f32>>>,
+    /// Per (uplink symbol, part): `[user][bit of the part]` LLRs, descrambled and
+    /// quantised as the LDPC decoder reads them.
+    pub llr: Vec<RwLock<Vec<i8>>>,
     /// Per (uplink symbol, user).
     pub decoded: Vec<RwLock<DecodedSymbol>>,
     /// `Store` (uplink) output: per user all payload bits and block verdicts.
@@ -218,7 +219,7 @@ impl FrameSlot {
                 })
                 .collect(),
             llr: (0..nu * np)
-                .map(|i| RwLock::new(vec![0.0; k * s.part_range(i % np).len() * qm]))
+                .map(|i| RwLock::new(vec![0; k * s.part_range(i % np).len() * qm]))
                 .collect(),
             decoded: regions(nu * k, || DecodedSymbol {
                 payload: vec![0; blocks * pb],

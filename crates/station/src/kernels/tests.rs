@@ -26,13 +26,16 @@ pub(crate) fn stage(ctx: &KernelContext, slot: &FrameSlot, samples: &[Ci16], dl:
 }
 
 fn run_config(name: &str, parts: usize, frames: u64) {
-    let cfg = phy_config(name);
-    let ctx = KernelContext::new(&cfg, parts).unwrap();
+    run_frames(name, &phy_config(name), parts, frames);
+}
+
+fn run_frames(name: &str, cfg: &FrameConfig, parts: usize, frames: u64) {
+    let ctx = KernelContext::new(cfg, parts).unwrap();
     let slot = FrameSlot::new(&ctx);
     let mut scratch = Scratch::new(&ctx).unwrap();
-    let mut gen = Generator::new(&cfg);
-    let mut ues = UserEmulator::new(&cfg).unwrap();
-    let mut dl_out = DownlinkUserOutput::for_config(&cfg);
+    let mut gen = Generator::new(cfg);
+    let mut ues = UserEmulator::new(cfg).unwrap();
+    let mut dl_out = DownlinkUserOutput::for_config(cfg);
     let mut tx = vec![Ci16::default(); cfg.antennas * cfg.frame_len()];
     for f in 0..frames {
         let truth = gen.frame(f).unwrap();
@@ -104,6 +107,19 @@ fn parts_cutting_zf_groups_and_batches_decode_8x2() {
         "no part boundary inside a ZF group: the test proves nothing"
     );
     run_config("8x2", 7, 2);
+}
+
+/// ZF groups as wide as a slice (the per-group kernels, as 64x16's groups of 16
+/// take) in parts that start inside slices and groups.
+#[test]
+fn slice_wide_zf_groups_in_parts_cutting_slices_decode_8x2() {
+    let mut cfg = phy_config("8x2");
+    cfg.zf_block = 16;
+    let ctx = KernelContext::new(&cfg, 7).unwrap();
+    assert!(!ctx.lanewise(), "groups of 16 take the per-group kernels");
+    let cut = (0..7).any(|k| !ctx.shape.part_range(k).start.is_multiple_of(SLICE));
+    assert!(cut, "no part starts inside a slice: the test proves nothing");
+    run_frames("8x2, groups of 16", &cfg, 7, 2);
 }
 
 #[test]

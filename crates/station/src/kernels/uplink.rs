@@ -4,11 +4,15 @@
 use std::sync::RwLock;
 
 use radiohost_iq::Cf32;
+use radiohost_ldpc::LdpcError;
 use radiohost_phy::crc::{self, CrcKind};
 use radiohost_phy::frontend::{planar_index, SLICE};
 use radiohost_phy::group_product::lanewise::{self, LaneCoefficients};
 use radiohost_phy::group_product::{Coefficients, GroupProduct};
+use radiohost_phy::qam::inverse_noise;
+use radiohost_phy::scramble::sequence_bits;
 use radiohost_phy::simd::Isa;
+use radiohost_phy::soft::SoftSlice;
 use radiohost_phy::zf::{BatchIo, Lanes, BATCH};
 
 use super::slot::{read, write, FreqSymbol, PlanarSymbol, ZfPart};
@@ -163,81 +167,90 @@ fn spread_batch(
     }
 }
 
-/// Equalise part `k` of uplink symbol `u` (each ZF group as one planar matrix
-/// product) and soft-demodulate every user's part.
-pub(super) fn eq_demod(ctx: &KernelContext, slot: &FrameSlot, u: usize, k: usize, s: &mut Scratch) {
+/// Equalise part `k` of uplink symbol `u` slice by slice (each ZF group as one
+/// planar matrix product) and soft-demodulate every user's symbols of the slice
+/// straight into the decoder's input: descrambled, quantised LLRs.
+pub(super) fn eq_demod(
+    ctx: &KernelContext,
+    slot: &FrameSlot,
+    u: usize,
+    k: usize,
+    s: &mut Scratch,
+) -> Result<(), KernelError> {
     let cfg = &ctx.cfg;
-    let (m_n, k_n, d) = (cfg.antennas, cfg.users, cfg.data_num);
+    let (m_n, k_n, d, zb) = (cfg.antennas, cfg.users, cfg.data_num, cfg.zf_block);
     let range = ctx.shape.part_range(k);
-    let len = range.len();
-    let mk = m_n * k_n;
     let qm = cfg.modulation.bits_per_symbol();
-    let slices = d.div_ceil(SLICE);
+    let (slices, sb, mk) = (d.div_ceil(SLICE), cfg.symbol_bits(), m_n * k_n);
     let isa = Isa::detect();
-    {
-        let zf = read(&slot.zf[k]);
-        let freq = read(&slot.up_freq[u]);
-        let noise = (zf.pilot_null_energy + freq.null_energy)
-            / (zf.pilot_null_bins + freq.null_bins).max(1) as f64;
-        if ctx.lanewise() {
-            let table = zf.lanes.chunks_exact(ctx.lane_table_len());
-            for (sl, entries) in ctx.part_slices(k).zip(table) {
-                let s0 = sl * SLICE;
-                let lanes = range.start.max(s0) - s0..range.end.min(s0 + SLICE) - s0;
-                let at = planar_index(0, sl, 0, slices, m_n);
-                lanewise::apply(
-                    isa,
-                    &LaneCoefficients::detector(entries, ctx.lane_width(), k_n, m_n),
-                    &freq.re[at..at + m_n],
-                    &freq.im[at..at + m_n],
-                    lanes.clone(),
-                    &mut s.eq[s0 + lanes.start..],
-                    d,
-                );
-            }
-        }
-        for g in ctx.part_groups(k) {
-            let j = g - zf.first_group;
-            let sub = ctx.group_in_part(g, k);
-            for user in 0..k_n {
-                let v = (noise * zf.noise_gain[j * k_n + user] as f64) as f32;
-                s.nv[user * d + sub.start..user * d + sub.end].fill(v);
-            }
-            if ctx.lanewise() {
-                continue;
-            }
-            let w = Coefficients::detector(&zf.w_transposed[j * mk..(j + 1) * mk], k_n, m_n);
-            // The 16-subcarrier slices this group covers, and its lanes in each.
-            for sl in sub.start / SLICE..sub.end.div_ceil(SLICE) {
-                let s0 = sl * SLICE;
-                let lanes = sub.start.max(s0) - s0..sub.end.min(s0 + SLICE) - s0;
-                let at = planar_index(0, sl, 0, slices, m_n);
-                GroupProduct::apply_planar(
-                    isa,
-                    w,
-                    &freq.re[at..at + m_n],
-                    &freq.im[at..at + m_n],
-                    lanes,
-                    &mut s.eq,
-                    d,
-                    s0,
-                );
-            }
-        }
-    }
+    let zf = read(&slot.zf[k]);
+    let freq = read(&slot.up_freq[u]);
+    let noise = (zf.pilot_null_energy + freq.null_energy)
+        / (zf.pilot_null_bins + freq.null_bins).max(1) as f64;
     let mut llr = write(&slot.llr[u * ctx.shape.parts + k]);
-    for user in 0..k_n {
-        let at = user * d + range.start;
-        s.demod.demodulate(
-            &s.eq[at..at + len],
-            &s.nv[at..at + len],
-            &mut llr[user * len * qm..(user + 1) * len * qm],
-        );
+    let (user_bits, table_len) = (range.len() * qm, ctx.lane_table_len());
+    for (i, sl) in ctx.part_slices(k).enumerate() {
+        let s0 = sl * SLICE;
+        let lanes = range.start.max(s0) - s0..range.end.min(s0 + SLICE) - s0;
+        let at = planar_index(0, sl, 0, slices, m_n);
+        let (x_re, x_im) = (&freq.re[at..at + m_n], &freq.im[at..at + m_n]);
+        let (y_re, y_im) = (&mut s.slice_re[..k_n], &mut s.slice_im[..k_n]);
+        if ctx.lanewise() {
+            let entries = &zf.lanes[i * table_len..][..table_len];
+            let w = LaneCoefficients::detector(entries, ctx.lane_width(), k_n, m_n);
+            lanewise::apply_planar(isa, &w, x_re, x_im, lanes.clone(), y_re, y_im);
+        } else {
+            for g in (s0 + lanes.start) / zb..=(s0 + lanes.end - 1) / zb {
+                let j = g - zf.first_group;
+                let w = Coefficients::detector(&zf.w_transposed[j * mk..(j + 1) * mk], k_n, m_n);
+                let own =
+                    (g * zb).max(s0 + lanes.start) - s0..((g + 1) * zb).min(s0 + lanes.end) - s0;
+                GroupProduct::apply_planar_rows(isa, w, x_re, x_im, own, y_re, y_im);
+            }
+        }
+        let inv_noise = &mut s.inv_noise[..k_n];
+        for l in lanes.clone() {
+            let j = (s0 + l) / zb - zf.first_group;
+            for (user, row) in inv_noise.iter_mut().enumerate() {
+                row[l] = inverse_noise((noise * zf.noise_gain[j * k_n + user] as f64) as f32);
+            }
+        }
+        if lanes.start > 0 {
+            // A part that starts inside the slice: its lanes to the front, where the
+            // demodulator reads a slice's symbols.
+            for row in y_re
+                .iter_mut()
+                .chain(y_im.iter_mut())
+                .chain(inv_noise.iter_mut())
+            {
+                row.copy_within(lanes.clone(), 0);
+            }
+        }
+        let first_bit = (s0 + lanes.start) * qm;
+        for (user, flips) in s.flips[..k_n].iter_mut().enumerate() {
+            let words = ctx.uplink_sequence(user);
+            *flips = sequence_bits(words, u * sb + first_bit, lanes.len() * qm);
+        }
+        let slice = SoftSlice {
+            re: y_re,
+            im: y_im,
+            inv_noise,
+            flips: &s.flips[..k_n],
+            symbols: lanes.len(),
+        };
+        let offset = first_bit - range.start * qm;
+        if !s
+            .demod
+            .slice_llrs_i8(isa, &slice, &mut llr, user_bits, offset)
+        {
+            return Err(LdpcError::NanLlr { index: first_bit }.into());
+        }
     }
+    Ok(())
 }
 
-/// Gather `user`'s LLRs of uplink symbol `u` from every part, descramble, LDPC-decode
-/// and CRC-check each block.
+/// Gather `user`'s LLRs of uplink symbol `u` from every part, LDPC-decode and
+/// CRC-check each block.
 pub(super) fn decode(
     ctx: &KernelContext,
     slot: &FrameSlot,
@@ -248,22 +261,32 @@ pub(super) fn decode(
     let cfg = &ctx.cfg;
     let qm = cfg.modulation.bits_per_symbol();
     let parts = ctx.shape.parts;
-    for k in 0..parts {
-        let r = ctx.shape.part_range(k);
-        let len = r.len() * qm;
-        let llr = read(&slot.llr[u * parts + k]);
-        s.llrs[r.start * qm..r.end * qm].copy_from_slice(&llr[user * len..(user + 1) * len]);
-    }
+    // One part: its user's bytes are read where EqDemod wrote them.
+    let whole = (parts == 1).then(|| read(&slot.llr[u]));
+    let llrs: &[i8] = match &whole {
+        Some(part) => {
+            let len = ctx.shape.part_range(0).len() * qm;
+            &part[user * len..(user + 1) * len]
+        }
+        None => {
+            for k in 0..parts {
+                let r = ctx.shape.part_range(k);
+                let len = r.len() * qm;
+                let llr = read(&slot.llr[u * parts + k]);
+                s.llrs[r.start * qm..r.end * qm]
+                    .copy_from_slice(&llr[user * len..(user + 1) * len]);
+            }
+            &s.llrs
+        }
+    };
     let tx_bits = cfg.code.tx_bits;
-    let used = cfg.blocks_per_symbol * tx_bits;
-    ctx.scrambler(u, user).descramble_llrs(&mut s.llrs[..used]);
     let pb = cfg.block_payload_bits();
     let mut out = write(&slot.decoded[u * cfg.users + user]);
     let out = &mut *out;
     for b in 0..cfg.blocks_per_symbol {
         let outcome = s
             .decoder
-            .decode(&s.llrs[b * tx_bits..(b + 1) * tx_bits], &mut s.block)?;
+            .decode_quantized(&llrs[b * tx_bits..(b + 1) * tx_bits], &mut s.block)?;
         out.payload[b * pb..(b + 1) * pb].copy_from_slice(&s.block[..pb]);
         out.blocks[b] = radiohost_phy::coding::BlockResult {
             crc_ok: crc::check(CrcKind::Crc24B, &s.block),
