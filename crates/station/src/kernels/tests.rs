@@ -118,7 +118,10 @@ fn slice_wide_zf_groups_in_parts_cutting_slices_decode_8x2() {
     let ctx = KernelContext::new(&cfg, 7).unwrap();
     assert!(!ctx.lanewise(), "groups of 16 take the per-group kernels");
     let cut = (0..7).any(|k| !ctx.shape.part_range(k).start.is_multiple_of(SLICE));
-    assert!(cut, "no part starts inside a slice: the test proves nothing");
+    assert!(
+        cut,
+        "no part starts inside a slice: the test proves nothing"
+    );
     run_frames("8x2, groups of 16", &cfg, 7, 2);
 }
 

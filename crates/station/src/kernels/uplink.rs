@@ -1,6 +1,7 @@
 //! Uplink kernels: PilotFft/UpFft (reading the fronthaul staging in place), Zf,
 //! EqDemod, Decode, Store.
 
+use std::ops::Range;
 use std::sync::RwLock;
 
 use radiohost_iq::Cf32;
@@ -200,19 +201,18 @@ pub(super) fn eq_demod(
             let w = LaneCoefficients::detector(entries, ctx.lane_width(), k_n, m_n);
             lanewise::apply_planar(isa, &w, x_re, x_im, lanes.clone(), y_re, y_im);
         } else {
-            for g in (s0 + lanes.start) / zb..=(s0 + lanes.end - 1) / zb {
+            for (g, own) in slice_groups(s0, lanes.clone(), zb) {
                 let j = g - zf.first_group;
                 let w = Coefficients::detector(&zf.w_transposed[j * mk..(j + 1) * mk], k_n, m_n);
-                let own =
-                    (g * zb).max(s0 + lanes.start) - s0..((g + 1) * zb).min(s0 + lanes.end) - s0;
                 GroupProduct::apply_planar_rows(isa, w, x_re, x_im, own, y_re, y_im);
             }
         }
         let inv_noise = &mut s.inv_noise[..k_n];
-        for l in lanes.clone() {
-            let j = (s0 + l) / zb - zf.first_group;
+        for (g, own) in slice_groups(s0, lanes.clone(), zb) {
+            let j = g - zf.first_group;
             for (user, row) in inv_noise.iter_mut().enumerate() {
-                row[l] = inverse_noise((noise * zf.noise_gain[j * k_n + user] as f64) as f32);
+                let nv = (noise * zf.noise_gain[j * k_n + user] as f64) as f32;
+                row[own.clone()].fill(inverse_noise(nv));
             }
         }
         if lanes.start > 0 {
@@ -247,6 +247,18 @@ pub(super) fn eq_demod(
         }
     }
     Ok(())
+}
+
+/// The ZF groups of `zb` subcarriers with lanes among `lanes` of the slice that
+/// starts at subcarrier `s0`, each with those lanes.
+fn slice_groups(
+    s0: usize,
+    lanes: Range<usize>,
+    zb: usize,
+) -> impl Iterator<Item = (usize, Range<usize>)> {
+    let (first, end) = (s0 + lanes.start, s0 + lanes.end);
+    (first / zb..end.div_ceil(zb))
+        .map(move |g| (g, (g * zb).max(first) - s0..((g + 1) * zb).min(end) - s0))
 }
 
 /// Gather `user`'s LLRs of uplink symbol `u` from every part, LDPC-decode and
