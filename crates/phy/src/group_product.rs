@@ -375,16 +375,7 @@ impl GroupProduct {
         out_re: &mut [[f32; LANES]],
         out_im: &mut [[f32; LANES]],
     ) {
-        assert!(
-            re.len() >= a.cols && im.len() >= a.cols,
-            "group product: input too short"
-        );
-        assert!(lanes.end <= LANES, "group product: lanes");
-        assert!(
-            out_re.len() >= a.rows && out_im.len() >= a.rows,
-            "group product: output too short"
-        );
-        if a.rows == 0 || lanes.is_empty() {
+        if !planar_operands(a.rows, a.cols, (re, im), &lanes, (out_re, out_im)) {
             return;
         }
         let (re, im) = (&re[..a.cols], &im[..a.cols]);
@@ -415,16 +406,7 @@ impl GroupProduct {
         out_re: &mut [[f32; LANES]],
         out_im: &mut [[f32; LANES]],
     ) {
-        assert!(
-            re.len() >= a.cols && im.len() >= a.cols,
-            "group product: input too short"
-        );
-        assert!(lanes.end <= LANES, "group product: lanes");
-        assert!(
-            out_re.len() >= a.rows && out_im.len() >= a.rows,
-            "group product: output too short"
-        );
-        if a.rows == 0 || lanes.is_empty() {
+        if !planar_operands(a.rows, a.cols, (re, im), &lanes, (out_re, out_im)) {
             return;
         }
         let (re, im, a) = (&re[..a.cols], &im[..a.cols], &a);
@@ -438,6 +420,27 @@ impl GroupProduct {
         dispatch!(isa.min(Isa::Avx2), fn run(a: &Coefficients<'_>, re: &[[f32; LANES]], im: &[[f32; LANES]],
             lanes: std::ops::Range<usize>, out_re: &mut [[f32; LANES]], out_im: &mut [[f32; LANES]]) => slice_planar_portable)
     }
+}
+
+/// Checks a product's planar operands (too short a slice is a caller bug: panics);
+/// false when the product writes nothing.
+pub(super) fn planar_operands(
+    rows: usize,
+    cols: usize,
+    (re, im): (&[[f32; LANES]], &[[f32; LANES]]),
+    lanes: &std::ops::Range<usize>,
+    (out_re, out_im): (&[[f32; LANES]], &[[f32; LANES]]),
+) -> bool {
+    assert!(
+        re.len() >= cols && im.len() >= cols,
+        "group product: input too short"
+    );
+    assert!(lanes.end <= LANES, "group product: lanes");
+    assert!(
+        out_re.len() >= rows && out_im.len() >= rows,
+        "group product: output too short"
+    );
+    rows > 0 && !lanes.is_empty()
 }
 
 /// Every output row of one planar slice, built for `isa`.

@@ -224,11 +224,9 @@ pub fn apply_planar(
     out_re: &mut [[f32; LANES]],
     out_im: &mut [[f32; LANES]],
 ) {
-    assert!(
-        out_re.len() >= a.rows && out_im.len() >= a.rows,
-        "lanewise: output too short"
-    );
-    run(isa, a, re, im, lanes, Out::Planar { out_re, out_im });
+    if super::planar_operands(a.rows, a.cols, (re, im), &lanes, (out_re, out_im)) {
+        run(isa, a, re, im, lanes, Out::Planar { out_re, out_im });
+    }
 }
 
 fn run(
