@@ -99,8 +99,8 @@ pub struct KernelContext {
     pub roles: Vec<SymbolRole>,
     pub pilots: Vec<Cf32>,
     /// `[symbol][user]`: each user's scrambling sequence positioned at the start of
-    /// its `symbol`-th uplink or downlink data symbol, so `Encode` and `Decode` clone
-    /// a generator instead of stepping it over every earlier symbol's bits.
+    /// its `symbol`-th downlink data symbol, so `Encode` clones a generator instead
+    /// of stepping it over every earlier symbol's bits.
     scramblers: Vec<GoldSequence>,
     /// Per user, the scrambling sequence's words over every uplink data symbol (what
     /// `EqDemod` descrambles its LLRs with, a slice's bits at a time).
@@ -150,7 +150,7 @@ impl KernelContext {
             })
             .collect();
         let per_antenna = (cfg.users * cfg.data_num) as f64 / (cfg.fft_size * cfg.antennas) as f64;
-        let (sb, symbols) = (cfg.symbol_bits(), u.max(d.saturating_sub(1)));
+        let (sb, symbols) = (cfg.symbol_bits(), d.saturating_sub(1));
         let scramblers = (0..symbols)
             .flat_map(|i| (0..cfg.users).map(move |k| (i, k)))
             .map(|(i, k)| GoldSequence::new_at(user_c_init(cfg, k), i * sb))
@@ -169,8 +169,8 @@ impl KernelContext {
         })
     }
 
-    /// `user`'s scrambling sequence at the start of its `symbol`-th uplink or
-    /// downlink data symbol (`symbol * symbol_bits` bits in).
+    /// `user`'s scrambling sequence at the start of its `symbol`-th downlink data
+    /// symbol (`symbol * symbol_bits` bits in).
     ///
     /// # Panics
     /// If `symbol` or `user` is outside the frame (a caller bug).
@@ -314,8 +314,8 @@ pub struct Scratch {
     batch_wt_re: Vec<Lanes>,
     batch_wt_im: Vec<Lanes>,
     batch_gain: Vec<Lanes>,
-    /// `[user][subcarrier]`: equalised symbols (uplink) or the part's user symbols
-    /// (downlink, `[user][subcarrier of the part]`).
+    /// `[user][subcarrier of the part]`: the part's user symbols (downlink
+    /// precoding's input).
     eq: Vec<Cf32>,
     /// One slice of every user's equalised symbols, planar, and their inverse noise
     /// variances (what the soft demodulator reads).
