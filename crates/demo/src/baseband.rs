@@ -59,7 +59,7 @@ pub fn run(
         }
     });
     let out = run_blocks(ctx, &run_cfg, policy, frames)?;
-    for r in &out.records {
+    for r in &out.report.records {
         let start_ms = handed_in_ms.get(r.frame as usize).copied().unwrap_or(0.0);
         timeline.push(Span {
             stage: "baseband",
@@ -143,6 +143,7 @@ pub fn run(
         format!("{bit_errors} bit errors in {wrong_frames} frames against the users' payload")
     });
     let failed_fates = out
+        .report
         .records
         .iter()
         .filter(|r| matches!(r.fate, FrameFate::Failed | FrameFate::Rejected))

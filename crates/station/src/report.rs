@@ -30,6 +30,8 @@ pub struct FrameRecord {
     pub fate: FrameFate,
     /// Decision time minus arrival (first fronthaul packet).
     pub latency_ns: Nanos,
+    /// When the decision was taken, after the run's first fronthaul packet.
+    pub decided_ns: Nanos,
     /// Uplink bits equal to the truth (and, when checked, downlink verified by the
     /// emulated users); `None` if not completed or no truth was known.
     pub decoded_ok: Option<bool>,
@@ -63,6 +65,11 @@ pub struct RunReport {
     pub decoded_ok: u64,
     pub decode_errors: u64,
     pub missed: u64,
+    /// Missed frames the scheduler NACKed before their deadline, having found they
+    /// could no longer meet it (their own work left, or that and the work of the
+    /// frames due before them, would not fit: shedding under overload); the rest
+    /// of `missed` ran until the deadline passed.
+    pub missed_early: u64,
     pub rejected: u64,
     pub failed: u64,
     pub offered_fps: f64,
@@ -74,6 +81,8 @@ pub struct RunReport {
     pub p9999_ms: f64,
     pub max_ms: f64,
     pub wall_s: f64,
+    /// Each frame's deadline after its first packet.
+    pub deadline_ns: Nanos,
     pub stages: Vec<StageStat>,
     /// Latency CDF points `(ms, fraction)` of completed frames, for plots.
     pub cdf: Vec<(f64, f64)>,
@@ -100,9 +109,49 @@ pub struct RunReport {
     /// emulated fronthaul, which shares the cores, was starved of CPU.
     pub late_symbols: u64,
     pub notes: Vec<String>,
+    /// Every frame's record, by frame id (for `--frame-log`; not in the JSON).
+    #[serde(skip)]
+    pub records: Vec<FrameRecord>,
 }
 
 impl RunReport {
+    /// Every frame's record as CSV rows (`policy,frame,ru,fate,decided_ms,latency_ms,reason`),
+    /// after a header when `header`: which frames were lost, when, and how.
+    ///
+    /// # Errors
+    /// Writing to `w` failed.
+    pub fn write_frame_log(
+        &self,
+        w: &mut impl std::io::Write,
+        header: bool,
+    ) -> std::io::Result<()> {
+        if header {
+            writeln!(w, "policy,frame,ru,fate,decided_ms,latency_ms,reason")?;
+        }
+        for r in &self.records {
+            let fate = match r.fate {
+                FrameFate::Completed if r.decoded_ok == Some(false) => "wrong_bits",
+                FrameFate::Completed => "completed",
+                FrameFate::Missed if r.latency_ns < self.deadline_ns => "missed_early",
+                FrameFate::Missed => "missed",
+                FrameFate::Rejected => "rejected",
+                FrameFate::Failed => "failed",
+            };
+            // Quoted, with quotes doubled (RFC 4180): reasons contain commas.
+            let reason = r.reason.as_deref().unwrap_or("").replace('"', "\"\"");
+            writeln!(
+                w,
+                "{},{},{},{fate},{:.3},{:.3},\"{reason}\"",
+                self.policy,
+                r.frame,
+                r.ru,
+                r.decided_ns as f64 / 1e6,
+                r.latency_ns as f64 / 1e6,
+            )?;
+        }
+        Ok(())
+    }
+
     /// Frames that did not complete in their deadline (missed, rejected, failed) over
     /// all frames.
     pub fn miss_fraction(&self) -> f64 {
@@ -143,6 +192,8 @@ impl RunReport {
             allowed: max_miss,
             worker_load: self.worker_load(),
             late_symbols: self.late_symbols,
+            missed: self.missed,
+            missed_early: self.missed_early,
         })
     }
 }
@@ -154,9 +205,10 @@ const SATURATED: f64 = 0.8;
 /// A run that left more of its frames undone in their deadline than allowed.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error(
-    "{policy} on {config}: {undone} of {frames} frames ({:.1}%) not decoded within the deadline, above the {:.1}% allowed by --max-miss{}",
+    "{policy} on {config}: {undone} of {frames} frames ({:.1}%) not decoded within the deadline, above the {:.1}% allowed by --max-miss{}{}",
     100.0 * .fraction,
     100.0 * .allowed,
+    self.split(),
     self.cause()
 )]
 pub struct TooManyMisses {
@@ -172,9 +224,26 @@ pub struct TooManyMisses {
     pub worker_load: Option<f64>,
     /// [`RunReport::late_symbols`] of the run.
     pub late_symbols: u64,
+    /// [`RunReport::missed`] and [`RunReport::missed_early`] of the run.
+    pub missed: u64,
+    pub missed_early: u64,
 }
 
 impl TooManyMisses {
+    /// How the missed frames were lost, starting with " (" (empty when none was).
+    pub fn split(&self) -> String {
+        if self.missed == 0 {
+            return String::new();
+        }
+        format!(
+            " ({} missed: {} dropped by the scheduler before their deadline, which they could \
+             no longer meet, and {} ran past it)",
+            self.missed,
+            self.missed_early,
+            self.missed - self.missed_early.min(self.missed)
+        )
+    }
+
     /// What the load says about the misses, starting with "; " (empty when the run
     /// had a GPU device).
     pub fn cause(&self) -> String {
@@ -252,6 +321,8 @@ pub struct RunMeta {
     pub rus: usize,
     pub offered_fps: f64,
     pub wall_s: f64,
+    /// Each frame's deadline after its first packet.
+    pub deadline_ns: Nanos,
     pub pool: PoolStats,
     pub bad_packets: u64,
     pub rescheduled: u64,
@@ -283,6 +354,11 @@ impl ReportBuilder {
         self.records.sort_by_key(|r| r.frame);
         let count = |f: FrameFate| self.records.iter().filter(|r| r.fate == f).count() as u64;
         let completed = count(FrameFate::Completed);
+        let missed_early = self
+            .records
+            .iter()
+            .filter(|r| r.fate == FrameFate::Missed && r.latency_ns < meta.deadline_ns)
+            .count() as u64;
         let decoded_ok = self
             .records
             .iter()
@@ -331,6 +407,7 @@ impl ReportBuilder {
             decoded_ok,
             decode_errors,
             missed: count(FrameFate::Missed),
+            missed_early,
             rejected: count(FrameFate::Rejected),
             failed: count(FrameFate::Failed),
             offered_fps: meta.offered_fps,
@@ -342,6 +419,7 @@ impl ReportBuilder {
             p9999_ms: ms(h.quantile(9999, 10_000)),
             max_ms: ms(summary.max_ns),
             wall_s: meta.wall_s,
+            deadline_ns: meta.deadline_ns,
             stages,
             cdf,
             pool: meta.pool,
@@ -358,6 +436,7 @@ impl ReportBuilder {
             checker_full_waits: self.checker_full_waits,
             late_symbols: meta.late_symbols,
             notes: meta.notes,
+            records: self.records,
         }
     }
 }
@@ -372,6 +451,7 @@ mod tests {
             ru: 0,
             fate,
             latency_ns: ms * 1_000_000,
+            decided_ns: frame * 1_000_000 + ms * 1_000_000,
             decoded_ok: ok,
             uplink_bits: 1000,
             reason: None,
@@ -445,5 +525,49 @@ mod tests {
             ..e
         };
         assert_eq!(gpu.cause(), "");
+    }
+
+    #[test]
+    fn misses_split_into_shed_and_late_and_every_frame_is_logged() {
+        let mut b = ReportBuilder::default();
+        b.frame(rec(2, FrameFate::Missed, 4, None));
+        b.frame(rec(0, FrameFate::Completed, 1, Some(true)));
+        b.frame(rec(1, FrameFate::Missed, 0, None));
+        b.frame(FrameRecord {
+            reason: Some("no slot, \"pool\" full".into()),
+            ..rec(3, FrameFate::Rejected, 0, None)
+        });
+        let r = b.finish(RunMeta {
+            policy: "lroc".into(),
+            wall_s: 1.0,
+            deadline_ns: 4_000_000,
+            ..RunMeta::default()
+        });
+        // Frame 1 was NACKed at once, frame 2 at its deadline.
+        assert_eq!((r.missed, r.missed_early), (2, 1));
+        let e = r.check_misses(0.0).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("3 of 4 frames")
+                && text.contains("2 missed: 1 dropped by the scheduler before their deadline")
+                && text.contains("1 ran past it"),
+            "{text}"
+        );
+        let mut csv = Vec::new();
+        r.write_frame_log(&mut csv, true).unwrap();
+        let csv = String::from_utf8(csv).unwrap();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "policy,frame,ru,fate,decided_ms,latency_ms,reason",
+                "lroc,0,0,completed,1.000,1.000,\"\"",
+                "lroc,1,0,missed_early,1.000,0.000,\"\"",
+                "lroc,2,0,missed,6.000,4.000,\"\"",
+                "lroc,3,0,rejected,3.000,0.000,\"no slot, \"\"pool\"\" full\"",
+            ]
+        );
+        // The JSON report stays per-run figures, without the per-frame rows.
+        assert!(!serde_json::to_string(&r).unwrap().contains("decided_ns"));
     }
 }

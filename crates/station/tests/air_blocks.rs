@@ -58,6 +58,7 @@ fn blocks_from_the_air_decode_to_the_users_payload() {
     assert_eq!(r.report.completed, 6, "{:?}", r.report);
     assert_eq!(r.report.rejected, 1, "{:?}", r.report);
     assert!(r
+        .report
         .records
         .iter()
         .any(|x| x.frame == 6 && x.fate == FrameFate::Rejected));

@@ -55,6 +55,24 @@ fn every_policy_decodes_every_frame_to_the_truth() {
             "{name}: uplink bits and downlink users must match the truth: {r:?}"
         );
         assert!(r.stages.iter().any(|s| s.opcode == "decode"), "{name}");
+        // The frame log: one record per frame, each decided after its own arrival
+        // (decided counts from the first frame's), the last one frames x period on.
+        let ids: Vec<u64> = r.records.iter().map(|x| x.frame).collect();
+        assert_eq!(ids, (0..12).collect::<Vec<_>>(), "{name}");
+        assert!(
+            r.records.iter().all(|x| x.decided_ns >= x.latency_ns),
+            "{name}"
+        );
+        let last = r.records.last().unwrap().decided_ns;
+        assert!(
+            last >= 11 * s.frame_period_ns,
+            "{name}: decided at {last} ns"
+        );
+        assert_eq!(
+            (r.deadline_ns, r.missed_early),
+            (s.deadline_ns, 0),
+            "{name}"
+        );
     }
 }
 

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use clap::Args;
 use radiohost_station::calibration::Calibration;
 use radiohost_station::ru::TransportKind;
@@ -87,6 +87,12 @@ pub struct RunArgs {
     /// station_breakdown.svg, or beside FILE as FILE-latency_cdf.svg and FILE-breakdown.svg.
     #[arg(long, value_name = "FILE|DIR")]
     pub svg: Option<PathBuf>,
+    /// Write every frame's fate here as CSV (policy, frame, ru, fate, decided_ms
+    /// after the first packet, latency_ms, reason): which frames were lost, when,
+    /// and whether the scheduler dropped them early (`missed_early`) or they ran
+    /// past the deadline (`missed`).
+    #[arg(long, value_name = "FILE")]
+    pub frame_log: Option<PathBuf>,
 }
 
 fn run_config(a: &RunArgs) -> Result<RunConfig> {
@@ -123,6 +129,16 @@ fn run_config(a: &RunArgs) -> Result<RunConfig> {
 pub fn run(a: RunArgs) -> Result<()> {
     // Checked before the work starts, as every --svg is.
     let svg = a.svg.as_deref().map(crate::ui::SvgOut::new).transpose()?;
+    // Created before the run too, so a path that cannot be written loses no run.
+    let frame_log = a
+        .frame_log
+        .as_deref()
+        .map(|p| {
+            std::fs::File::create(p)
+                .map(|f| (p, std::io::BufWriter::new(f)))
+                .with_context(|| format!("creating the frame log {}", p.display()))
+        })
+        .transpose()?;
     let mut s = run_config(&a)?.setup()?;
     s.policy_params = read_policy_params(a.policy_params.as_deref())?;
     let policies = parse_policies(&a.policy)?;
@@ -165,9 +181,29 @@ pub fn run(a: RunArgs) -> Result<()> {
                 100.0 * r.scheduler_busy,
                 r.scheduler_us_per_dispatch
             );
+            if r.missed > 0 {
+                println!(
+                    "misses ({}): {} of the {} missed frames were dropped by the scheduler before \
+                     their deadline, which they could no longer meet; {} ran past it",
+                    r.policy,
+                    r.missed_early,
+                    r.missed,
+                    r.missed - r.missed_early
+                );
+            }
             for n in &r.notes {
                 println!("note ({}): {n}", r.policy);
             }
+        }
+    }
+    if let Some((path, mut w)) = frame_log {
+        for (i, r) in reports.iter().enumerate() {
+            r.write_frame_log(&mut w, i == 0)
+                .and_then(|()| std::io::Write::flush(&mut w))
+                .with_context(|| format!("writing the frame log {}", path.display()))?;
+        }
+        if !a.json {
+            println!("frame log written to {}", path.display());
         }
     }
     if let Some(svg) = &svg {

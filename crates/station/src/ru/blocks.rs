@@ -25,7 +25,7 @@ use crate::isa::FrameId;
 use crate::kernels::slot::write;
 use crate::kernels::{FrameSlot, KernelContext, SymbolRole};
 use crate::pool::{BufferPool, Exhaustion};
-use crate::report::{FrameRecord, RunMeta, RunReport};
+use crate::report::{RunMeta, RunReport};
 use crate::runtime::{
     driver_channel, frame_pool, now_ns, run_driver, DecodedPayload, DeviceSpec, DriverConfig,
     DriverMsg, DriverSender, FrameRefusal, Truth,
@@ -253,8 +253,6 @@ impl BlockRunConfig {
 #[derive(Debug)]
 pub struct BlockRunReport {
     pub report: RunReport,
-    /// Every frame's record (fate, latency, truth check), in decision order.
-    pub records: Vec<FrameRecord>,
     /// Decoded uplink payload of every completed frame, by frame id.
     pub payloads: Vec<DecodedPayload>,
     pub ingest: BlockIngestStats,
@@ -367,6 +365,7 @@ where
         rus: 1,
         offered_fps: 0.0,
         wall_s: wall_ns as f64 / 1e9,
+        deadline_ns: cfg.deadline_ns,
         pool: pool.stats(),
         bad_packets: out.bad_packets,
         rescheduled: out.rescheduled,
@@ -378,12 +377,10 @@ where
         late_symbols: 0, // no radio-unit emulator: blocks come from the source
         notes,
     };
-    let records = out.report.records.clone();
     let mut payloads = out.payloads;
     payloads.sort_by_key(|p| p.frame);
     Ok(BlockRunReport {
         report: out.report.finish(meta),
-        records,
         payloads,
         ingest: stats,
     })

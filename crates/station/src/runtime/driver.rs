@@ -239,6 +239,7 @@ impl DriverState {
                 ru,
                 fate: FrameFate::Rejected,
                 latency_ns: 0,
+                decided_ns: d.since_first_arrival(now),
                 decoded_ok: None,
                 uplink_bits: 0,
                 reason: Some(reason.to_string()),
@@ -248,6 +249,7 @@ impl DriverState {
                 ru,
                 fate: FrameFate::Failed,
                 latency_ns: 0,
+                decided_ns: d.since_first_arrival(now),
                 decoded_ok: None,
                 uplink_bits: 0,
                 reason: Some("lost in the fronthaul: no packet arrived".into()),
@@ -636,6 +638,11 @@ impl Driver {
         policy.completed(now, instr, device, ran.0, result);
     }
 
+    /// `now` after the run's first fronthaul packet (0 before it), for frame records.
+    fn since_first_arrival(&self, now: Nanos) -> Nanos {
+        now.saturating_sub(self.out.first_arrival.unwrap_or(now))
+    }
+
     fn record(&mut self, r: FrameRecord) {
         self.out.last_decision = self.out.last_decision.max(now_ns());
         self.report.frame(r);
@@ -651,6 +658,7 @@ impl Driver {
             ru: live.ru,
             fate,
             latency_ns: now.saturating_sub(live.arrival),
+            decided_ns: self.since_first_arrival(now),
             decoded_ok: None,
             uplink_bits: if fate == FrameFate::Completed {
                 self.uplink_bits

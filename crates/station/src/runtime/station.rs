@@ -243,6 +243,7 @@ pub fn run_station(
         rus: setup.rus,
         offered_fps: setup.rus as f64 * 1e9 / setup.frame_period_ns as f64,
         wall_s: wall_ns as f64 / 1e9,
+        deadline_ns: setup.deadline_ns,
         pool: pool.stats(),
         bad_packets: out.bad_packets,
         rescheduled: out.rescheduled,
