@@ -41,6 +41,13 @@ pub struct FrameRecord {
     pub reason: Option<String>,
 }
 
+impl FrameRecord {
+    /// Missed, and NACKed before its deadline (`deadline_ns` after its first packet).
+    pub fn dropped_early(&self, deadline_ns: Nanos) -> bool {
+        self.fate == FrameFate::Missed && self.latency_ns < deadline_ns
+    }
+}
+
 /// Latency of one opcode's executions.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct StageStat {
@@ -132,7 +139,7 @@ impl RunReport {
             let fate = match r.fate {
                 FrameFate::Completed if r.decoded_ok == Some(false) => "wrong_bits",
                 FrameFate::Completed => "completed",
-                FrameFate::Missed if r.latency_ns < self.deadline_ns => "missed_early",
+                FrameFate::Missed if r.dropped_early(self.deadline_ns) => "missed_early",
                 FrameFate::Missed => "missed",
                 FrameFate::Rejected => "rejected",
                 FrameFate::Failed => "failed",
@@ -357,7 +364,7 @@ impl ReportBuilder {
         let missed_early = self
             .records
             .iter()
-            .filter(|r| r.fate == FrameFate::Missed && r.latency_ns < meta.deadline_ns)
+            .filter(|r| r.dropped_early(meta.deadline_ns))
             .count() as u64;
         let decoded_ok = self
             .records
