@@ -66,7 +66,7 @@ impl OpcodeTable {
     /// the device's own completions replace the model within a few frames. (The
     /// model put a 16x4 frame at 2.8 ms of work on the 2-core VM, against 1.3 ms
     /// measured in the run; as a full window it took about 60 frames to wear off,
-    /// and until then LROC's work test shed frames that would have made it.)
+    /// and until then LROC's work test shed frames on that estimate.)
     pub fn register(&mut self, device: DeviceId, profile: &DeviceProfile) {
         let i = device as usize;
         if self.rows.len() <= i {
