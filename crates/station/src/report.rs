@@ -121,20 +121,31 @@ pub struct RunReport {
     pub records: Vec<FrameRecord>,
 }
 
+/// Every frame's record of `reports` as CSV (`policy,frame,ru,fate,decided_ms,latency_ms,reason`,
+/// one header): which frames were lost, when, and how.
+///
+/// # Errors
+/// Writing to `w` failed.
+pub fn write_frame_log(reports: &[RunReport], w: &mut impl std::io::Write) -> std::io::Result<()> {
+    writeln!(w, "policy,frame,ru,fate,decided_ms,latency_ms,reason")?;
+    reports.iter().try_for_each(|r| r.write_frame_rows(w))?;
+    w.flush()
+}
+
+/// How `missed` frames were lost, `early` of them dropped before their deadline
+/// because they could no longer meet it (`None` when none was missed).
+pub fn miss_split(missed: u64, early: u64) -> Option<String> {
+    (missed > 0).then(|| {
+        format!(
+            "{missed} missed: {early} dropped by the scheduler before their deadline, {} ran past it",
+            missed - early.min(missed)
+        )
+    })
+}
+
 impl RunReport {
-    /// Every frame's record as CSV rows (`policy,frame,ru,fate,decided_ms,latency_ms,reason`),
-    /// after a header when `header`: which frames were lost, when, and how.
-    ///
-    /// # Errors
-    /// Writing to `w` failed.
-    pub fn write_frame_log(
-        &self,
-        w: &mut impl std::io::Write,
-        header: bool,
-    ) -> std::io::Result<()> {
-        if header {
-            writeln!(w, "policy,frame,ru,fate,decided_ms,latency_ms,reason")?;
-        }
+    /// This run's rows of [`write_frame_log`].
+    fn write_frame_rows(&self, w: &mut impl std::io::Write) -> std::io::Result<()> {
         for r in &self.records {
             let fate = match r.fate {
                 FrameFate::Completed if r.decoded_ok == Some(false) => "wrong_bits",
@@ -239,16 +250,9 @@ pub struct TooManyMisses {
 impl TooManyMisses {
     /// How the missed frames were lost, starting with " (" (empty when none was).
     pub fn split(&self) -> String {
-        if self.missed == 0 {
-            return String::new();
-        }
-        format!(
-            " ({} missed: {} dropped by the scheduler before their deadline, which they could \
-             no longer meet, and {} ran past it)",
-            self.missed,
-            self.missed_early,
-            self.missed - self.missed_early.min(self.missed)
-        )
+        miss_split(self.missed, self.missed_early)
+            .map(|s| format!(" ({s})"))
+            .unwrap_or_default()
     }
 
     /// What the load says about the misses, starting with "; " (empty when the run
@@ -561,7 +565,7 @@ mod tests {
             "{text}"
         );
         let mut csv = Vec::new();
-        r.write_frame_log(&mut csv, true).unwrap();
+        write_frame_log(std::slice::from_ref(&r), &mut csv).unwrap();
         let csv = String::from_utf8(csv).unwrap();
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(

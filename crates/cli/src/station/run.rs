@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use radiohost_station::calibration::Calibration;
+use radiohost_station::report::{miss_split, write_frame_log};
 use radiohost_station::ru::TransportKind;
 use radiohost_station::setup::{
     load_config, parse_device_events, parse_policies, read_policy_params, run_policies, RunConfig,
@@ -181,15 +182,8 @@ pub fn run(a: RunArgs) -> Result<()> {
                 100.0 * r.scheduler_busy,
                 r.scheduler_us_per_dispatch
             );
-            if r.missed > 0 {
-                println!(
-                    "misses ({}): {} of the {} missed frames were dropped by the scheduler before \
-                     their deadline, which they could no longer meet; {} ran past it",
-                    r.policy,
-                    r.missed_early,
-                    r.missed,
-                    r.missed - r.missed_early
-                );
+            if let Some(split) = miss_split(r.missed, r.missed_early) {
+                println!("misses ({}): {split}", r.policy);
             }
             for n in &r.notes {
                 println!("note ({}): {n}", r.policy);
@@ -197,11 +191,8 @@ pub fn run(a: RunArgs) -> Result<()> {
         }
     }
     if let Some((path, mut w)) = frame_log {
-        for (i, r) in reports.iter().enumerate() {
-            r.write_frame_log(&mut w, i == 0)
-                .and_then(|()| std::io::Write::flush(&mut w))
-                .with_context(|| format!("writing the frame log {}", path.display()))?;
-        }
+        write_frame_log(&reports, &mut w)
+            .with_context(|| format!("writing the frame log {}", path.display()))?;
         if !a.json {
             println!("frame log written to {}", path.display());
         }
