@@ -288,11 +288,11 @@ fn chain_text(e: &anyhow::Error) -> String {
     text
 }
 
-/// At most 600 characters: a runaway message (a list of thousands of items)
+/// At most 460 characters: a runaway message (a list of thousands of items)
 /// keeps its start and says how much was cut. (A station run's miss report, with
-/// how its misses split and what the load says, is about 450.)
+/// how its misses split and what the load says, takes up to about 440.)
 fn one_line(message: &str) -> String {
-    const MAX: usize = 600;
+    const MAX: usize = 460;
     if message.chars().count() <= MAX {
         return message.to_string();
     }
