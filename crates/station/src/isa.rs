@@ -32,6 +32,10 @@ pub type Nanos = u64;
 /// Index of an executor device in the pool.
 pub type DeviceId = u32;
 
+/// The largest device id: the scheduler's tables are indexed by id, and a pool holds
+/// at most 1024 devices (the simulator's limit; a station runs a handful).
+pub const MAX_DEVICE_ID: DeviceId = 1023;
+
 /// What an instruction does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum Opcode {

@@ -11,8 +11,6 @@
 //! - [`DeviceTable`]: capacity and units in use per device, and its planned executors
 //!   (running or coalesced instructions with estimated start and end).
 
-use std::collections::BTreeMap;
-
 use rustc_hash::FxHashMap;
 
 use crate::costs::{CostSource, DeviceProfile};
@@ -316,64 +314,78 @@ impl DeviceEntry {
 /// The per-device table.
 #[derive(Clone, Debug, Default)]
 pub struct DeviceTable {
-    devices: BTreeMap<DeviceId, DeviceEntry>,
+    /// Indexed by device id: ids are small (at most [`crate::isa::MAX_DEVICE_ID`]),
+    /// and the policy looks devices up dozens of times per dispatch.
+    devices: Vec<Option<DeviceEntry>>,
+    live: usize,
 }
 
 impl DeviceTable {
     pub fn add(&mut self, id: DeviceId, kind: DeviceKind, capacity: u32) {
-        self.devices.insert(
-            id,
-            DeviceEntry {
-                kind,
-                capacity,
-                in_use: 0,
-                running: FxHashMap::default(),
-                queued_unit_ns: 0,
-                running_unit_ns: 0,
-                completed: 0,
-            },
-        );
+        let i = id as usize;
+        if self.devices.len() <= i {
+            self.devices.resize_with(i + 1, || None);
+        }
+        let old = self.devices[i].replace(DeviceEntry {
+            kind,
+            capacity,
+            in_use: 0,
+            running: FxHashMap::default(),
+            queued_unit_ns: 0,
+            running_unit_ns: 0,
+            completed: 0,
+        });
+        if old.is_none() {
+            self.live += 1;
+        }
     }
 
     pub fn remove(&mut self, id: DeviceId) -> Option<DeviceEntry> {
-        self.devices.remove(&id)
+        let old = self.devices.get_mut(id as usize)?.take();
+        if old.is_some() {
+            self.live -= 1;
+        }
+        old
     }
 
     pub fn get(&self, id: DeviceId) -> Option<&DeviceEntry> {
-        self.devices.get(&id)
+        self.devices.get(id as usize)?.as_ref()
     }
 
     pub fn get_mut(&mut self, id: DeviceId) -> Option<&mut DeviceEntry> {
-        self.devices.get_mut(&id)
+        self.devices.get_mut(id as usize)?.as_mut()
     }
 
     pub fn contains(&self, id: DeviceId) -> bool {
-        self.devices.contains_key(&id)
+        self.get(id).is_some()
     }
 
     /// Live devices in id order.
     pub fn iter(&self) -> impl Iterator<Item = (DeviceId, &DeviceEntry)> {
-        self.devices.iter().map(|(&id, d)| (id, d))
+        self.devices
+            .iter()
+            .enumerate()
+            .filter_map(|(id, d)| Some((id as DeviceId, d.as_ref()?)))
     }
 
     pub fn ids(&self) -> impl Iterator<Item = DeviceId> + '_ {
-        self.devices.keys().copied()
+        self.iter().map(|(id, _)| id)
     }
 
     pub fn len(&self) -> usize {
-        self.devices.len()
+        self.live
     }
 
     pub fn is_empty(&self) -> bool {
-        self.devices.is_empty()
+        self.live == 0
     }
 
     /// The device whose costs stand for the pool in slack estimates: the largest
     /// device of the kind most of the capacity belongs to (lowest id on ties).
     pub fn main_device(&self) -> Option<DeviceId> {
         let total = |k: DeviceKind| -> u64 {
-            self.devices
-                .values()
+            self.iter()
+                .map(|(_, d)| d)
                 .filter(|d| d.kind == k)
                 .map(|d| u64::from(d.capacity))
                 .sum()
@@ -383,11 +395,10 @@ impl DeviceTable {
         } else {
             DeviceKind::Cpu
         };
-        self.devices
-            .iter()
+        self.iter()
             .filter(|(_, d)| d.kind == kind)
-            .max_by_key(|(id, d)| (d.capacity, std::cmp::Reverse(**id)))
-            .map(|(id, _)| *id)
+            .max_by_key(|(id, d)| (d.capacity, std::cmp::Reverse(*id)))
+            .map(|(id, _)| id)
     }
 }
 

@@ -3,7 +3,9 @@
 //! policy differs only in its [`Strategy`]: where a ready instruction waits, in which
 //! order, and which queued instruction a device with free capacity takes next.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
+
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use crate::costs::DeviceProfile;
@@ -15,8 +17,62 @@ use crate::shape::FrameShape;
 
 use super::PolicyParams;
 
-/// Queue entry: (order key, frame, instruction); smaller keys run first.
-pub(crate) type QKey = (u64, FrameId, InstrIdx);
+/// A queued instruction. Queues order entries by key (smaller first), then frame and
+/// instruction; the entry carries its frame's deadline so that a policy reading a
+/// queue needs no frame lookup for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Queued {
+    pub key: u64,
+    pub frame: FrameId,
+    pub idx: InstrIdx,
+    pub deadline: Nanos,
+}
+
+/// Each live device's queue, indexed by device id (a policy looks queues up several
+/// times per dispatch; ids are small, see [`crate::isa::MAX_DEVICE_ID`]).
+#[derive(Default)]
+pub(crate) struct DeviceQueues(Vec<Option<BTreeSet<Queued>>>);
+
+impl DeviceQueues {
+    pub fn get(&self, d: &DeviceId) -> Option<&BTreeSet<Queued>> {
+        self.0.get(*d as usize)?.as_ref()
+    }
+
+    pub fn get_mut(&mut self, d: &DeviceId) -> Option<&mut BTreeSet<Queued>> {
+        self.0.get_mut(*d as usize)?.as_mut()
+    }
+
+    /// Give `d` an empty queue (emptying the one it had).
+    pub fn open(&mut self, d: DeviceId) {
+        let i = d as usize;
+        if self.0.len() <= i {
+            self.0.resize_with(i + 1, || None);
+        }
+        self.0[i] = Some(BTreeSet::new());
+    }
+
+    /// Close `d`'s queue, handing back what it held.
+    pub fn close(&mut self, d: DeviceId) -> BTreeSet<Queued> {
+        self.0
+            .get_mut(d as usize)
+            .and_then(Option::take)
+            .unwrap_or_default()
+    }
+
+    /// Devices with a queue, in id order.
+    pub fn ids(&self) -> impl Iterator<Item = DeviceId> + '_ {
+        self.0
+            .iter()
+            .enumerate()
+            .filter(|(_, q)| q.is_some())
+            .map(|(d, _)| d as DeviceId)
+    }
+
+    /// Every queue, in device id order.
+    pub fn values(&self) -> impl Iterator<Item = &BTreeSet<Queued>> {
+        self.0.iter().flatten()
+    }
+}
 
 /// What distinguishes one policy from another.
 pub(crate) trait Strategy: Send {
@@ -49,10 +105,10 @@ pub(crate) struct Core {
     pub dag: Arc<FrameDag>,
     pub table: OpcodeTable,
     pub devices: DeviceTable,
-    pub frames: BTreeMap<FrameId, FrameRecord>,
+    pub frames: FxHashMap<FrameId, FrameRecord>,
     deadlines: BTreeSet<(Nanos, FrameId)>,
-    pub device_queues: BTreeMap<DeviceId, BTreeSet<QKey>>,
-    pub global: BTreeSet<QKey>,
+    pub device_queues: DeviceQueues,
+    pub global: BTreeSet<Queued>,
     events: VecDeque<EngineEvent>,
     pending: VecDeque<Dispatch>,
     /// Calibrated critical path to the end of the frame, per instruction.
@@ -105,9 +161,9 @@ impl Core {
             dag,
             table,
             devices: DeviceTable::default(),
-            frames: BTreeMap::new(),
+            frames: FxHashMap::default(),
             deadlines: BTreeSet::new(),
-            device_queues: BTreeMap::new(),
+            device_queues: DeviceQueues::default(),
             global: BTreeSet::new(),
             events: VecDeque::new(),
             pending: VecDeque::new(),
@@ -172,13 +228,19 @@ impl Core {
         let Some(rec) = self.frames.get_mut(&frame) else {
             return;
         };
+        let entry = Queued {
+            key,
+            frame,
+            idx,
+            deadline: rec.deadline,
+        };
         let st = &mut rec.status[idx as usize];
         st.stage = Stage::Ready;
         st.queue_key = key;
         st.device = device;
         match device.and_then(|d| self.device_queues.get_mut(&d)) {
             Some(q) => {
-                q.insert((key, frame, idx));
+                q.insert(entry);
                 let d = device.expect("queue exists");
                 let op = self.dag.opcode(idx);
                 if let Some(dev) = self.devices.get_mut(d) {
@@ -189,7 +251,7 @@ impl Core {
             }
             None => {
                 st.device = None;
-                self.global.insert((key, frame, idx));
+                self.global.insert(entry);
             }
         }
     }
@@ -203,7 +265,12 @@ impl Core {
         if st.stage != Stage::Ready {
             return;
         }
-        let key = (st.queue_key, frame, idx);
+        let key = Queued {
+            key: st.queue_key,
+            frame,
+            idx,
+            deadline: rec.deadline,
+        };
         let in_device = st
             .device
             .and_then(|d| self.device_queues.get_mut(&d))
@@ -267,11 +334,13 @@ impl Core {
 
     /// Head of a device queue when it fits: strict FIFO per device (baselines).
     pub fn pick_device_queues(&mut self) -> Option<Dispatch> {
-        let ids: Vec<DeviceId> = self.device_queues.keys().copied().collect();
+        let ids: Vec<DeviceId> = self.device_queues.ids().collect();
         let n = ids.len();
         for k in 0..n {
             let device = ids[(self.rr + k) % n];
-            let Some(&(_, frame, idx)) = self.device_queues[&device].first() else {
+            let Some(&Queued { frame, idx, .. }) =
+                self.device_queues.get(&device).and_then(|q| q.first())
+            else {
                 continue;
             };
             let units = self.units_for(device, self.dag.opcode(idx));
@@ -397,11 +466,11 @@ impl<S: Strategy> Policy for Engine<S> {
         }
         self.core.devices.add(device, profile.kind, profile.units);
         self.core.table.register(device, profile);
-        self.core.device_queues.insert(device, BTreeSet::new());
+        self.core.device_queues.open(device);
         self.core.cp_observations = u64::MAX;
         self.core.refresh_cp();
-        let parked: Vec<QKey> = std::mem::take(&mut self.core.global).into_iter().collect();
-        for (_, frame, idx) in parked {
+        let parked: Vec<Queued> = std::mem::take(&mut self.core.global).into_iter().collect();
+        for Queued { frame, idx, .. } in parked {
             if let Some(rec) = self.core.frames.get_mut(&frame) {
                 rec.status[idx as usize].stage = Stage::Waiting;
             }
@@ -413,7 +482,7 @@ impl<S: Strategy> Policy for Engine<S> {
         let Some(entry) = self.core.devices.remove(device) else {
             return;
         };
-        let queued = self.core.device_queues.remove(&device).unwrap_or_default();
+        let queued = self.core.device_queues.close(device);
         self.core.pending.retain(|p| p.device != device);
         let mut running: Vec<(Instr, RunEntry)> = entry.running.into_iter().collect();
         running.sort_unstable_by_key(|(i, _)| *i);
@@ -435,7 +504,7 @@ impl<S: Strategy> Policy for Engine<S> {
                 self.core.requeue(&mut self.strat, instr.frame, run.idx);
             }
         }
-        for (_, frame, idx) in queued {
+        for Queued { frame, idx, .. } in queued {
             self.core.requeue(&mut self.strat, frame, idx);
         }
         self.core.cp_observations = u64::MAX;

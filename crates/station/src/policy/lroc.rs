@@ -25,7 +25,7 @@
 //!   frame whose work left, behind the work of every frame due before it, cannot be
 //!   done by its deadline on all the units (`shed_work_factor`).
 
-use super::core::{Core, Strategy};
+use super::core::{Core, Queued, Strategy};
 use crate::dag::InstrIdx;
 use crate::engine::{Dispatch, FrameOutcome};
 use crate::isa::{DeviceId, FrameId, Nanos};
@@ -69,6 +69,11 @@ fn latest_start(core: &Core, frame: FrameId, idx: InstrIdx) -> Nanos {
     deadline.saturating_sub(core.cp[idx as usize])
 }
 
+/// [`latest_start`] of a queued instruction (its entry carries the deadline).
+fn queued_latest_start(core: &Core, q: &Queued) -> Nanos {
+    q.deadline.saturating_sub(core.cp[q.idx as usize])
+}
+
 fn window_end(core: &Core) -> Nanos {
     core.earliest_deadline()
         .map_or(Nanos::MAX, |d| d.saturating_add(core.params.window_ns))
@@ -81,10 +86,9 @@ impl Lroc {
     fn shed_hopeless(&mut self, core: &mut Core, now: Nanos) {
         loop {
             let hopeless = self.ids.iter().find_map(|d| {
-                let &(_, frame, idx) = core.device_queues.get(d)?.first()?;
-                let deadline = core.frames.get(&frame)?.deadline;
-                let cp = core.cp[idx as usize] as f64 * SHED_CP_FRACTION;
-                (now as f64 + cp > deadline as f64).then_some(frame)
+                let q = core.device_queues.get(d)?.first()?;
+                let cp = core.cp[q.idx as usize] as f64 * SHED_CP_FRACTION;
+                (now as f64 + cp > q.deadline as f64).then_some(q.frame)
             });
             match hopeless {
                 Some(frame) => core.finish(now, frame, FrameOutcome::DeadlineMissed),
@@ -136,13 +140,14 @@ impl Lroc {
             return None; // every instruction needs at least one unit (`min_units`)
         }
         let q = core.device_queues.get(&d)?;
-        let &(_, hf, hi) = q.first()?;
-        let band_end = latest_start(core, hf, hi).saturating_add(core.params.reorder_band_ns);
+        let band_end =
+            queued_latest_start(core, q.first()?).saturating_add(core.params.reorder_band_ns);
         let mut best: Option<(u32, u32, FrameId, InstrIdx)> = None; // (need, units, ..)
-        for &(_, frame, idx) in q.iter().take(REORDER_SCAN) {
-            if latest_start(core, frame, idx) > band_end {
+        for e in q.iter().take(REORDER_SCAN) {
+            if queued_latest_start(core, e) > band_end {
                 break;
             }
+            let (frame, idx) = (e.frame, e.idx);
             let need = core.table.need(d, core.dag.opcode(idx)).min(dev.capacity);
             let units = if free >= need {
                 need
@@ -178,7 +183,10 @@ impl Lroc {
             else {
                 continue;
             };
-            let Some(&(key, frame, idx)) = q.first() else {
+            let Some(&Queued {
+                key, frame, idx, ..
+            }) = q.first()
+            else {
                 continue;
             };
             let op = core.dag.opcode(idx);
@@ -225,7 +233,7 @@ impl Lroc {
         if !core.params.lookahead || dev.free() > 0 {
             return None; // free units take work through `own_queue`
         }
-        let &(_, frame, idx) = core.device_queues.get(&d)?.first()?;
+        let &Queued { frame, idx, .. } = core.device_queues.get(&d)?.first()?;
         if core.frames.get(&frame)?.status[idx as usize].avoid == Some(d) {
             return None;
         }
@@ -250,12 +258,12 @@ impl Lroc {
     /// A full device runs a critical queued instruction at low priority.
     fn overcommit(&self, core: &Core, now: Nanos, d: DeviceId) -> Option<Dispatch> {
         let dev = core.devices.get(d)?;
-        let &(_, frame, idx) = core.device_queues.get(&d)?.first()?;
-        let rec = core.frames.get(&frame)?;
-        let key = latest_start(core, frame, idx);
+        let head = core.device_queues.get(&d)?.first()?;
+        let (frame, idx) = (head.frame, head.idx);
+        let key = queued_latest_start(core, head);
         if key > now.saturating_add(core.params.overcommit_slack_ns)
             || key < now
-            || rec.deadline > window_end(core)
+            || head.deadline > window_end(core)
         {
             return None; // not critical yet, hopeless anyway, or outside the window
         }
@@ -322,7 +330,14 @@ impl Strategy for Lroc {
             self.shed_hopeless(core, now);
         }
         let start = self.rr % n;
-        let order = |k: usize| self.ids[(start + k) % n];
+        // Device k of this round, from `start` around (k < n: no division per step).
+        let order = |k: usize| {
+            self.ids[if start + k < n {
+                start + k
+            } else {
+                start + k - n
+            }]
+        };
         for k in 0..n {
             if let Some(d) = self.own_queue(core, order(k)) {
                 self.rr = start + k + 1;
@@ -409,7 +424,7 @@ impl Strategy for Lroc {
         core.device_queues
             .values()
             .filter_map(|q| q.first())
-            .map(|&(_, frame, idx)| latest_start(core, frame, idx).saturating_sub(thr))
+            .map(|q| queued_latest_start(core, q).saturating_sub(thr))
             .filter(|&t| t > self.last_now)
             .min()
     }

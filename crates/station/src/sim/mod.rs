@@ -10,7 +10,7 @@ mod run;
 use std::str::FromStr;
 
 use crate::costs::CostSource;
-use crate::isa::{DeviceId, DeviceKind, Nanos};
+use crate::isa::{DeviceId, DeviceKind, Nanos, MAX_DEVICE_ID};
 use crate::policy::{PolicyError, PolicyParams};
 use crate::shape::FrameShape;
 use radiohost_testbed::units::{parse_time, UnitError};
@@ -196,6 +196,12 @@ impl SimConfig {
         }
         if self.units == 0 {
             return err("units per device must be at least 1");
+        }
+        if let Some(c) = self.churn.iter().find(|c| c.device > MAX_DEVICE_ID) {
+            return Err(SimError::Config(format!(
+                "churn event for device {}: device ids go from 0 to {MAX_DEVICE_ID}",
+                c.device
+            )));
         }
         if self.rus == 0 || self.rus > 64 {
             return err("radio units must be between 1 and 64");

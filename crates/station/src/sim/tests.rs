@@ -160,6 +160,22 @@ fn settings_are_checked() {
     assert!("remove:1".parse::<ChurnEvent>().is_err());
 }
 
+#[test]
+fn a_churn_device_id_past_the_largest_is_refused_before_any_table_grows() {
+    // Tables are indexed by device id: id 4e9 once asked for 832 GB and aborted.
+    let cfg = SimConfig {
+        churn: vec!["add:4000000000@1ms".parse().unwrap()],
+        ..small()
+    };
+    let err = simulate("lroc", &cfg).unwrap_err().to_string();
+    assert!(err.contains("device ids go from 0 to 1023"), "{err}");
+    let cfg = SimConfig {
+        churn: vec!["add:1023@1ms".parse().unwrap()],
+        ..small()
+    };
+    assert!(simulate("lroc", &cfg).is_ok());
+}
+
 /// Completions of `device`'s incarnation `inc` (0 when it never ran).
 fn runs(r: &SimResult, device: DeviceId, inc: u32) -> u64 {
     r.device_runs
