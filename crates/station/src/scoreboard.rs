@@ -318,6 +318,8 @@ pub struct DeviceTable {
     /// and the policy looks devices up dozens of times per dispatch.
     devices: Vec<Option<DeviceEntry>>,
     live: usize,
+    /// Devices added and removed so far (see [`DeviceTable::changes`]).
+    changes: u64,
 }
 
 impl DeviceTable {
@@ -338,14 +340,21 @@ impl DeviceTable {
         if old.is_none() {
             self.live += 1;
         }
+        self.changes += 1;
     }
 
     pub fn remove(&mut self, id: DeviceId) -> Option<DeviceEntry> {
         let old = self.devices.get_mut(id as usize)?.take();
         if old.is_some() {
             self.live -= 1;
+            self.changes += 1;
         }
         old
+    }
+
+    /// Devices added and removed so far: the live ids are the same while this is.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     pub fn get(&self, id: DeviceId) -> Option<&DeviceEntry> {
@@ -492,6 +501,27 @@ mod tests {
         d.add(1, DeviceKind::Gpu, 132);
         d.add(2, DeviceKind::Gpu, 66);
         assert_eq!(d.main_device(), Some(1));
+    }
+
+    #[test]
+    fn the_device_table_keeps_ids_in_order_and_counts_changes() {
+        let mut d = DeviceTable::default();
+        d.add(3, DeviceKind::Cpu, 1);
+        d.add(0, DeviceKind::Cpu, 2);
+        assert_eq!(d.ids().collect::<Vec<_>>(), [0, 3]);
+        assert_eq!((d.len(), d.changes()), (2, 2));
+        assert!(d.get(1).is_none() && d.get(99).is_none() && !d.contains(2));
+        // Re-adding a live id replaces it: still two devices.
+        d.add(3, DeviceKind::Gpu, 8);
+        assert_eq!((d.len(), d.get(3).map(|e| e.capacity)), (2, Some(8)));
+        assert_eq!(d.remove(3).map(|e| e.kind), Some(DeviceKind::Gpu));
+        // Removing what is not there changes nothing.
+        let before = d.changes();
+        assert!(d.remove(3).is_none() && d.remove(500).is_none());
+        assert_eq!((d.len(), d.changes()), (1, before));
+        assert_eq!(d.ids().collect::<Vec<_>>(), [0]);
+        d.remove(0);
+        assert!(d.is_empty() && d.ids().next().is_none());
     }
 
     #[test]

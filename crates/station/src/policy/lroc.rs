@@ -44,6 +44,8 @@ pub(crate) struct Lroc {
     last_now: Nanos,
     rr: usize,
     ids: Vec<DeviceId>,
+    /// [`crate::scoreboard::DeviceTable::changes`] when `ids` was read.
+    ids_read_at: u64,
     /// Frames the work test sheds (kept to reuse its storage).
     overloaded: Vec<FrameId>,
 }
@@ -320,8 +322,11 @@ impl Strategy for Lroc {
 
     fn pick(&mut self, core: &mut Core, now: Nanos) -> Option<Dispatch> {
         self.last_now = now;
-        self.ids.clear();
-        self.ids.extend(core.devices.ids());
+        if self.ids_read_at != core.devices.changes() {
+            self.ids.clear();
+            self.ids.extend(core.devices.ids());
+            self.ids_read_at = core.devices.changes();
+        }
         let n = self.ids.len();
         if n == 0 {
             return None;
