@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 
 use crate::costs::{CostSource, DeviceProfile};
 use crate::dag::{FrameDag, InstrIdx};
-use crate::isa::{DeviceId, DeviceKind, FrameId, Instr, Nanos, Opcode};
+use crate::isa::{DeviceId, DeviceKind, FrameId, Instr, Nanos, Opcode, MAX_DEVICE_ID};
 
 const OPS: usize = Opcode::ALL.len();
 
@@ -314,7 +314,7 @@ impl DeviceEntry {
 /// The per-device table.
 #[derive(Clone, Debug, Default)]
 pub struct DeviceTable {
-    /// Indexed by device id: ids are small (at most [`crate::isa::MAX_DEVICE_ID`]),
+    /// Indexed by device id: ids are small (at most [`MAX_DEVICE_ID`]),
     /// and the policy looks devices up dozens of times per dispatch.
     devices: Vec<Option<DeviceEntry>>,
     live: usize,
@@ -323,7 +323,15 @@ pub struct DeviceTable {
 }
 
 impl DeviceTable {
+    /// Add device `id` (replacing a live one of that id).
+    ///
+    /// # Panics
+    /// If `id` is past [`MAX_DEVICE_ID`] (a caller bug: inputs are checked first).
     pub fn add(&mut self, id: DeviceId, kind: DeviceKind, capacity: u32) {
+        assert!(
+            id <= MAX_DEVICE_ID,
+            "device id {id} is past the largest, {MAX_DEVICE_ID}"
+        );
         let i = id as usize;
         if self.devices.len() <= i {
             self.devices.resize_with(i + 1, || None);

@@ -125,20 +125,32 @@ pub enum DeviceArg {
 pub const MAX_CPU_WORKERS: usize = 1024;
 
 /// Parse `cpu:N,gpu:K,...` (at least one device).
+/// `s`, or its start when it is long, so that an error's reason after it stays on
+/// the error line.
+fn shown(s: &str) -> String {
+    const SHOWN: usize = 60;
+    match s.char_indices().nth(SHOWN) {
+        Some((cut, _)) => format!("{}... ({} characters)", &s[..cut], s.len()),
+        None => s.to_string(),
+    }
+}
+
 pub fn parse_devices(s: &str) -> Result<Vec<DeviceArg>, SetupError> {
+    let given = shown(s);
     let bad = |why: String| SetupError::Devices {
-        given: s.to_string(),
+        given: given.clone(),
         why,
     };
     let mut out = Vec::new();
-    for item in s.split(',').map(str::trim) {
-        let (kind, n) = item
+    for full in s.split(',').map(str::trim) {
+        let item = shown(full);
+        let (kind, n) = full
             .split_once(':')
             .ok_or_else(|| bad(format!("`{item}` has no kind")))?;
         let n: usize = n
             .trim()
             .parse()
-            .map_err(|_| bad(format!("`{item}`: `{n}` is not a whole number")))?;
+            .map_err(|_| bad(format!("`{item}`: `{}` is not a whole number", shown(n))))?;
         out.push(match kind.trim() {
             "cpu" if (1..=MAX_CPU_WORKERS).contains(&n) => DeviceArg::Cpu(n),
             "cpu" => {
@@ -147,11 +159,18 @@ pub fn parse_devices(s: &str) -> Result<Vec<DeviceArg>, SetupError> {
                 )))
             }
             "gpu" => DeviceArg::Gpu(n),
-            other => return Err(bad(format!("unknown device kind `{other}`"))),
+            other => return Err(bad(format!("unknown device kind `{}`", shown(other)))),
         });
     }
     if out.is_empty() {
         return Err(bad("no device".into()));
+    }
+    if out.len() > crate::isa::MAX_DEVICE_ID as usize + 1 {
+        return Err(bad(format!(
+            "{} devices: a pool holds at most {}",
+            out.len(),
+            crate::isa::MAX_DEVICE_ID + 1
+        )));
     }
     Ok(out)
 }
@@ -384,6 +403,20 @@ mod tests {
             let e = parse_devices(bad).unwrap_err().to_string();
             assert!(e.contains("cpu:WORKERS"), "{bad}: {e}");
         }
+        // Device ids index the scheduler's tables: 1024 devices at most.
+        assert_eq!(
+            parse_devices(&vec!["gpu:0"; 1024].join(",")).unwrap().len(),
+            1024
+        );
+        let e = parse_devices(&vec!["gpu:0"; 1025].join(","))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("1025 devices: a pool holds at most 1024"), "{e}");
+        // A long item or list is shown by its start: the reason stays readable.
+        let long = format!("cpu:{}", "9".repeat(5000));
+        let e = parse_devices(&long).unwrap_err().to_string();
+        assert!(e.len() < 400 && e.contains("(5004 characters)"), "{e}");
+        assert!(e.contains("is not a whole number"), "{e}");
         let specs = cpu_specs(&parse_devices("cpu:2,gpu:1,cpu:1").unwrap(), false);
         assert_eq!(specs.len(), 2);
         assert_eq!(specs[0].name(), "cpu:2");

@@ -4,9 +4,9 @@
 //! order, and which queued instruction a device with free capacity takes next.
 
 use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
-use std::sync::Arc;
 
 use crate::costs::DeviceProfile;
 use crate::dag::{FrameDag, InstrIdx};
