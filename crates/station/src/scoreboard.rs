@@ -19,6 +19,55 @@ use crate::isa::{DeviceId, DeviceKind, FrameId, Instr, Nanos, Opcode, MAX_DEVICE
 
 const OPS: usize = Opcode::ALL.len();
 
+/// Values kept by device id, in a vector indexed by id: ids are small (at most
+/// [`MAX_DEVICE_ID`]) and the policy looks devices up dozens of times per dispatch.
+#[derive(Clone, Debug)]
+pub struct ById<T>(Vec<Option<T>>);
+
+impl<T> Default for ById<T> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<T> ById<T> {
+    pub fn get(&self, id: DeviceId) -> Option<&T> {
+        self.0.get(id as usize)?.as_ref()
+    }
+
+    pub fn get_mut(&mut self, id: DeviceId) -> Option<&mut T> {
+        self.0.get_mut(id as usize)?.as_mut()
+    }
+
+    /// Keep `value` for `id`, handing back what it replaces.
+    ///
+    /// # Panics
+    /// If `id` is past [`MAX_DEVICE_ID`] (a caller bug: inputs are checked first).
+    pub fn insert(&mut self, id: DeviceId, value: T) -> Option<T> {
+        assert!(
+            id <= MAX_DEVICE_ID,
+            "device id {id} is past the largest, {MAX_DEVICE_ID}"
+        );
+        let i = id as usize;
+        if self.0.len() <= i {
+            self.0.resize_with(i + 1, || None);
+        }
+        self.0[i].replace(value)
+    }
+
+    pub fn remove(&mut self, id: DeviceId) -> Option<T> {
+        self.0.get_mut(id as usize)?.take()
+    }
+
+    /// Every kept value with its id, in id order.
+    pub fn iter(&self) -> impl Iterator<Item = (DeviceId, &T)> {
+        self.0
+            .iter()
+            .enumerate()
+            .filter_map(|(id, v)| Some((id as DeviceId, v.as_ref()?)))
+    }
+}
+
 /// Latency of an opcode on a device the table has no profile for (ns); only seen
 /// while a device is being removed or before any joined.
 const UNKNOWN_LATENCY_NS: Nanos = 20_000;
@@ -39,7 +88,7 @@ struct CostRow {
 /// Opcode table: need and calibrated latency per (device, opcode).
 #[derive(Clone, Debug)]
 pub struct OpcodeTable {
-    rows: Vec<Option<CostRow>>,
+    rows: ById<CostRow>,
     window: u32,
     observations: u64,
 }
@@ -48,14 +97,14 @@ impl OpcodeTable {
     /// An empty table; `window` (>= 1) is the calibration window.
     pub fn new(window: u32) -> Self {
         Self {
-            rows: Vec::new(),
+            rows: ById::default(),
             window: window.max(1),
             observations: 0,
         }
     }
 
     fn row(&self, device: DeviceId) -> Option<&CostRow> {
-        self.rows.get(device as usize).and_then(Option::as_ref)
+        self.rows.get(device)
     }
 
     /// Seed `device`'s row from its profile (replacing any earlier incarnation's). A
@@ -66,10 +115,6 @@ impl OpcodeTable {
     /// measured in the run; as a full window it took about 60 frames to wear off,
     /// and until then LROC's work test shed frames on that estimate.)
     pub fn register(&mut self, device: DeviceId, profile: &DeviceProfile) {
-        let i = device as usize;
-        if self.rows.len() <= i {
-            self.rows.resize(i + 1, None);
-        }
         let row = CostRow {
             latency: profile.costs.map(|c| Average {
                 mean: c.latency_ns as f64,
@@ -80,7 +125,7 @@ impl OpcodeTable {
             }),
             need: profile.costs.map(|c| c.need.clamp(1, profile.units.max(1))),
         };
-        self.rows[i] = Some(row);
+        self.rows.insert(device, row);
         self.observations += 1;
     }
 
@@ -107,7 +152,7 @@ impl OpcodeTable {
     pub fn observe(&mut self, device: DeviceId, op: Opcode, elapsed_ns: Nanos, units: u32) {
         let window = self.window;
         let need = self.need(device, op).max(1);
-        let Some(row) = self.rows.get_mut(device as usize).and_then(Option::as_mut) else {
+        let Some(row) = self.rows.get_mut(device) else {
             return;
         };
         // Normalise to full width: a kernel on half its units took about twice as long.
@@ -314,9 +359,8 @@ impl DeviceEntry {
 /// The per-device table.
 #[derive(Clone, Debug, Default)]
 pub struct DeviceTable {
-    /// Indexed by device id: ids are small (at most [`MAX_DEVICE_ID`]),
-    /// and the policy looks devices up dozens of times per dispatch.
-    devices: Vec<Option<DeviceEntry>>,
+    devices: ById<DeviceEntry>,
+    /// Live devices (kept: counting them is a walk over every id).
     live: usize,
     /// Devices added and removed so far (see [`DeviceTable::changes`]).
     changes: u64,
@@ -328,15 +372,7 @@ impl DeviceTable {
     /// # Panics
     /// If `id` is past [`MAX_DEVICE_ID`] (a caller bug: inputs are checked first).
     pub fn add(&mut self, id: DeviceId, kind: DeviceKind, capacity: u32) {
-        assert!(
-            id <= MAX_DEVICE_ID,
-            "device id {id} is past the largest, {MAX_DEVICE_ID}"
-        );
-        let i = id as usize;
-        if self.devices.len() <= i {
-            self.devices.resize_with(i + 1, || None);
-        }
-        let old = self.devices[i].replace(DeviceEntry {
+        let entry = DeviceEntry {
             kind,
             capacity,
             in_use: 0,
@@ -344,15 +380,15 @@ impl DeviceTable {
             queued_unit_ns: 0,
             running_unit_ns: 0,
             completed: 0,
-        });
-        if old.is_none() {
+        };
+        if self.devices.insert(id, entry).is_none() {
             self.live += 1;
         }
         self.changes += 1;
     }
 
     pub fn remove(&mut self, id: DeviceId) -> Option<DeviceEntry> {
-        let old = self.devices.get_mut(id as usize)?.take();
+        let old = self.devices.remove(id);
         if old.is_some() {
             self.live -= 1;
             self.changes += 1;
@@ -366,11 +402,11 @@ impl DeviceTable {
     }
 
     pub fn get(&self, id: DeviceId) -> Option<&DeviceEntry> {
-        self.devices.get(id as usize)?.as_ref()
+        self.devices.get(id)
     }
 
     pub fn get_mut(&mut self, id: DeviceId) -> Option<&mut DeviceEntry> {
-        self.devices.get_mut(id as usize)?.as_mut()
+        self.devices.get_mut(id)
     }
 
     pub fn contains(&self, id: DeviceId) -> bool {
@@ -379,10 +415,7 @@ impl DeviceTable {
 
     /// Live devices in id order.
     pub fn iter(&self) -> impl Iterator<Item = (DeviceId, &DeviceEntry)> {
-        self.devices
-            .iter()
-            .enumerate()
-            .filter_map(|(id, d)| Some((id as DeviceId, d.as_ref()?)))
+        self.devices.iter()
     }
 
     pub fn ids(&self) -> impl Iterator<Item = DeviceId> + '_ {

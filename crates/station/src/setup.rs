@@ -124,7 +124,6 @@ pub enum DeviceArg {
 /// Most worker threads one CPU device may have.
 pub const MAX_CPU_WORKERS: usize = 1024;
 
-/// Parse `cpu:N,gpu:K,...` (at least one device).
 /// `s`, or its start when it is long, so that an error's reason after it stays on
 /// the error line.
 fn shown(s: &str) -> String {
@@ -135,6 +134,7 @@ fn shown(s: &str) -> String {
     }
 }
 
+/// Parse `cpu:N,gpu:K,...` (at least one device, at most 1024).
 pub fn parse_devices(s: &str) -> Result<Vec<DeviceArg>, SetupError> {
     let given = shown(s);
     let bad = |why: String| SetupError::Devices {

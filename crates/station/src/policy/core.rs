@@ -12,7 +12,7 @@ use crate::costs::DeviceProfile;
 use crate::dag::{FrameDag, InstrIdx};
 use crate::engine::{Dispatch, EngineEvent, FrameOutcome, InstrError, Policy};
 use crate::isa::{DeviceId, FrameId, Instr, Nanos, Opcode};
-use crate::scoreboard::{DeviceTable, FrameRecord, OpcodeTable, RunEntry, Stage};
+use crate::scoreboard::{ById, DeviceTable, FrameRecord, OpcodeTable, RunEntry, Stage};
 use crate::shape::FrameShape;
 
 use super::PolicyParams;
@@ -26,52 +26,6 @@ pub(crate) struct Queued {
     pub frame: FrameId,
     pub idx: InstrIdx,
     pub deadline: Nanos,
-}
-
-/// Each live device's queue, indexed by device id (a policy looks queues up several
-/// times per dispatch; ids are small, see [`crate::isa::MAX_DEVICE_ID`]).
-#[derive(Default)]
-pub(crate) struct DeviceQueues(Vec<Option<BTreeSet<Queued>>>);
-
-impl DeviceQueues {
-    pub fn get(&self, d: &DeviceId) -> Option<&BTreeSet<Queued>> {
-        self.0.get(*d as usize)?.as_ref()
-    }
-
-    pub fn get_mut(&mut self, d: &DeviceId) -> Option<&mut BTreeSet<Queued>> {
-        self.0.get_mut(*d as usize)?.as_mut()
-    }
-
-    /// Give `d` an empty queue (emptying the one it had).
-    pub fn open(&mut self, d: DeviceId) {
-        let i = d as usize;
-        if self.0.len() <= i {
-            self.0.resize_with(i + 1, || None);
-        }
-        self.0[i] = Some(BTreeSet::new());
-    }
-
-    /// Close `d`'s queue, handing back what it held.
-    pub fn close(&mut self, d: DeviceId) -> BTreeSet<Queued> {
-        self.0
-            .get_mut(d as usize)
-            .and_then(Option::take)
-            .unwrap_or_default()
-    }
-
-    /// Devices with a queue, in id order.
-    pub fn ids(&self) -> impl Iterator<Item = DeviceId> + '_ {
-        self.0
-            .iter()
-            .enumerate()
-            .filter(|(_, q)| q.is_some())
-            .map(|(d, _)| d as DeviceId)
-    }
-
-    /// Every queue, in device id order.
-    pub fn values(&self) -> impl Iterator<Item = &BTreeSet<Queued>> {
-        self.0.iter().flatten()
-    }
 }
 
 /// What distinguishes one policy from another.
@@ -107,7 +61,8 @@ pub(crate) struct Core {
     pub devices: DeviceTable,
     pub frames: FxHashMap<FrameId, FrameRecord>,
     deadlines: BTreeSet<(Nanos, FrameId)>,
-    pub device_queues: DeviceQueues,
+    /// Each live device's queue.
+    pub device_queues: ById<BTreeSet<Queued>>,
     pub global: BTreeSet<Queued>,
     events: VecDeque<EngineEvent>,
     pending: VecDeque<Dispatch>,
@@ -163,7 +118,7 @@ impl Core {
             devices: DeviceTable::default(),
             frames: FxHashMap::default(),
             deadlines: BTreeSet::new(),
-            device_queues: DeviceQueues::default(),
+            device_queues: ById::default(),
             global: BTreeSet::new(),
             events: VecDeque::new(),
             pending: VecDeque::new(),
@@ -238,7 +193,7 @@ impl Core {
         st.stage = Stage::Ready;
         st.queue_key = key;
         st.device = device;
-        match device.and_then(|d| self.device_queues.get_mut(&d)) {
+        match device.and_then(|d| self.device_queues.get_mut(d)) {
             Some(q) => {
                 q.insert(entry);
                 let d = device.expect("queue exists");
@@ -273,7 +228,7 @@ impl Core {
         };
         let in_device = st
             .device
-            .and_then(|d| self.device_queues.get_mut(&d))
+            .and_then(|d| self.device_queues.get_mut(d))
             .is_some_and(|q| q.remove(&key));
         if in_device {
             if let Some(dev) = st.device.and_then(|d| self.devices.get_mut(d)) {
@@ -334,12 +289,12 @@ impl Core {
 
     /// Head of a device queue when it fits: strict FIFO per device (baselines).
     pub fn pick_device_queues(&mut self) -> Option<Dispatch> {
-        let ids: Vec<DeviceId> = self.device_queues.ids().collect();
+        let ids: Vec<DeviceId> = self.device_queues.iter().map(|(d, _)| d).collect();
         let n = ids.len();
         for k in 0..n {
             let device = ids[(self.rr + k) % n];
             let Some(&Queued { frame, idx, .. }) =
-                self.device_queues.get(&device).and_then(|q| q.first())
+                self.device_queues.get(device).and_then(|q| q.first())
             else {
                 continue;
             };
@@ -466,7 +421,7 @@ impl<S: Strategy> Policy for Engine<S> {
         }
         self.core.devices.add(device, profile.kind, profile.units);
         self.core.table.register(device, profile);
-        self.core.device_queues.open(device);
+        self.core.device_queues.insert(device, BTreeSet::new());
         self.core.cp_observations = u64::MAX;
         self.core.refresh_cp();
         let parked: Vec<Queued> = std::mem::take(&mut self.core.global).into_iter().collect();
@@ -482,7 +437,7 @@ impl<S: Strategy> Policy for Engine<S> {
         let Some(entry) = self.core.devices.remove(device) else {
             return;
         };
-        let queued = self.core.device_queues.close(device);
+        let queued = self.core.device_queues.remove(device).unwrap_or_default();
         self.core.pending.retain(|p| p.device != device);
         let mut running: Vec<(Instr, RunEntry)> = entry.running.into_iter().collect();
         running.sort_unstable_by_key(|(i, _)| *i);

@@ -88,7 +88,7 @@ impl Lroc {
     fn shed_hopeless(&mut self, core: &mut Core, now: Nanos) {
         loop {
             let hopeless = self.ids.iter().find_map(|d| {
-                let q = core.device_queues.get(d)?.first()?;
+                let q = core.device_queues.get(*d)?.first()?;
                 let cp = core.cp[q.idx as usize] as f64 * SHED_CP_FRACTION;
                 (now as f64 + cp > q.deadline as f64).then_some(q.frame)
             });
@@ -141,7 +141,7 @@ impl Lroc {
         if free == 0 {
             return None; // every instruction needs at least one unit (`min_units`)
         }
-        let q = core.device_queues.get(&d)?;
+        let q = core.device_queues.get(d)?;
         let band_end =
             queued_latest_start(core, q.first()?).saturating_add(core.params.reorder_band_ns);
         let mut best: Option<(u32, u32, FrameId, InstrIdx)> = None; // (need, units, ..)
@@ -181,7 +181,7 @@ impl Lroc {
             if victim == thief {
                 continue;
             }
-            let (Some(v), Some(q)) = (core.devices.get(victim), core.device_queues.get(&victim))
+            let (Some(v), Some(q)) = (core.devices.get(victim), core.device_queues.get(victim))
             else {
                 continue;
             };
@@ -235,7 +235,7 @@ impl Lroc {
         if !core.params.lookahead || dev.free() > 0 {
             return None; // free units take work through `own_queue`
         }
-        let &Queued { frame, idx, .. } = core.device_queues.get(&d)?.first()?;
+        let &Queued { frame, idx, .. } = core.device_queues.get(d)?.first()?;
         if core.frames.get(&frame)?.status[idx as usize].avoid == Some(d) {
             return None;
         }
@@ -260,7 +260,7 @@ impl Lroc {
     /// A full device runs a critical queued instruction at low priority.
     fn overcommit(&self, core: &Core, now: Nanos, d: DeviceId) -> Option<Dispatch> {
         let dev = core.devices.get(d)?;
-        let head = core.device_queues.get(&d)?.first()?;
+        let head = core.device_queues.get(d)?.first()?;
         let (frame, idx) = (head.frame, head.idx);
         let key = queued_latest_start(core, head);
         if key > now.saturating_add(core.params.overcommit_slack_ns)
@@ -351,7 +351,7 @@ impl Strategy for Lroc {
         }
         for k in 0..n {
             let thief = order(k);
-            if core.device_queues.get(&thief).is_some_and(|q| q.is_empty()) {
+            if core.device_queues.get(thief).is_some_and(|q| q.is_empty()) {
                 if let Some(d) = self.steal(core, thief) {
                     self.rr = start + k + 1;
                     return Some(d);
@@ -427,8 +427,8 @@ impl Strategy for Lroc {
         // When the next queued head's slack falls below the over-commit bar.
         let thr = core.params.overcommit_slack_ns;
         core.device_queues
-            .values()
-            .filter_map(|q| q.first())
+            .iter()
+            .filter_map(|(_, q)| q.first())
             .map(|q| queued_latest_start(core, q).saturating_sub(thr))
             .filter(|&t| t > self.last_now)
             .min()
