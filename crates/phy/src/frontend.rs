@@ -30,7 +30,7 @@ use crate::csi::null_bin_energy;
 use crate::fft::lanes::Lanes;
 use crate::fft::{dispatch_lanes, BatchFft, Row, LANES};
 use crate::ofdm::{bin_runs, data_bin, gather_data, remove_cp_ci16, OfdmFft};
-use crate::simd::{dispatch, Isa};
+use crate::simd::Isa;
 
 /// Full-scale ci16 to f32 (as [`remove_cp_ci16`]).
 const CI16_SCALE: f32 = 1.0 / i16::MAX as f32;
@@ -305,7 +305,8 @@ impl FrontEnd {
             "frame_planar: output too short"
         );
         if !self.use_batched() {
-            return self.grouped_planar(samples, antennas, frame_len, symbols, re, im);
+            let isa = Isa::detect();
+            return self.grouped_planar(isa, samples, antennas, frame_len, symbols, re, im);
         }
         self.batched_job(
             samples,
@@ -353,9 +354,12 @@ impl FrontEnd {
     /// null-bin energy, and the data subcarriers straight from the spectra into
     /// the planar slices. Bit for bit what [`Self::antenna_planar`] of each
     /// antenna gives, energies summed in its order; symbol by symbol so that
-    /// each slice's stores cover consecutive antennas.
+    /// each slice's stores cover consecutive antennas. `isa`: the build of the
+    /// slice copies (rustfft picks its own).
+    #[allow(clippy::too_many_arguments)]
     fn grouped_planar(
         &mut self,
+        isa: Isa,
         samples: &[Ci16],
         antennas: usize,
         frame_len: usize,
@@ -415,7 +419,7 @@ impl FrontEnd {
                 prefetch,
             };
             let at = planar_index(j, 0, m0, slices, antennas);
-            spectra.to_planar(&mut re[at..], &mut im[at..], antennas);
+            spectra.to_planar(isa, &mut re[at..], &mut im[at..], antennas);
         }
         if stream {
             store_fence();
@@ -550,9 +554,15 @@ impl Spectra<'_> {
     /// Every antenna's data subcarriers to its planar slices: slice `s` of the
     /// group's antenna `a` goes to `re`/`im[s * antennas + a]` (the slices of
     /// one symbol, from the group's first antenna on).
-    fn to_planar(&self, re: &mut [[f32; SLICE]], im: &mut [[f32; SLICE]], antennas: usize) {
+    fn to_planar(
+        &self,
+        isa: Isa,
+        re: &mut [[f32; SLICE]],
+        im: &mut [[f32; SLICE]],
+        antennas: usize,
+    ) {
         let spectra = self;
-        dispatch!(Isa::detect(), fn run(
+        dispatch_lanes!(isa, fn run(
             spectra: &Spectra<'_>,
             re: &mut [[f32; SLICE]],
             im: &mut [[f32; SLICE]],
@@ -576,10 +586,12 @@ impl Spectra<'_> {
     }
 }
 
-/// [`Spectra::to_planar`]'s body, compiled per instruction set: the split of 16
-/// consecutive complex bins into re and im vectorises.
+/// [`Spectra::to_planar`]'s body, compiled per instruction set: 16 consecutive
+/// complex bins are two vectors, split into re and im by [`Lanes::deinterleave`]
+/// (the compiler's own split of the per-bin copy went through the stack, 24% of
+/// the AVX2 front end's time: docs/BENCHMARKS.md, PHY, session 25).
 #[inline(always)]
-fn spectra_to_planar<const FMA: bool>(
+fn spectra_to_planar<V: Lanes>(
     spectra: &Spectra<'_>,
     re: &mut [[f32; SLICE]],
     im: &mut [[f32; SLICE]],
@@ -588,49 +600,46 @@ fn spectra_to_planar<const FMA: bool>(
     let n = spectra.n;
     let slices = spectra.slice_bins.len();
     let lines = spectra.prefetch.lines();
+    let mut fetch = PrefetchCursor::default();
     for (s, first) in spectra.slice_bins.iter().enumerate() {
-        for line in s * lines / slices..(s + 1) * lines / slices {
-            spectra.prefetch.touch(line);
-        }
+        spectra
+            .prefetch
+            .touch_until(&mut fetch, (s + 1) * lines / slices);
         for (a, freq) in spectra.freq.chunks_exact(n).enumerate() {
-            let (mut r, mut i) = ([0.0; SLICE], [0.0; SLICE]);
-            match *first {
+            let (r, i) = match *first {
                 Some(k) => {
                     let bins: &[Cf32; SLICE] = freq[k..k + SLICE].try_into().expect("16 bins");
-                    for (l, x) in bins.iter().enumerate() {
-                        r[l] = x.re;
-                        i[l] = x.im;
-                    }
+                    let p: *const f32 = bins.as_ptr().cast();
+                    // SAFETY: 16 complex bins are 32 f32.
+                    let (lo, hi) = unsafe { (V::load(p), V::load(p.add(LANES))) };
+                    V::deinterleave(lo, hi)
                 }
-                None => spectra.slice_by_bins(freq, s, &mut r, &mut i),
-            }
+                None => {
+                    let (mut r, mut i) = (Row::default(), Row::default());
+                    spectra.slice_by_bins(freq, s, &mut r.0, &mut i.0);
+                    (load::<V>(&r), load::<V>(&i))
+                }
+            };
             let at = s * antennas + a;
-            put_slice(&mut re[at], &r, spectra.stream);
-            put_slice(&mut im[at], &i, spectra.stream);
+            put_slice(r, &mut re[at], spectra.stream);
+            put_slice(i, &mut im[at], spectra.stream);
         }
     }
 }
 
-/// `*dst = *src`; `stream`: `dst` is 16-byte aligned, store around the caches.
+/// `v` to one planar slice; `stream`: `dst` is 64-byte aligned, store around the
+/// caches.
 #[inline(always)]
-fn put_slice(dst: &mut [f32; SLICE], src: &[f32; SLICE], stream: bool) {
-    #[cfg(target_arch = "x86_64")]
-    if stream {
-        use std::arch::x86_64::{_mm_loadu_ps, _mm_stream_ps};
-        for q in 0..SLICE / 4 {
-            // SAFETY: SSE is baseline on x86-64; both hold 16 f32, so 4 quarters;
-            // the caller checked the alignment.
-            unsafe {
-                _mm_stream_ps(
-                    dst.as_mut_ptr().add(4 * q),
-                    _mm_loadu_ps(src.as_ptr().add(4 * q)),
-                )
-            };
+fn put_slice<V: Lanes>(v: V, dst: &mut [f32; SLICE], stream: bool) {
+    // SAFETY: a slice holds 16 f32; with `stream` it is 64-byte aligned (the
+    // callers checked the buffer's start; slices are 64 bytes).
+    unsafe {
+        if stream {
+            v.store_stream(dst.as_mut_ptr());
+        } else {
+            v.store(dst.as_mut_ptr());
         }
-        return;
     }
-    let _ = stream;
-    *dst = *src;
 }
 
 /// Orders streaming stores before whatever reads their lines next.
@@ -670,20 +679,36 @@ impl Prefetch<'_> {
         self.antennas * self.len.div_ceil(LINE_SAMPLES)
     }
 
-    /// Fetch line `i` of [`Self::lines`].
+    /// Fetch the lines from `at` up to line `upto` of [`Self::lines`], in order
+    /// (antenna by antenna), and move `at` there: no division per line.
     #[inline(always)]
-    fn touch(&self, i: usize) {
-        let per = self.len.div_ceil(LINE_SAMPLES);
-        let at = self.starts[i / per] + i % per * LINE_SAMPLES;
-        let line = &self.samples[at..];
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: SSE is baseline on x86-64; a prefetch reads nothing.
-        unsafe {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast());
+    fn touch_until(&self, at: &mut PrefetchCursor, upto: usize) {
+        while at.line < upto {
+            let line = &self.samples[self.starts[at.antenna] + at.sample..];
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: SSE is baseline on x86-64; a prefetch reads nothing.
+            unsafe {
+                use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+                _mm_prefetch::<_MM_HINT_T0>(line.as_ptr().cast());
+            }
+            let _ = line;
+            at.line += 1;
+            at.sample += LINE_SAMPLES;
+            if at.sample >= self.len {
+                at.sample = 0;
+                at.antenna += 1;
+            }
         }
-        let _ = line;
     }
+}
+
+/// Where [`Prefetch::touch_until`] goes on: line `line` of [`Prefetch::lines`],
+/// `sample` samples into antenna `antenna`'s symbol.
+#[derive(Default)]
+struct PrefetchCursor {
+    line: usize,
+    antenna: usize,
+    sample: usize,
 }
 
 /// Per lane, the energy of the rows `null_rows` of (`fr`, `fi`).
@@ -724,16 +749,8 @@ fn gather_transposed<V: Lanes>(x: &[Row], bins: &[usize]) -> [V; LANES] {
 #[inline(always)]
 fn slice_out<V: Lanes>(x: &[Row], bins: &[usize], out: &mut [[f32; SLICE]], stream: bool) {
     let rows = gather_transposed::<V>(x, bins);
-    for (row, o) in rows.iter().zip(out) {
-        // SAFETY: a slice holds 16 f32; with `stream` it is 64-byte aligned (the
-        // caller checked the buffer's start; slices are 64 bytes).
-        unsafe {
-            if stream {
-                row.store_stream(o.as_mut_ptr());
-            } else {
-                row.store(o.as_mut_ptr());
-            }
-        }
+    for (&row, o) in rows.iter().zip(out) {
+        put_slice(row, o, stream);
     }
 }
 
@@ -980,23 +997,26 @@ mod tests {
                     reference.antenna_planar(frame, &syms, &mut want_re, &mut want_im, m, antennas);
                 want_e = (want_e.0 + e, want_e.1 + c);
             }
-            let mut front = FrontEnd::new(&cfg);
-            // Cache-line aligned: the 64x2048 output (1.8 MB) is streamed.
-            let (mut re, mut im) = (PlanarBuf::zeroed(len), PlanarBuf::zeroed(len));
-            re.iter_mut()
-                .chain(im.iter_mut())
-                .for_each(|v| *v = [f32::NAN; SLICE]);
-            let got_e = front.grouped_planar(&x, antennas, frame_len, &syms, &mut re, &mut im);
-            let what = format!("{antennas}x{fft}");
-            assert_eq!(got_e, want_e, "{what}");
-            let bits = |v: &[[f32; SLICE]]| {
-                v.iter()
-                    .flatten()
-                    .map(|f| f.to_bits())
-                    .collect::<Vec<u32>>()
-            };
-            assert!(bits(&re) == bits(&want_re), "{what}: re");
-            assert!(bits(&im) == bits(&want_im), "{what}: im");
+            for isa in builds() {
+                let mut front = FrontEnd::new(&cfg);
+                // Cache-line aligned: the 64x2048 output (1.8 MB) is streamed.
+                let (mut re, mut im) = (PlanarBuf::zeroed(len), PlanarBuf::zeroed(len));
+                re.iter_mut()
+                    .chain(im.iter_mut())
+                    .for_each(|v| *v = [f32::NAN; SLICE]);
+                let got_e =
+                    front.grouped_planar(isa, &x, antennas, frame_len, &syms, &mut re, &mut im);
+                let what = format!("{antennas}x{fft} {}", isa.name());
+                assert_eq!(got_e, want_e, "{what}");
+                let bits = |v: &[[f32; SLICE]]| {
+                    v.iter()
+                        .flatten()
+                        .map(|f| f.to_bits())
+                        .collect::<Vec<u32>>()
+                };
+                assert!(bits(&re) == bits(&want_re), "{what}: re");
+                assert!(bits(&im) == bits(&want_im), "{what}: im");
+            }
         }
     }
 

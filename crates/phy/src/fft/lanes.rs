@@ -71,6 +71,9 @@ pub(crate) trait Lanes: Vector {
     unsafe fn store_stream(self, p: *mut f32);
     /// Orders [`Self::store_stream`] stores before later stores.
     fn store_fence();
+    /// 16 interleaved complex values (`lo`: values 0-7 as re, im pairs, `hi`: 8-15)
+    /// split into their re and im parts.
+    fn deinterleave(lo: Self, hi: Self) -> (Self, Self);
 
     #[inline(always)]
     fn to_array(self) -> [f32; LANES] {
@@ -193,6 +196,15 @@ impl<const FMA: bool> Lanes for Portable<FMA> {
     }
     #[inline(always)]
     fn store_fence() {}
+    #[inline(always)]
+    fn deinterleave(lo: Self, hi: Self) -> (Self, Self) {
+        let (mut re, mut im) = ([0.0; LANES], [0.0; LANES]);
+        for (l, pair) in lo.0.chunks_exact(2).chain(hi.0.chunks_exact(2)).enumerate() {
+            re[l] = pair[0];
+            im[l] = pair[1];
+        }
+        (Self(re), Self(im))
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -332,6 +344,20 @@ mod avx512 {
         fn store_fence() {
             unsafe { _mm_sfence() }
         }
+        #[inline(always)]
+        fn deinterleave(lo: Self, hi: Self) -> (Self, Self) {
+            // Lane `l` of the result is float `2 l` (re) or `2 l + 1` (im) of `lo`
+            // then `hi` (indices 16-31 pick from `hi`).
+            unsafe {
+                let even =
+                    _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+                let odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+                (
+                    Self(_mm512_permutex2var_ps(lo.0, even, hi.0)),
+                    Self(_mm512_permutex2var_ps(lo.0, odd, hi.0)),
+                )
+            }
+        }
     }
 }
 
@@ -445,6 +471,23 @@ mod avx2 {
         }
     }
 
+    /// 8 complex values (`a`: 0-3, `b`: 4-7, as re, im pairs) to their re and im
+    /// parts. The even floats of two registers (`0x88`), or the odd (`0xdd`), come
+    /// out in 64-bit pairs [0 1 4 5 | 2 3 6 7]; a cross-lane permute of the pairs
+    /// puts them in order. A function, not a closure (see [`transpose8`]).
+    #[inline(always)]
+    fn split_pairs(a: __m256, b: __m256) -> (__m256, __m256) {
+        // SAFETY: AVX2, which every caller (an AVX2 build) has.
+        unsafe {
+            let re = _mm256_castps_pd(_mm256_shuffle_ps::<0x88>(a, b));
+            let im = _mm256_castps_pd(_mm256_shuffle_ps::<0xdd>(a, b));
+            (
+                _mm256_castpd_ps(_mm256_permute4x64_pd::<0xd8>(re)),
+                _mm256_castpd_ps(_mm256_permute4x64_pd::<0xd8>(im)),
+            )
+        }
+    }
+
     impl Avx2 {
         /// The two registers (lanes 0-7, 8-15).
         #[inline(always)]
@@ -555,6 +598,15 @@ mod avx2 {
         fn store_fence() {
             unsafe { _mm_sfence() }
         }
+        #[inline(always)]
+        fn deinterleave(lo: Self, hi: Self) -> (Self, Self) {
+            let (r0, i0) = split_pairs(lo.0[0].0, lo.0[1].0);
+            let (r1, i1) = split_pairs(hi.0[0].0, hi.0[1].0);
+            (
+                Self([Avx2Half(r0), Avx2Half(r1)]),
+                Self([Avx2Half(i0), Avx2Half(i1)]),
+            )
+        }
     }
 }
 
@@ -588,6 +640,12 @@ mod tests {
                 assert_eq!(im.to_array()[l], x.im as f32 * 0.5);
             }
         }
+        let pairs: [f32; 2 * LANES] = std::array::from_fn(|i| i as f32);
+        // SAFETY: `pairs` holds 32 f32.
+        let (lo, hi) = unsafe { (V::load(pairs.as_ptr()), V::load(pairs[LANES..].as_ptr())) };
+        let (re, im) = V::deinterleave(lo, hi);
+        let want = |odd: usize| -> [f32; LANES] { std::array::from_fn(|l| (2 * l + odd) as f32) };
+        assert_eq!((re.to_array(), im.to_array()), (want(0), want(1)));
         let a = V::splat(3.0);
         let b = V::splat(2.0);
         assert_eq!(a.mul_sub(b, V::splat(1.0)).to_array(), [5.0; LANES]);
