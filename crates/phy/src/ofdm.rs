@@ -156,7 +156,9 @@ fn scale_quantise_portable(src: &[Cf32], gain: f32, dst: &mut [Ci16]) {
 
 /// [`scale_quantise_portable`] of the first multiple of 8 samples, bit for bit:
 /// round half away from zero as `trunc(v + copysign(0.5 - ulp/2, v))` (what LLVM
-/// emits for `f32::round`), NaN to 0, then saturate. Returns the samples done.
+/// emits for `f32::round`), NaN to 0, then saturate. The truncation is the
+/// conversion's own: the clamp's bounds are integers, so clamping before truncating
+/// gives what clamping after does. Returns the samples done.
 ///
 /// # Safety
 /// The CPU has AVX2.
@@ -175,8 +177,7 @@ unsafe fn scale_quantise_avx2(src: &[Cf32], gain: f32, dst: &mut [Ci16]) -> usiz
     let q = |v: __m256| {
         let v = _mm256_mul_ps(_mm256_mul_ps(v, g), k);
         let nudged = _mm256_add_ps(v, _mm256_or_ps(half, _mm256_and_ps(v, sign)));
-        let r = _mm256_round_ps::<{ _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC }>(nudged);
-        let r = _mm256_and_ps(r, _mm256_cmp_ps::<_CMP_ORD_Q>(r, r));
+        let r = _mm256_and_ps(nudged, _mm256_cmp_ps::<_CMP_ORD_Q>(nudged, nudged));
         _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi))
     };
     for i in (0..done).step_by(8) {
@@ -382,6 +383,12 @@ mod tests {
                 Cf32::new(f32::INFINITY, f32::NEG_INFINITY),
                 Cf32::new(-1e12, 3e9),
             ])
+            // Around both ends of the clamp (in ci16 units, before the scale).
+            .chain(
+                [32766.5f32, 32767.4, 32767.5, 32768.0, 32768.6, 40000.0]
+                    .into_iter()
+                    .map(|u| Cf32::new(u / 32767.0, -(u + 1.0) / 32767.0)),
+            )
             .chain((0..4000u32).map(|i| {
                 // Values at and around every rounding tie of the scale.
                 let v = (i as f32 - 2000.0) * 0.5 / 32767.0;
