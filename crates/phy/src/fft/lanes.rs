@@ -191,11 +191,27 @@ impl<const FMA: bool> Lanes for Portable<FMA> {
     }
     #[inline(always)]
     unsafe fn store_stream(self, p: *mut f32) {
+        #[cfg(target_arch = "x86_64")]
+        for q in 0..LANES / 4 {
+            use std::arch::x86_64::{_mm_loadu_ps, _mm_stream_ps};
+            // SAFETY: SSE is baseline on x86-64; `p` holds 16 f32 and is 64-byte
+            // aligned (the caller's), so each quarter is 16-byte aligned.
+            unsafe { _mm_stream_ps(p.add(4 * q), _mm_loadu_ps(self.0.as_ptr().add(4 * q))) };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
         // SAFETY: the caller's.
-        unsafe { self.store(p) }
+        unsafe {
+            self.store(p)
+        }
     }
     #[inline(always)]
-    fn store_fence() {}
+    fn store_fence() {
+        // SAFETY: SSE is baseline on x86-64.
+        #[cfg(target_arch = "x86_64")]
+        unsafe {
+            std::arch::x86_64::_mm_sfence()
+        }
+    }
     #[inline(always)]
     fn deinterleave(lo: Self, hi: Self) -> (Self, Self) {
         let (mut re, mut im) = ([0.0; LANES], [0.0; LANES]);
