@@ -27,7 +27,7 @@ use radiohost_iq::{Cf32, Ci16};
 
 use crate::config::FrameConfig;
 use crate::csi::null_bin_energy;
-use crate::fft::lanes::Lanes;
+use crate::fft::lanes::{Lanes, Portable};
 use crate::fft::{dispatch_lanes, BatchFft, Row, LANES};
 use crate::ofdm::{bin_runs, data_bin, gather_data, remove_cp_ci16, OfdmFft};
 use crate::simd::Isa;
@@ -422,7 +422,8 @@ impl FrontEnd {
             spectra.to_planar(isa, &mut re[at..], &mut im[at..], antennas);
         }
         if stream {
-            store_fence();
+            // One `sfence` orders the stores of whichever build `to_planar` ran.
+            Portable::<false>::store_fence();
         }
         (self.energies.iter().fold(0.0, |sum, e| sum + e), count)
     }
@@ -640,15 +641,6 @@ fn put_slice<V: Lanes>(v: V, dst: &mut [f32; SLICE], stream: bool) {
             v.store(dst.as_mut_ptr());
         }
     }
-}
-
-/// Orders streaming stores before whatever reads their lines next.
-fn store_fence() {
-    // SAFETY: SSE is baseline on x86-64.
-    #[cfg(target_arch = "x86_64")]
-    unsafe {
-        std::arch::x86_64::_mm_sfence()
-    };
 }
 
 /// The input of the next group of [`FrontEnd::grouped_planar`]: `antennas`
