@@ -56,9 +56,10 @@ fn every_policy_decodes_every_frame_to_the_truth() {
         );
         assert!(r.stages.iter().any(|s| s.opcode == "decode"), "{name}");
         // The frame log: one record per frame, each decided after its own arrival
-        // (decided counts from the first frame's), the last one arriving about
-        // frames x period on. The radio sends at absolute times, so a first frame
-        // that left late (a cold start) shortens that by up to a period.
+        // (decided counts from the first frame's), the frames a period apart. The
+        // radio sends at absolute times, so a frame that left late (a cold start,
+        // a busy machine) shortens its gap and the next frames catch up: the
+        // median gap still shows the pacing; a burst would have gaps near zero.
         let ids: Vec<u64> = r.records.iter().map(|x| x.frame).collect();
         assert_eq!(ids, (0..12).collect::<Vec<_>>(), "{name}");
         assert!(
@@ -70,11 +71,20 @@ fn every_policy_decodes_every_frame_to_the_truth() {
             first.decided_ns, first.latency_ns,
             "{name}: frame 0 came first"
         );
-        let last = r.records.last().unwrap();
-        let arrived = last.decided_ns - last.latency_ns;
+        let arrivals: Vec<u64> = r
+            .records
+            .iter()
+            .map(|x| x.decided_ns - x.latency_ns)
+            .collect();
+        let mut gaps: Vec<u64> = arrivals
+            .windows(2)
+            .map(|w| w[1].saturating_sub(w[0]))
+            .collect();
+        gaps.sort_unstable();
         assert!(
-            arrived >= 10 * s.frame_period_ns,
-            "{name}: the last frame arrived {arrived} ns after the first"
+            gaps[gaps.len() / 2] >= s.frame_period_ns / 2,
+            "{name}: frames arrived at {arrivals:?} ns (period {})",
+            s.frame_period_ns
         );
         assert_eq!(
             (r.deadline_ns, r.missed_early),
