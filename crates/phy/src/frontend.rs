@@ -787,8 +787,8 @@ impl Synthesizer {
     /// to nearest and saturated to ci16. With AVX-512 and a power-of-two size, 16
     /// antennas per batched inverse transform (`frontend/synth.rs`; each sample within one
     /// quantiser step of the per-antenna path); otherwise [`GROUP`] antennas per
-    /// rustfft call, scaled and quantised in one pass, each sample
-    /// `Ci16::from_cf32` of [`Self::symbol`]'s.
+    /// rustfft call, each transform scaled and quantised in one pass by
+    /// [`crate::ofdm::add_cp_ci16`] (gain `gain / sqrt(N)`).
     ///
     /// # Panics
     /// If `data` or `out` is too short (caller bugs).
@@ -1035,8 +1035,14 @@ mod tests {
         synth.antennas_ci16(&data, antennas, 2.0, &mut got, stride, offset);
         let mut time = vec![Cf32::default(); len];
         for m in 0..antennas {
-            synth.symbol(&data[m * d..(m + 1) * d], 2.0, &mut time);
-            let want: Vec<Ci16> = time.iter().map(|&v| Ci16::from_cf32(v)).collect();
+            synth.symbol(&data[m * d..(m + 1) * d], 16.0, &mut time);
+            // Gain sqrt(N) = 16 is the unscaled transform (times exactly 1.0).
+            let scale = synth.scale(2.0) * crate::ofdm::FULL_SCALE;
+            let level = |v: f32| crate::ofdm::ci16_level(v * scale);
+            let want: Vec<Ci16> = time
+                .iter()
+                .map(|v| Ci16::new(level(v.re), level(v.im)))
+                .collect();
             assert_eq!(&got[m * stride + offset..][..len], &want[..], "antenna {m}");
             assert!(got[m * stride..m * stride + offset]
                 .iter()

@@ -17,13 +17,10 @@ use radiohost_iq::{Cf32, Ci16};
 use crate::config::FrameConfig;
 use crate::fft::lanes::{Lanes, Vector};
 use crate::fft::{dispatch_lanes, BatchFft, Row, LANES};
-use crate::ofdm::{bin_runs, data_bin};
+use crate::ofdm::{bin_runs, ci16_level, data_bin, FULL_SCALE};
 use crate::simd::Isa;
 
 use super::{load, store};
-
-/// `i16::MAX`: f32 full scale to ci16 (as `Ci16::from_cf32`).
-const FULL_SCALE: f32 = i16::MAX as f32;
 
 /// The batched inverse of a power-of-two size and the row maps around it.
 #[derive(Debug)]
@@ -182,8 +179,8 @@ fn synth_batch<V: Quantise>(job: &mut SynthJob<'_>) {
 
 /// Rounding to ci16 on top of [`Lanes`].
 pub(crate) trait Quantise: Lanes {
-    /// `re` and `im` (ci16 units) rounded to nearest (ties to even), saturated to
-    /// i16, as `Ci16` bit patterns (re in the low half-word).
+    /// `re` and `im` (ci16 steps) quantised by [`ci16_level`], as `Ci16` bit
+    /// patterns (re in the low half-word).
     fn ci16_words(re: Self, im: Self) -> Self;
 }
 
@@ -191,13 +188,7 @@ impl<const FMA: bool> Quantise for crate::fft::lanes::Portable<FMA> {
     #[inline(always)]
     fn ci16_words(re: Self, im: Self) -> Self {
         let (re, im) = (re.to_array(), im.to_array());
-        // `x + 1.5 * 2^23 - 1.5 * 2^23` rounds to nearest even for |x| < 2^22
-        // without a library call (this build may lack SSE4.1's `roundps`).
-        const MAGIC: f32 = 12_582_912.0;
-        let q = |v: f32| {
-            let c = v.clamp(i16::MIN as f32, i16::MAX as f32);
-            ((c + MAGIC) - MAGIC) as i16 as u16 as u32
-        };
+        let q = |v: f32| ci16_level(v) as u16 as u32;
         let words: [f32; LANES] =
             std::array::from_fn(|l| f32::from_bits(q(re[l]) | q(im[l]) << 16));
         // SAFETY: `words` holds 16 f32.
@@ -216,8 +207,9 @@ impl Quantise for crate::fft::lanes::Avx2 {
         unsafe {
             let (lo, hi) = (_mm256_set1_ps(i16::MIN as f32), _mm256_set1_ps(FULL_SCALE));
             for h in 0..2 {
-                let re = _mm256_min_ps(_mm256_max_ps(re[h], lo), hi);
-                let im = _mm256_min_ps(_mm256_max_ps(im[h], lo), hi);
+                // Minimum first: NaN becomes the top (as `ci16_level`).
+                let re = _mm256_max_ps(_mm256_min_ps(re[h], hi), lo);
+                let im = _mm256_max_ps(_mm256_min_ps(im[h], hi), lo);
                 // Rounds by MXCSR: to nearest, ties to even.
                 let (r, i) = (_mm256_cvtps_epi32(re), _mm256_cvtps_epi32(im));
                 let w = _mm256_blend_epi16::<0xaa>(r, _mm256_slli_epi32::<16>(i));
@@ -238,8 +230,9 @@ impl Quantise for crate::fft::lanes::Avx512 {
         // arrays hold 16 f32. The round trip through them compiles away.
         unsafe {
             let (lo, hi) = (_mm512_set1_ps(i16::MIN as f32), _mm512_set1_ps(FULL_SCALE));
-            let re = _mm512_min_ps(_mm512_max_ps(_mm512_loadu_ps(re.as_ptr()), lo), hi);
-            let im = _mm512_min_ps(_mm512_max_ps(_mm512_loadu_ps(im.as_ptr()), lo), hi);
+            // Minimum first: NaN becomes the top (as `ci16_level`).
+            let re = _mm512_max_ps(_mm512_min_ps(_mm512_loadu_ps(re.as_ptr()), hi), lo);
+            let im = _mm512_max_ps(_mm512_min_ps(_mm512_loadu_ps(im.as_ptr()), hi), lo);
             // Rounds by MXCSR: to nearest, ties to even.
             let (r, i) = (_mm512_cvtps_epi32(re), _mm512_cvtps_epi32(im));
             let w = _mm512_mask_blend_epi16(0xaaaa_aaaa, r, _mm512_slli_epi32::<16>(i));
