@@ -774,7 +774,7 @@ impl Synthesizer {
         Self {
             fft: OfdmFft::new(cfg.fft_size),
             batched: synth::BatchedSynth::new(cfg),
-            freq: vec![Cf32::default(); cfg.fft_size * GROUP],
+            freq: vec![Cf32::default(); cfg.fft_size],
             cp_len: cfg.cp_len,
             data_start: cfg.data_start,
             data_num: cfg.data_num,
@@ -786,8 +786,8 @@ impl Synthesizer {
     /// `out[m * out_stride + offset..]`: what [`Self::symbol`] computes, rounded
     /// to nearest and saturated to ci16. With AVX-512 and a power-of-two size, 16
     /// antennas per batched inverse transform (`frontend/synth.rs`; each sample within one
-    /// quantiser step of the per-antenna path); otherwise [`GROUP`] antennas per
-    /// rustfft call, each transform scaled and quantised in one pass by
+    /// quantiser step of the per-antenna path); otherwise one antenna per rustfft
+    /// call, each transform scaled and quantised in one pass by
     /// [`crate::ofdm::add_cp_ci16`] (gain `gain / sqrt(N)`).
     ///
     /// # Panics
@@ -820,18 +820,16 @@ impl Synthesizer {
         }
         let n = self.fft.size();
         let scale = self.scale(gain);
-        for m0 in (0..antennas).step_by(GROUP) {
-            let group = GROUP.min(antennas - m0);
-            let batch = &mut self.freq[..group * n];
-            for (a, freq) in batch.chunks_exact_mut(n).enumerate() {
-                let m = m0 + a;
-                crate::ofdm::scatter_data(&data[m * d..(m + 1) * d], self.data_start, freq);
-            }
-            self.fft.inverse_batch(batch);
-            for (a, body) in batch.chunks_exact(n).enumerate() {
-                let dst = &mut out[(m0 + a) * out_stride + offset..][..len];
-                crate::ofdm::add_cp_ci16(body, self.cp_len, scale, dst);
-            }
+        // One antenna at a time: its spectrum (16 KiB at 2048 points) stays in L1
+        // from the scatter through the transform to the quantiser (measured on the
+        // 64x16 downlink: the stage's median 4% lower than with 8 antennas per
+        // rustfft call, over 20 alternated runs).
+        let freq = &mut self.freq[..n];
+        for m in 0..antennas {
+            crate::ofdm::scatter_data(&data[m * d..(m + 1) * d], self.data_start, freq);
+            self.fft.inverse_batch(freq);
+            let dst = &mut out[m * out_stride + offset..][..len];
+            crate::ofdm::add_cp_ci16(freq, self.cp_len, scale, dst);
         }
     }
 
