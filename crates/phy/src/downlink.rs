@@ -81,6 +81,7 @@ pub struct DownlinkPipeline {
     /// Each group's precoder (with `beta`) prepared for the three-multiplication
     /// product.
     precoders: Vec<GaussCoefficients>,
+    /// One symbol of every antenna, laid out as the synthesiser reads it.
     ant_syms: Vec<Cf32>,
     stages: DownlinkStages,
 }
@@ -96,17 +97,18 @@ impl DownlinkPipeline {
                 pilot_im[i / LANES * k + u][i % LANES] = p.im;
             }
         }
+        let synth = Synthesizer::new(cfg);
         Self {
             detector: Detector::new(cfg),
             tx: TxChain::new(cfg),
-            synth: Synthesizer::new(cfg),
+            ant_syms: synth.layout().zeroed(m),
+            synth,
             pilot_re,
             pilot_im,
             dl_syms: cfg.symbols_of(SymbolKind::Downlink),
             user_re: vec![[0.0; LANES]; rows],
             user_im: vec![[0.0; LANES]; rows],
             precoders: vec![GaussCoefficients::default(); cfg.zf_groups()],
-            ant_syms: vec![Cf32::default(); m * d],
             stages: DownlinkStages::default(),
             cfg: cfg.clone(),
         }
@@ -200,24 +202,28 @@ impl DownlinkPipeline {
                 }
                 (&self.user_re, &self.user_im)
             };
+            let layout = self.synth.layout();
             for g in 0..det.groups() {
                 let (i0, n) = det.group_range(g);
                 let p = &self.precoders[g];
-                // The 16-subcarrier slices this group covers, and its lanes in each.
+                // The 16-subcarrier slices this group covers, and its lanes in each;
+                // each piece straight to where the synthesiser reads it.
                 for s in i0 / LANES..(i0 + n).div_ceil(LANES) {
                     let s0 = s * LANES;
                     let lanes = i0.max(s0) - s0..(i0 + n).min(s0 + LANES) - s0;
                     let rows = s * k_n..(s + 1) * k_n;
-                    GroupProduct::apply_gauss(
-                        isa,
-                        p,
-                        &user_re[rows.clone()],
-                        &user_im[rows],
-                        lanes,
-                        &mut self.ant_syms,
-                        d,
-                        s0,
-                    );
+                    for (p0, part) in layout.pieces(s0, lanes) {
+                        GroupProduct::apply_gauss(
+                            isa,
+                            p,
+                            &user_re[rows.clone()],
+                            &user_im[rows.clone()],
+                            part,
+                            &mut self.ant_syms,
+                            layout.stride(),
+                            p0,
+                        );
+                    }
                 }
             }
             lap(&mut st.precode);

@@ -20,6 +20,9 @@
 //! 7.2-9.9 ms antenna by antenna.
 
 mod synth;
+mod tx_layout;
+
+pub use tx_layout::TxLayout;
 
 use std::ops::Range;
 
@@ -762,32 +765,56 @@ fn store<V: Lanes>(v: V, row: &mut Row) {
 #[derive(Debug)]
 pub struct Synthesizer {
     fft: OfdmFft,
+    /// The batched path, where it runs (chosen once, with the layout it reads).
     batched: Option<synth::BatchedSynth>,
-    freq: Vec<Cf32>,
+    layout: TxLayout,
+    /// One symbol's spectrum ([`Self::symbol`]) or time samples.
+    work: Vec<Cf32>,
     cp_len: usize,
     data_start: usize,
-    data_num: usize,
 }
 
 impl Synthesizer {
     pub fn new(cfg: &FrameConfig) -> Self {
+        let batched = synth::BatchedSynth::new(cfg).filter(|_| Isa::detect() >= Isa::Avx512);
+        let layout = if batched.is_some() {
+            TxLayout::rows(cfg.data_num)
+        } else {
+            TxLayout::spectra(cfg.fft_size, cfg.data_start, cfg.data_num)
+        };
         Self {
             fft: OfdmFft::new(cfg.fft_size),
-            batched: synth::BatchedSynth::new(cfg),
-            freq: vec![Cf32::default(); cfg.fft_size],
+            batched,
+            layout,
+            work: vec![Cf32::default(); cfg.fft_size],
             cp_len: cfg.cp_len,
             data_start: cfg.data_start,
-            data_num: cfg.data_num,
         }
     }
 
-    /// One symbol of every antenna, quantised: `data` holds `antennas` rows of
-    /// `data_num` subcarriers; antenna `m`'s `cp_len + fft_size` samples go to
-    /// `out[m * out_stride + offset..]`: what [`Self::symbol`] computes, rounded
-    /// to nearest and saturated to ci16. With AVX-512 and a power-of-two size, 16
-    /// antennas per batched inverse transform (`frontend/synth.rs`; each sample within one
-    /// quantiser step of the per-antenna path); otherwise one antenna per rustfft
-    /// call, each transform scaled and quantised in one pass by
+    /// The per-antenna path whatever the CPU (tests compare the two).
+    #[cfg(test)]
+    fn per_antenna(cfg: &FrameConfig) -> Self {
+        Self {
+            batched: None,
+            layout: TxLayout::spectra(cfg.fft_size, cfg.data_start, cfg.data_num),
+            ..Self::new(cfg)
+        }
+    }
+
+    /// Where [`Self::antennas_ci16`] reads each antenna's data subcarriers.
+    pub fn layout(&self) -> &TxLayout {
+        &self.layout
+    }
+
+    /// One symbol of every antenna, quantised: `data` holds `antennas` rows laid
+    /// out as [`Self::layout`] (zero outside the data subcarriers); antenna `m`'s
+    /// `cp_len + fft_size` samples go to `out[m * out_stride + offset..]`: what
+    /// [`Self::symbol`] computes, rounded to nearest and saturated to ci16. With
+    /// AVX-512 and a power-of-two size, 16 antennas per batched inverse transform
+    /// (`frontend/synth.rs`; each sample within one quantiser step of the
+    /// per-antenna path); otherwise one antenna per rustfft call, straight from its
+    /// row, each transform scaled and quantised in one pass by
     /// [`crate::ofdm::add_cp_ci16`] (gain `gain / sqrt(N)`).
     ///
     /// # Panics
@@ -801,8 +828,11 @@ impl Synthesizer {
         out_stride: usize,
         offset: usize,
     ) {
-        let (d, len) = (self.data_num, self.cp_len + self.fft.size());
-        assert!(data.len() >= antennas * d, "antennas_ci16: data too short");
+        let len = self.cp_len + self.fft.size();
+        assert!(
+            data.len() >= antennas * self.layout.stride(),
+            "antennas_ci16: data too short"
+        );
         if antennas == 0 {
             return;
         }
@@ -810,26 +840,23 @@ impl Synthesizer {
             out.len() >= (antennas - 1) * out_stride + offset + len,
             "antennas_ci16: output too short"
         );
-        if let Some(b) = self
-            .batched
-            .as_mut()
-            .filter(|_| Isa::detect() >= Isa::Avx512)
-        {
+        if let Some(b) = self.batched.as_mut() {
             b.antennas_ci16(data, antennas, gain, out, out_stride, offset);
             return;
         }
         let n = self.fft.size();
         let scale = self.scale(gain);
-        // One antenna at a time: its spectrum (16 KiB at 2048 points) stays in L1
-        // from the scatter through the transform to the quantiser (measured on the
-        // 64x16 downlink: the stage's median 4% lower than with 8 antennas per
-        // rustfft call, over 20 alternated runs).
-        let freq = &mut self.freq[..n];
+        // One antenna at a time: its time samples (16 KiB at 2048 points) stay in
+        // L1 from the transform to the quantiser (measured on the 64x16 downlink:
+        // the stage's median 4% lower than with 8 antennas per rustfft call, over
+        // 20 alternated runs). The transform reads the row itself, which keeps its
+        // zeros for the next symbol.
+        let time = &mut self.work[..n];
         for m in 0..antennas {
-            crate::ofdm::scatter_data(&data[m * d..(m + 1) * d], self.data_start, freq);
-            self.fft.inverse_batch(freq);
+            self.fft
+                .inverse_into(self.layout.spectrum(data, m, n), time);
             let dst = &mut out[m * out_stride + offset..][..len];
-            crate::ofdm::add_cp_ci16(freq, self.cp_len, scale, dst);
+            crate::ofdm::add_cp_ci16(time, self.cp_len, scale, dst);
         }
     }
 
@@ -843,7 +870,7 @@ impl Synthesizer {
     /// unit-energy subcarrier keeps unit energy (orthonormal transform).
     pub fn symbol(&mut self, data: &[Cf32], gain: f32, out: &mut [Cf32]) {
         let scale = self.scale(gain);
-        let freq = &mut self.freq[..self.fft.size()];
+        let freq = &mut self.work[..self.fft.size()];
         crate::ofdm::scatter_data(data, self.data_start, freq);
         self.fft.inverse_batch(freq);
         crate::ofdm::add_cp(freq, self.cp_len, scale, out);
@@ -1026,11 +1053,21 @@ mod tests {
             .collect();
         let len = cfg.symbol_len();
         let (stride, offset) = (2 * len, len);
-        let mut synth = Synthesizer::new(&cfg);
         // The per-antenna path (the batched one is checked against it below).
-        synth.batched = None;
+        let mut synth = Synthesizer::per_antenna(&cfg);
+        let layout = synth.layout().clone();
+        let mut spectra = layout.zeroed(antennas);
+        for (row, x) in spectra
+            .chunks_exact_mut(layout.stride())
+            .zip(data.chunks_exact(d))
+        {
+            layout.put(0, x, row);
+        }
         let mut got = vec![Ci16::new(1, 1); antennas * stride];
-        synth.antennas_ci16(&data, antennas, 2.0, &mut got, stride, offset);
+        // Twice: the transform leaves its input as it was.
+        for _ in 0..2 {
+            synth.antennas_ci16(&spectra, antennas, 2.0, &mut got, stride, offset);
+        }
         let mut time = vec![Cf32::default(); len];
         for m in 0..antennas {
             synth.symbol(&data[m * d..(m + 1) * d], 16.0, &mut time);
@@ -1072,19 +1109,23 @@ mod tests {
             let gain = 0.5 / (d as f32 / fft as f32 * 2.0 / 3.0).sqrt();
             let len = cfg.symbol_len();
             let (stride, offset) = (len + 40, 24);
-            let mut reference = Synthesizer::new(&cfg);
-            reference.batched = None;
+            let mut reference = Synthesizer::per_antenna(&cfg);
+            let layout = reference.layout().clone();
+            let mut spectra = layout.zeroed(antennas);
+            for (row, x) in spectra
+                .chunks_exact_mut(layout.stride())
+                .zip(x.chunks_exact(d))
+            {
+                layout.put(0, x, row);
+            }
             let mut want = vec![Ci16::new(3, 3); antennas * stride];
-            reference.antennas_ci16(&x, antennas, gain, &mut want, stride, offset);
+            reference.antennas_ci16(&spectra, antennas, gain, &mut want, stride, offset);
             for isa in builds() {
-                let mut synth = Synthesizer::new(&cfg);
-                synth.batched.as_mut().unwrap().isa = isa;
+                // The batched path reads plain rows.
+                let mut batched = synth::BatchedSynth::new(&cfg).expect("a power-of-two size");
+                batched.isa = isa;
                 let mut got = vec![Ci16::new(3, 3); antennas * stride];
-                synth
-                    .batched
-                    .as_mut()
-                    .unwrap()
-                    .antennas_ci16(&x, antennas, gain, &mut got, stride, offset);
+                batched.antennas_ci16(&x, antennas, gain, &mut got, stride, offset);
                 let what = format!("{antennas}x{fft} cp {cp} {}", isa.name());
                 // The two transforms round differently (about 1e-6 of the rms):
                 // a sample may land on the other side of a quantiser step, never

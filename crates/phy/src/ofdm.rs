@@ -35,7 +35,8 @@ impl OfdmFft {
         let inverse = planner.plan_fft_inverse(size);
         let scratch_len = forward
             .get_inplace_scratch_len()
-            .max(inverse.get_inplace_scratch_len());
+            .max(inverse.get_inplace_scratch_len())
+            .max(inverse.get_immutable_scratch_len());
         Self {
             size,
             forward,
@@ -72,6 +73,22 @@ impl OfdmFft {
             "inverse_batch: partial transform"
         );
         self.inverse.process_with_scratch(data, &mut self.scratch);
+    }
+
+    /// Inverse transform (unnormalised) of `input` into `output`, one transform of
+    /// the size each; `input` is left as it was, so a spectrum whose unused bins
+    /// are zero stays ready for the next symbol.
+    ///
+    /// # Panics
+    /// If either is not `size` long (a caller bug).
+    pub fn inverse_into(&mut self, input: &[Cf32], output: &mut [Cf32]) {
+        assert!(
+            input.len() == self.size && output.len() == self.size,
+            "inverse_into: one transform of {} points",
+            self.size
+        );
+        self.inverse
+            .process_immutable_with_scratch(input, output, &mut self.scratch);
     }
 }
 

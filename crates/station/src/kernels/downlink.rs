@@ -132,14 +132,14 @@ pub(super) fn precode(
     }
 }
 
-/// Gather the precoded parts (more than one) into `[antenna][subcarrier]` rows, then IFFT + CP and
-/// ci16 quantisation of every antenna (phy's batched synthesis) into the symbol's
-/// fronthaul output.
+/// Gather the precoded parts into the synthesiser's input layout (phy's
+/// `TxLayout`), then IFFT + CP and ci16 quantisation of every antenna into the
+/// symbol's fronthaul output.
 pub(super) fn ifft(ctx: &KernelContext, slot: &FrameSlot, pos: usize, s: &mut Scratch) {
     let cfg = &ctx.cfg;
-    let (m_n, d) = (cfg.antennas, cfg.data_num);
+    let m_n = cfg.antennas;
     let parts = ctx.shape.parts;
-    if parts == 1 {
+    if parts == 1 && s.synth.layout().is_rows() {
         // One part is already every antenna's subcarriers in order: no gather.
         let p = read(&slot.precoded[pos]);
         let mut out = write(&slot.tx_out[pos]);
@@ -147,12 +147,13 @@ pub(super) fn ifft(ctx: &KernelContext, slot: &FrameSlot, pos: usize, s: &mut Sc
             .antennas_ci16(&p, m_n, ctx.tx_gain, &mut out, cfg.symbol_len(), 0);
         return;
     }
+    let layout = s.synth.layout();
     for k in 0..parts {
         let r = ctx.shape.part_range(k);
         let len = r.len();
         let p = read(&slot.precoded[pos * parts + k]);
-        for m in 0..m_n {
-            s.ant[m * d + r.start..m * d + r.end].copy_from_slice(&p[m * len..(m + 1) * len]);
+        for (m, row) in s.ant.chunks_exact_mut(layout.stride()).enumerate() {
+            layout.put(r.start, &p[m * len..(m + 1) * len], row);
         }
     }
     let mut out = write(&slot.tx_out[pos]);

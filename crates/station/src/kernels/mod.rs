@@ -335,7 +335,7 @@ pub struct Scratch {
     modulator: Modulator,
     product: GroupProduct,
     synth: Synthesizer,
-    /// `[antenna][subcarrier]`: one downlink symbol's precoded bins.
+    /// One downlink symbol's precoded bins of every antenna, in `synth`'s layout.
     ant: Vec<Cf32>,
     /// One slice of every user's symbols, planar (lanewise precoding's input).
     users_re: Vec<[f32; SLICE]>,
@@ -349,6 +349,7 @@ impl Scratch {
         let cfg = &ctx.cfg;
         let (m, k, d) = (cfg.antennas, cfg.users, cfg.data_num);
         let p = ctx.shape.pilot_symbols.len();
+        let synth = Synthesizer::new(cfg);
         Ok(Self {
             front: FrontEnd::new(cfg),
             csi_est: CsiEstimator::new(cfg.pilot_layout, m, k, d),
@@ -372,8 +373,8 @@ impl Scratch {
             encoder: Encoder::new(cfg.code),
             modulator: Modulator::new(cfg.modulation),
             product: GroupProduct::new(k),
-            synth: Synthesizer::new(cfg),
-            ant: vec![Cf32::default(); m * d],
+            ant: synth.layout().zeroed(m),
+            synth,
             users_re: vec![[0.0; SLICE]; k],
             users_im: vec![[0.0; SLICE]; k],
         })
