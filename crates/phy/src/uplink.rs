@@ -1,13 +1,15 @@
 //! Reference uplink: one frame of per-antenna ci16 samples to every user's payload,
 //! on one thread, with every buffer allocated once in [`UplinkPipeline::new`].
 //!
-//! Stages: CP removal + batched FFT per antenna -> noise from null subcarriers ->
-//! CSI at the centre of every ZF group (`zf_block` adjacent subcarriers, Agora's zf
-//! block) -> one ZF detector per group -> per data symbol and 16-subcarrier slice:
-//! equalisation (each group's matrix product) into a planar slice that stays in L1,
-//! then every user's soft demodulation, descrambling and quantisation straight into
-//! the LDPC decoder's `i8` input ([`crate::soft`]) -> per user LDPC decoding and CRC.
-//! [`UplinkPipeline::stages`] gives each stage's time.
+//! Stages: the pilot symbols' FFTs -> CSI at the centre of every ZF group
+//! (`zf_block` adjacent subcarriers, Agora's zf block) -> one ZF detector per group
+//! -> per data symbol: CP removal and FFT of every antenna into planar slices, then
+//! their equalisation (each group's matrix product) while the symbol (600 KiB at
+//! 64x16) is still in the caches -> noise from the null subcarriers of every symbol
+//! -> per data symbol and 16-subcarrier slice: every user's soft demodulation,
+//! descrambling and quantisation straight into the LDPC decoder's `i8` input
+//! ([`crate::soft`]) -> per user LDPC decoding and CRC. [`UplinkPipeline::stages`]
+//! gives each stage's time.
 
 use std::time::{Duration, Instant};
 
@@ -303,26 +305,23 @@ impl Detector {
     }
 }
 
-/// Slices equalised, then demodulated, between two stage timer reads: few enough to
-/// stay in L1, enough that the timer (~50 ns a read) costs little (one read per
-/// slice was ~0.1 ms per 64x16 frame).
-const LAP_SLICES: usize = 4;
-
 /// The reference uplink pipeline.
 pub struct UplinkPipeline {
     cfg: FrameConfig,
     detector: Detector,
     front: FrontEnd,
     ul_syms: Vec<usize>,
-    /// Received data symbols, planar slices (see [`FrontEnd::antenna_planar`]).
+    /// One received data symbol, planar slices (see [`FrontEnd::antenna_planar`]):
+    /// each symbol is equalised right after its transforms, while its slices are
+    /// still in the caches.
     ul_re: PlanarBuf,
     ul_im: PlanarBuf,
     /// Each group's equaliser prepared for the three-multiplication product.
     equalizers: Vec<GaussCoefficients>,
-    /// [`LAP_SLICES`] equalised 16-subcarrier slices, `[slice][user]` (planar,
-    /// L1-resident: 8 KiB at 16 users).
-    slice_re: Vec<[f32; SLICE]>,
-    slice_im: Vec<[f32; SLICE]>,
+    /// Every equalised 16-subcarrier slice of the frame, `[symbol][slice][user]`
+    /// (planar), demodulated once the frame's noise is known.
+    eq_re: Vec<[f32; SLICE]>,
+    eq_im: Vec<[f32; SLICE]>,
     /// `[slice][user]`: `1 / noise variance` of every equalised symbol of the frame.
     inv_noise: Vec<[f32; SLICE]>,
     /// Each user's scrambling sequence over the frame's uplink symbols, and the
@@ -348,12 +347,12 @@ impl UplinkPipeline {
         Ok(Self {
             detector: Detector::new(cfg),
             front: FrontEnd::new(cfg),
-            ul_re: PlanarBuf::zeroed(ul_syms.len() * d.div_ceil(SLICE) * m),
-            ul_im: PlanarBuf::zeroed(ul_syms.len() * d.div_ceil(SLICE) * m),
+            ul_re: PlanarBuf::zeroed(d.div_ceil(SLICE) * m),
+            ul_im: PlanarBuf::zeroed(d.div_ceil(SLICE) * m),
+            eq_re: vec![[0.0; SLICE]; ul_syms.len() * d.div_ceil(SLICE) * k],
+            eq_im: vec![[0.0; SLICE]; ul_syms.len() * d.div_ceil(SLICE) * k],
             ul_syms,
             equalizers: vec![GaussCoefficients::default(); cfg.zf_groups()],
-            slice_re: vec![[0.0; SLICE]; LAP_SLICES * k],
-            slice_im: vec![[0.0; SLICE]; LAP_SLICES * k],
             inv_noise: vec![[0.0; SLICE]; d.div_ceil(SLICE) * k],
             sequences: (0..k)
                 .map(|u| sequence_words(user_c_init(cfg, u), ul_bits))
@@ -385,21 +384,54 @@ impl UplinkPipeline {
         let (m_n, k_n, d) = (self.cfg.antennas, self.cfg.users, self.cfg.data_num);
         let (mut energy, mut count) = self.detector.process(samples)?;
         let mut st = self.detector.stages;
-        let t0 = Instant::now();
-        let (e, c) = self.front.frame_planar(
-            samples,
-            m_n,
-            &self.ul_syms,
-            &mut self.ul_re,
-            &mut self.ul_im,
-        );
-        energy += e;
-        count += c;
+        let mut t = Instant::now();
+        let mut lap = |slot: &mut Duration| {
+            let now = Instant::now();
+            *slot += now - t;
+            t = now;
+        };
+        let isa = Isa::detect();
+        let det = &self.detector;
+        for (g, prepared) in self.equalizers.iter_mut().enumerate() {
+            prepared.fill(isa, &det.equalizer(g));
+        }
+        lap(&mut st.equalize);
+        let group = det.group_size();
+        let slices = d.div_ceil(SLICE);
+        for u in 0..self.ul_syms.len() {
+            let (e, c) = self.front.frame_planar(
+                samples,
+                m_n,
+                &self.ul_syms[u..u + 1],
+                &mut self.ul_re,
+                &mut self.ul_im,
+            );
+            energy += e;
+            count += c;
+            lap(&mut st.fft);
+            for s in 0..slices {
+                let (s0, n) = (s * SLICE, SLICE.min(d - s * SLICE));
+                let at = planar_index(0, s, 0, slices, m_n);
+                let rows = (u * slices + s) * k_n..(u * slices + s + 1) * k_n;
+                // Every group with subcarriers in this slice, on its lanes.
+                for g in s0 / group..=(s0 + n - 1) / group {
+                    let (i0, gn) = det.group_range(g);
+                    let lanes = i0.max(s0) - s0..(i0 + gn).min(s0 + n) - s0;
+                    GroupProduct::apply_gauss_planar(
+                        isa,
+                        &self.equalizers[g],
+                        &self.ul_re[at..at + m_n],
+                        &self.ul_im[at..at + m_n],
+                        lanes,
+                        &mut self.eq_re[rows.clone()],
+                        &mut self.eq_im[rows.clone()],
+                    );
+                }
+            }
+            lap(&mut st.equalize);
+        }
         let noise = energy / count.max(1) as f64;
         out.noise_var = noise;
-        let mut t = Instant::now();
-        st.fft += t - t0;
-        let det = &self.detector;
         for g in 0..det.groups() {
             let (i0, n) = det.group_range(g);
             for k in 0..k_n {
@@ -409,70 +441,35 @@ impl UplinkPipeline {
                 }
             }
         }
-        let isa = Isa::detect();
         let blocks = self.cfg.blocks_per_symbol;
         let pb = self.cfg.block_payload_bits();
-        let slices = d.div_ceil(SLICE);
         let (qm, sb) = (
             self.cfg.modulation.bits_per_symbol(),
             self.cfg.symbol_bits(),
         );
-        let mut lap = |slot: &mut Duration| {
-            let now = Instant::now();
-            *slot += now - t;
-            t = now;
-        };
         lap(&mut st.demod);
-        for (g, prepared) in self.equalizers.iter_mut().enumerate() {
-            prepared.fill(isa, &det.equalizer(g));
-        }
-        lap(&mut st.equalize);
-        let group = det.group_size();
         for u in 0..self.ul_syms.len() {
-            for first in (0..slices).step_by(LAP_SLICES) {
-                let batch = first..slices.min(first + LAP_SLICES);
-                for s in batch.clone() {
-                    let (s0, n) = (s * SLICE, SLICE.min(d - s * SLICE));
-                    let at = planar_index(u, s, 0, slices, m_n);
-                    let rows = (s - first) * k_n..(s - first + 1) * k_n;
-                    // Every group with subcarriers in this slice, on its lanes.
-                    for g in s0 / group..=(s0 + n - 1) / group {
-                        let (i0, gn) = det.group_range(g);
-                        let lanes = i0.max(s0) - s0..(i0 + gn).min(s0 + n) - s0;
-                        GroupProduct::apply_gauss_planar(
-                            isa,
-                            &self.equalizers[g],
-                            &self.ul_re[at..at + m_n],
-                            &self.ul_im[at..at + m_n],
-                            lanes,
-                            &mut self.slice_re[rows.clone()],
-                            &mut self.slice_im[rows.clone()],
-                        );
-                    }
+            for s in 0..slices {
+                let n = SLICE.min(d - s * SLICE);
+                let rows = (u * slices + s) * k_n..(u * slices + s + 1) * k_n;
+                let first_bit = s * SLICE * qm;
+                for (f, words) in self.flips.iter_mut().zip(&self.sequences) {
+                    *f = sequence_bits(words, u * sb + first_bit, n * qm);
                 }
-                lap(&mut st.equalize);
-                for s in batch {
-                    let (s0, n) = (s * SLICE, SLICE.min(d - s * SLICE));
-                    let rows = (s - first) * k_n..(s - first + 1) * k_n;
-                    let first_bit = s0 * qm;
-                    for (f, words) in self.flips.iter_mut().zip(&self.sequences) {
-                        *f = sequence_bits(words, u * sb + first_bit, n * qm);
-                    }
-                    let slice = SoftSlice {
-                        re: &self.slice_re[rows.clone()],
-                        im: &self.slice_im[rows],
-                        inv_noise: &self.inv_noise[s * k_n..(s + 1) * k_n],
-                        flips: &self.flips,
-                        symbols: n,
-                    };
-                    let llrs = &mut self.llrs;
-                    if !self.demod.slice_llrs_i8(isa, &slice, llrs, sb, first_bit) {
-                        let index = first_bit;
-                        return Err(radiohost_ldpc::LdpcError::NanLlr { index }.into());
-                    }
+                let slice = SoftSlice {
+                    re: &self.eq_re[rows.clone()],
+                    im: &self.eq_im[rows],
+                    inv_noise: &self.inv_noise[s * k_n..(s + 1) * k_n],
+                    flips: &self.flips,
+                    symbols: n,
+                };
+                let llrs = &mut self.llrs;
+                if !self.demod.slice_llrs_i8(isa, &slice, llrs, sb, first_bit) {
+                    let index = first_bit;
+                    return Err(radiohost_ldpc::LdpcError::NanLlr { index }.into());
                 }
-                lap(&mut st.demod);
             }
+            lap(&mut st.demod);
             for k in 0..k_n {
                 let payload = &mut out.payload[k][u * blocks * pb..(u + 1) * blocks * pb];
                 let results = &mut out.blocks[k][u * blocks..(u + 1) * blocks];
@@ -575,6 +572,17 @@ mod tests {
             pipe.process_frame(&frame.samples, &mut out).unwrap();
 
             let (k_n, d, m_n) = (cfg.users, cfg.data_num, cfg.antennas);
+            // Every data symbol's slices at once (the pipeline keeps one at a time).
+            let slices = d.div_ceil(SLICE);
+            let mut ul_re = PlanarBuf::zeroed(pipe.ul_syms.len() * slices * m_n);
+            let mut ul_im = PlanarBuf::zeroed(pipe.ul_syms.len() * slices * m_n);
+            FrontEnd::new(&cfg).frame_planar(
+                &frame.samples,
+                m_n,
+                &pipe.ul_syms,
+                &mut ul_re,
+                &mut ul_im,
+            );
             let det = &pipe.detector;
             let mut nv = vec![0f32; k_n * d];
             for g in 0..det.groups() {
@@ -585,7 +593,6 @@ mod tests {
                 }
             }
             let (blocks, pb) = (cfg.blocks_per_symbol, cfg.block_payload_bits());
-            let slices = d.div_ceil(SLICE);
             let mut eq = vec![Cf32::default(); k_n * d];
             let mut rx = RxChain::new(&cfg).unwrap();
             let mut iterations = 0;
@@ -599,8 +606,8 @@ mod tests {
                         GroupProduct::apply_gauss(
                             Isa::detect(),
                             &pipe.equalizers[g],
-                            &pipe.ul_re[at..at + m_n],
-                            &pipe.ul_im[at..at + m_n],
+                            &ul_re[at..at + m_n],
+                            &ul_im[at..at + m_n],
                             lanes,
                             &mut eq,
                             d,
