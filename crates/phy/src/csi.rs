@@ -331,21 +331,33 @@ pub fn null_bin_energy(freq: &[Cf32], data_start: usize, data_num: usize) -> (f6
     (sum, count)
 }
 
-/// `sum |x|^2` in 16 f32 lanes (vectorises; each lane sums at most a few hundred
-/// terms), added up in f64.
+/// `sum |x|^2` as the sum of the squares of the re and im values taken as one flat
+/// run, in 64 f32 lanes (each lane sums at most a few hundred terms), added up in
+/// f64 at the end. Flat, the loop needs no de-interleaving shuffle, and the lanes are eight
+/// independent FMA chains with AVX2 (complex lanes, with two dependent FMAs per
+/// chunk, were latency bound: 2% of a 64x16 uplink frame in `perf`).
 #[inline(always)]
 fn energy<const FMA: bool>(x: &[Cf32]) -> f64 {
-    let mut acc = [0f32; 16];
-    let chunks = x.chunks_exact(16);
+    const LANES: usize = 64;
+    let flat: &[f32] = bytemuck::cast_slice(x);
+    let mut acc = [0f32; LANES];
+    let chunks = flat.chunks_exact(LANES);
     let tail = chunks.remainder();
     for c in chunks {
-        for l in 0..16 {
-            acc[l] = crate::simd::fmadd::<FMA>(c[l].re, c[l].re, acc[l]);
-            acc[l] = crate::simd::fmadd::<FMA>(c[l].im, c[l].im, acc[l]);
+        for l in 0..LANES {
+            acc[l] = crate::simd::fmadd::<FMA>(c[l], c[l], acc[l]);
         }
     }
-    acc.iter().map(|&v| v as f64).sum::<f64>()
-        + tail.iter().map(|v| v.norm_sqr() as f64).sum::<f64>()
+    // Folded to 8 lanes in f32 first: a serial f64 sum of all 64 lanes cost more
+    // than the loop over a symbol's null bins.
+    let mut folded = [0f32; 8];
+    for part in acc.chunks_exact(8) {
+        for (f, &v) in folded.iter_mut().zip(part) {
+            *f += v;
+        }
+    }
+    folded.iter().map(|&v| v as f64).sum::<f64>()
+        + tail.iter().map(|&v| (v * v) as f64).sum::<f64>()
 }
 
 #[cfg(test)]
