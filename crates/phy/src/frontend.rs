@@ -12,10 +12,11 @@
 //! frame's planar output goes around the caches ([`PlanarBuf`]).
 //!
 //! Below AVX-512 the receive calls run rustfft on groups of 8 antennas (`GROUP`) of
-//! one symbol: the planar slices come straight from the spectra, streamed around
-//! the caches, while the next group's samples are prefetched (the conversion
-//! waited on memory); the transmit side transforms one antenna at a time and
-//! scales, quantises and adds the prefix in one pass. Measured on the AVX2-only Zen 3 (`front_end_frame`, same binary,
+//! one symbol: the planar slices come straight from the spectra (streamed around
+//! the caches when there are more than `STREAM_BYTES` of them), while the next
+//! group's samples are prefetched (the conversion waited on memory); the transmit
+//! side transforms one antenna at a time straight from the spectra the precoder
+//! wrote ([`TxLayout`]) and scales, quantises and adds the prefix in one pass. Measured on the AVX2-only Zen 3 (`front_end_frame`, same binary,
 //! load 5, best batch per round): 4.4-6.0 ms per 64x16 front end against
 //! 7.2-9.9 ms antenna by antenna.
 
