@@ -1038,6 +1038,18 @@ mod tests {
         }
     }
 
+    /// Rows of `d` data subcarriers, laid out as `layout` says.
+    fn laid_out(layout: &TxLayout, rows: &[Cf32], d: usize) -> Vec<Cf32> {
+        let mut out = layout.zeroed(rows.len() / d);
+        for (row, x) in out
+            .chunks_exact_mut(layout.stride())
+            .zip(rows.chunks_exact(d))
+        {
+            layout.put(0, x, row);
+        }
+        out
+    }
+
     #[test]
     fn synthesis_of_every_antenna_is_each_symbol_quantised() {
         for antennas in [3, 2 * GROUP + 3] {
@@ -1056,14 +1068,7 @@ mod tests {
         let (stride, offset) = (2 * len, len);
         // The per-antenna path (the batched one is checked against it below).
         let mut synth = Synthesizer::per_antenna(&cfg);
-        let layout = synth.layout().clone();
-        let mut spectra = layout.zeroed(antennas);
-        for (row, x) in spectra
-            .chunks_exact_mut(layout.stride())
-            .zip(data.chunks_exact(d))
-        {
-            layout.put(0, x, row);
-        }
+        let spectra = laid_out(synth.layout(), &data, d);
         let mut got = vec![Ci16::new(1, 1); antennas * stride];
         // Twice: the transform leaves its input as it was.
         for _ in 0..2 {
@@ -1111,14 +1116,7 @@ mod tests {
             let len = cfg.symbol_len();
             let (stride, offset) = (len + 40, 24);
             let mut reference = Synthesizer::per_antenna(&cfg);
-            let layout = reference.layout().clone();
-            let mut spectra = layout.zeroed(antennas);
-            for (row, x) in spectra
-                .chunks_exact_mut(layout.stride())
-                .zip(x.chunks_exact(d))
-            {
-                layout.put(0, x, row);
-            }
+            let spectra = laid_out(reference.layout(), &x, d);
             let mut want = vec![Ci16::new(3, 3); antennas * stride];
             reference.antennas_ci16(&spectra, antennas, gain, &mut want, stride, offset);
             for isa in builds() {
