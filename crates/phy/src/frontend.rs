@@ -854,8 +854,7 @@ impl Synthesizer {
         // zeros for the next symbol.
         let time = &mut self.work[..n];
         for m in 0..antennas {
-            self.fft
-                .inverse_into(self.layout.spectrum(data, m, n), time);
+            self.fft.inverse_into(self.layout.spectrum(data, m), time);
             let dst = &mut out[m * out_stride + offset..][..len];
             crate::ofdm::add_cp_ci16(time, self.cp_len, scale, dst);
         }

@@ -398,6 +398,8 @@ impl UplinkPipeline {
         lap(&mut st.equalize);
         let group = det.group_size();
         let slices = d.div_ceil(SLICE);
+        // The users' rows of slice `s` of data symbol `u` in `eq_re` / `eq_im`.
+        let eq_rows = |u: usize, s: usize| (u * slices + s) * k_n..(u * slices + s + 1) * k_n;
         for u in 0..self.ul_syms.len() {
             let (e, c) = self.front.frame_planar(
                 samples,
@@ -412,7 +414,7 @@ impl UplinkPipeline {
             for s in 0..slices {
                 let (s0, n) = (s * SLICE, SLICE.min(d - s * SLICE));
                 let at = planar_index(0, s, 0, slices, m_n);
-                let rows = (u * slices + s) * k_n..(u * slices + s + 1) * k_n;
+                let rows = eq_rows(u, s);
                 // Every group with subcarriers in this slice, on its lanes.
                 for g in s0 / group..=(s0 + n - 1) / group {
                     let (i0, gn) = det.group_range(g);
@@ -451,7 +453,7 @@ impl UplinkPipeline {
         for u in 0..self.ul_syms.len() {
             for s in 0..slices {
                 let n = SLICE.min(d - s * SLICE);
-                let rows = (u * slices + s) * k_n..(u * slices + s + 1) * k_n;
+                let rows = eq_rows(u, s);
                 let first_bit = s * SLICE * qm;
                 for (f, words) in self.flips.iter_mut().zip(&self.sequences) {
                     *f = sequence_bits(words, u * sb + first_bit, n * qm);

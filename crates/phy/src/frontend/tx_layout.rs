@@ -12,15 +12,16 @@ use radiohost_iq::Cf32;
 use crate::fft::LANES;
 use crate::ofdm::bin_runs;
 
-/// The layout of the synthesiser's input: antenna `m`'s data subcarrier `i` is at
-/// `m * stride() + position(i)`; every other value of a row must stay zero.
+/// The layout of the synthesiser's input: antenna `m`'s data subcarriers are in
+/// row `m` (`stride()` values), in at most two contiguous runs; every other value
+/// of a row must stay zero.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TxLayout {
     stride: usize,
     /// Contiguous runs of data subcarriers: `(first subcarrier, its position, count)`.
     runs: [(usize, usize, usize); 2],
-    /// Where the spectrum starts in a row (after the pad), for spectra.
-    spectrum: Option<usize>,
+    /// Rows are spectra ([`FRONT`] zeros, then the transform's input).
+    spectra: bool,
 }
 
 /// Zeros before each spectrum, so that a slice of [`LANES`] subcarriers cut by the
@@ -33,7 +34,7 @@ impl TxLayout {
         Self {
             stride: data_num,
             runs: [(0, 0, data_num), (data_num, data_num, 0)],
-            spectrum: None,
+            spectra: false,
         }
     }
 
@@ -47,7 +48,7 @@ impl TxLayout {
                 (0, FRONT + a.start, a.len()),
                 (a.len(), FRONT + b.start, b.len()),
             ],
-            spectrum: Some(FRONT),
+            spectra: true,
         }
     }
 
@@ -64,11 +65,12 @@ impl TxLayout {
     /// Whether rows are plain `data_num` subcarriers (what a precoder writes
     /// without this layout).
     pub fn is_rows(&self) -> bool {
-        self.spectrum.is_none()
+        !self.spectra
     }
 
-    /// Where data subcarrier `i` of a row is.
-    pub fn position(&self, i: usize) -> usize {
+    /// Where data subcarrier `i` of a row is (the tests' model of the layout).
+    #[cfg(test)]
+    fn position(&self, i: usize) -> usize {
         let &(first, at, _) = self
             .runs
             .iter()
@@ -114,9 +116,9 @@ impl TxLayout {
     }
 
     /// The transform's input in row `m` (spectra only).
-    pub(super) fn spectrum<'a>(&self, data: &'a [Cf32], m: usize, fft_size: usize) -> &'a [Cf32] {
-        let front = self.spectrum.expect("spectra layout");
-        &data[m * self.stride + front..][..fft_size]
+    pub(super) fn spectrum<'a>(&self, data: &'a [Cf32], m: usize) -> &'a [Cf32] {
+        assert!(self.spectra, "TxLayout::spectrum: plain rows");
+        &data[m * self.stride + FRONT..(m + 1) * self.stride]
     }
 }
 
