@@ -9,7 +9,9 @@
 //! windows start at `shift + i`; lanes are padded to a multiple of 64 so every kernel
 //! works on whole vectors, and padding lanes compute garbage that never reaches a real
 //! lane. When a row block updates a column the kernel also restores the mirror (with
-//! direct stores where the layout allows it, else by a short fix-up copy afterwards).
+//! direct stores where the layout allows it, else by a short fix-up copy afterwards;
+//! the AVX2 kernel's doubled layout copies only what the column's next row reads, and
+//! restores the whole mirror after the column's last row of the iteration).
 //! Saturation (`|x| >= 127`) is absorbing: a saturated value is passed on and written
 //! back unchanged (see `scalar::saturated`).
 //! Check-to-variable messages are kept per edge as `i8` (one byte per lane), which for
@@ -232,6 +234,11 @@ pub struct Decoder {
     /// `row_start[r] * ceil(Zc / 32)` (see `x86_rows::halves`).
     #[cfg(target_arch = "x86_64")]
     halves: Vec<u32>,
+    /// Doubled layout at the AVX2 kernel's levels: per edge, where the next row of the
+    /// iteration reads its column (`x86::next_readers`), so that the fix-up after a row
+    /// copies only what that reader needs.
+    #[cfg(target_arch = "x86_64")]
+    next_shift: Vec<u32>,
     /// `correction` as the AVX-512 row kernel uses it (kept equal to `correction`).
     #[cfg(target_arch = "x86_64")]
     corrector: x86_rows::Corrector,
@@ -339,6 +346,12 @@ impl Decoder {
         } else {
             Vec::new()
         };
+        #[cfg(target_arch = "x86_64")]
+        let next_shift = if runs_halves(level, p.zc) && !wraps(p.zc) {
+            x86::next_readers(&edges, &row_start)
+        } else {
+            Vec::new()
+        };
         let correction =
             correction(cfg.min_sum, DEFAULT_LLR_SCALE).unwrap_or(Correction::Eighths(6));
         let d = Decoder {
@@ -346,6 +359,8 @@ impl Decoder {
             windows,
             #[cfg(target_arch = "x86_64")]
             halves,
+            #[cfg(target_arch = "x86_64")]
+            next_shift,
             #[cfg(target_arch = "x86_64")]
             corrector: x86_rows::Corrector::new(correction),
             p,
@@ -613,8 +628,9 @@ impl Decoder {
                         // SAFETY: as above.
                         unsafe { x86::fixup_wrap_avx2(&mut self.app, edges, &dims) }
                     } else if done {
-                        // SAFETY: as above.
-                        unsafe { x86::fixup_avx2(&mut self.app, edges, &dims) }
+                        let next = &self.next_shift[a..b];
+                        // SAFETY: as above; `new` built `next_shift` for this layout.
+                        unsafe { x86::fixup_next_avx2(&mut self.app, edges, next, &dims) }
                     } else {
                         // SAFETY: as above.
                         unsafe {
@@ -1005,6 +1021,64 @@ mod tests {
         }
         // Both answers occurred, so neither was compared alone.
         assert!(outcomes[0] > 0 && outcomes[1] > 0, "{outcomes:?}");
+    }
+
+    /// The doubled layout's fix-ups after a row that wrote its window at `shift` (real
+    /// lanes, then garbage in the padding lanes): the partial copy gives the next
+    /// reader's window at every `to` its lanes, and the full one the whole column, for
+    /// every shift, at lifting sizes below, at and between multiples of 32.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn fixups_give_the_next_reader_its_window() {
+        if SimdLevel::Avx2.resolve() != SimdLevel::Avx2 {
+            println!("SKIPPED: AVX2 fix-up copies (CPU lacks AVX2)");
+            return;
+        }
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
+        for zc in [3usize, 15, 36, 72, 96, 100, 208] {
+            let lanes = zc.div_ceil(32) * 32;
+            let stride = FRONT_PAD + 2 * zc + 2 * LANE_PAD;
+            let dims = Dims {
+                zc,
+                zpad: zc.div_ceil(LANE_PAD) * LANE_PAD,
+                wrap: false,
+                first: false,
+                chan: 0,
+                write_single: true,
+            };
+            for shift in 0..zc {
+                let value: Vec<i8> = (0..zc).map(|_| next() as i8).collect();
+                let edge = Edge {
+                    base: FRONT_PAD,
+                    shift,
+                    single: false,
+                };
+                for to in (0..zc as u32).chain([x86::FULL]) {
+                    let mut col: Vec<i8> = (0..stride).map(|_| next() as i8).collect();
+                    for i in 0..lanes {
+                        col[FRONT_PAD + shift + i] = if i < zc {
+                            value[(shift + i) % zc]
+                        } else {
+                            next() as i8
+                        };
+                    }
+                    // SAFETY: AVX2 is present; the column has a 64-byte front pad and
+                    // room for 32-byte copies past 2 Zc.
+                    unsafe { x86::fixup_next_avx2(&mut col, &[edge], &[to], &dims) };
+                    let (from, len) = match to {
+                        x86::FULL => (0, 2 * zc),
+                        to => (to as usize, zc),
+                    };
+                    for j in from..from + len {
+                        assert_eq!(
+                            col[FRONT_PAD + j],
+                            value[j % zc],
+                            "Zc={zc} shift {shift} to {to}: lane {j}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     /// Every quantiser this CPU has gives the portable one's bytes, on values around

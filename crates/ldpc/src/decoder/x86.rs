@@ -220,45 +220,118 @@ unsafe fn layer_avx2_impl<const FIRST: bool, const MODE: u8>(
     }
 }
 
-/// Doubled layout, Zc not a multiple of 32: restores `app[c][j + Zc] == app[c][j]` for
-/// every column the row block rewrote (see `decoder::fixup_scalar`): `[0, shift)` from
-/// `[Zc, Zc + shift)`, `[shift + Zc, 2 Zc)` from `[shift, Zc)`, in whole 32-byte vectors
-/// (short copies are the common case at small Zc, where a byte loop cost more than the
-/// row kernel). The first copy runs down from `shift`, its last vector spilling into the
-/// column's front pad; the second runs up, its last vector spilling past `2 Zc` into
-/// bytes that only padding lanes read. The spilled bytes come from overhanging source
-/// bytes, so no real lane of the mirror gets a stale value.
+/// Doubled layout: restores `app[c][j + Zc] == app[c][j]` for every column the row
+/// block rewrote (see `decoder::fixup_scalar`): `[0, shift)` from `[Zc, Zc + shift)`,
+/// `[shift + Zc, 2 Zc)` from `[shift, Zc)`, in whole 32-byte vectors (short copies are
+/// the common case at small Zc, where a byte loop cost more than the row kernel).
 ///
 /// # Safety
 /// The CPU must support AVX2, and the buffers must pass `check_bounds` (front pad and
 /// tail of at least 32 bytes).
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn fixup_avx2(app: &mut [i8], edges: &[Edge], dims: &Dims) {
-    const W: usize = 32;
-    let (appp, zc) = (app.as_mut_ptr(), dims.zc);
-    let copy = |dst: *mut i8, src: *const i8| {
-        _mm256_storeu_si256(
-            dst as *mut __m256i,
-            _mm256_loadu_si256(src as *const __m256i),
-        );
-    };
+    let appp = app.as_mut_ptr();
     for ed in edges.iter().filter(|ed| !ed.single || dims.write_single) {
-        let col = appp.add(ed.base);
-        let shift = ed.shift as isize;
-        let mut end = shift;
-        while end > 0 {
-            copy(
-                col.offset(end - W as isize),
-                col.offset(zc as isize + end - W as isize),
-            );
-            end -= W as isize;
+        full_fixup(appp.add(ed.base), ed.shift, dims.zc);
+    }
+}
+
+/// [`fixup_avx2`] only where the column's next reader needs it: `next[e]` is the shift
+/// at which the next row of the iteration reads edge `e`'s column, or [`FULL`] (see
+/// [`next_readers`]). The row wrote the column's current values at `[shift, shift +
+/// Zc)`; the reader needs them at `[next, next + Zc)`, so only the `|next - shift|`
+/// lanes between the two windows are copied (a third of the full copy at Zc = 72 on
+/// average). The rest of the column is stale until the column's last row in the
+/// iteration, which restores all of it (the syndrome and the output read every window).
+///
+/// # Safety
+/// As [`fixup_avx2`]; `next` holds one entry per edge, each [`FULL`] or below Zc.
+#[target_feature(enable = "avx2")]
+pub(crate) unsafe fn fixup_next_avx2(app: &mut [i8], edges: &[Edge], next: &[u32], dims: &Dims) {
+    debug_assert_eq!(next.len(), edges.len());
+    let appp = app.as_mut_ptr();
+    for (ed, &to) in edges.iter().zip(next) {
+        if ed.single && !dims.write_single {
+            continue;
         }
-        let mut o = ed.shift;
-        while o < zc {
-            copy(col.add(o + zc), col.add(o));
-            o += W;
+        let col = appp.add(ed.base);
+        match to {
+            FULL => full_fixup(col, ed.shift, dims.zc),
+            // `[to, shift)` from its copy Zc higher, which the row wrote.
+            to if (to as usize) < ed.shift => copy_down(col, to as usize, ed.shift, dims.zc),
+            // `[shift + Zc, to + Zc)`, which the row's padding lanes overwrote.
+            to => copy_up(col, ed.shift, to as usize, dims.zc),
         }
     }
+}
+
+/// A [`fixup_next_avx2`] entry: the column's last row in the iteration restores all of
+/// it.
+pub(crate) const FULL: u32 = u32::MAX;
+
+/// For every edge (rows listed by `row_start`), the shift of the next row of the
+/// iteration that reads its column, or [`FULL`] when there is none (its last row, and
+/// single edges).
+pub(crate) fn next_readers(edges: &[Edge], row_start: &[usize]) -> Vec<u32> {
+    let row_of = |e: usize| row_start.partition_point(|&s| s <= e) - 1;
+    (0..edges.len())
+        .map(|e| {
+            let later = &edges[row_start[row_of(e) + 1]..*row_start.last().unwrap_or(&0)];
+            match later.iter().find(|o| o.base == edges[e].base) {
+                Some(o) if !edges[e].single => u32::try_from(o.shift).expect("shift below Zc"),
+                _ => FULL,
+            }
+        })
+        .collect()
+}
+
+/// Both copies of [`fixup_avx2`] for one column at `col`.
+///
+/// # Safety
+/// As [`fixup_avx2`].
+#[inline(always)]
+unsafe fn full_fixup(col: *mut i8, shift: usize, zc: usize) {
+    copy_down(col, 0, shift, zc);
+    copy_up(col, shift, zc, zc);
+}
+
+/// `[lo, hi)` from `[lo + Zc, hi + Zc)` in 32-byte vectors running down from `hi`: the
+/// last one spills below `lo` (into the front pad when `lo` is 0), with bytes from
+/// below `lo + Zc`, so no lane at or above `lo` gets a stale value.
+///
+/// # Safety
+/// As [`fixup_avx2`]; `hi - lo <= Zc`.
+#[inline(always)]
+unsafe fn copy_down(col: *mut i8, lo: usize, hi: usize, zc: usize) {
+    const W: isize = 32;
+    let mut end = hi as isize;
+    while end > lo as isize {
+        copy32(col.offset(end - W), col.offset(zc as isize + end - W));
+        end -= W;
+    }
+}
+
+/// `[lo + Zc, hi + Zc)` from `[lo, hi)` in 32-byte vectors running up from `lo`: the
+/// last one spills past `hi + Zc` (past `2 Zc` into the tail when `hi` is Zc), into
+/// lanes that only padding lanes of the next reader read.
+///
+/// # Safety
+/// As [`fixup_avx2`]; `hi - lo <= Zc`.
+#[inline(always)]
+unsafe fn copy_up(col: *mut i8, lo: usize, hi: usize, zc: usize) {
+    let mut o = lo;
+    while o < hi {
+        copy32(col.add(o + zc), col.add(o));
+        o += 32;
+    }
+}
+
+#[inline(always)]
+unsafe fn copy32(dst: *mut i8, src: *const i8) {
+    _mm256_storeu_si256(
+        dst as *mut __m256i,
+        _mm256_loadu_si256(src as *const __m256i),
+    );
 }
 
 /// Wrapped layout: `decoder::fixup_wrap` for every column the row block rewrote (each

@@ -8,7 +8,7 @@
 //! for the (at most two per edge) vectors that touch the mirrored lanes or wrap (the
 //! same stores as `x86::mirror_store` makes, decided in advance by [`windows`]). The
 //! AVX2 kernel stores each new APP vector once and the caller restores the mirror after
-//! the row (`x86::fixup_wrap_avx2`, `x86::fixup_avx2`): on Zen 3 that measured faster
+//! the row (`x86::fixup_wrap_avx2`, `x86::fixup_next_avx2`): on Zen 3 that measured faster
 //! than mirror stores, whether behind per-window flag tests or unconditional (to the
 //! window itself when no mirror is due). A row's single edge
 //! (`decoder::Edge::single`) is its last one; whether a row has one is a compile-time
@@ -179,7 +179,7 @@ pub(crate) unsafe fn layer(
 /// [`layer`] for AVX2, for every Zc: the same row kernel on 32-lane halves (registers
 /// hold one half of a row at a time), addressed through the row's [`halves`] table.
 /// It writes each new APP vector once, at its window; the caller restores the mirror
-/// after the row (`x86::fixup_wrap_avx2` or `x86::fixup_avx2`). False (nothing done)
+/// after the row (`x86::fixup_wrap_avx2` or `x86::fixup_next_avx2`). False (nothing done)
 /// when the degree has no kernel.
 ///
 /// # Safety
@@ -429,8 +429,9 @@ pub(crate) fn windows(edges: &[Edge], zc: usize) -> Vec<u32> {
 /// 32`) of every edge of a row starts in `app`, `halves[j * degree + e]`. Wrapped
 /// layout: [`windows`]' 64-lane window, plus 32 for the upper half. Otherwise (the
 /// doubled layout) `shift + 32 j`; for Zc not a multiple of 32 the last half has
-/// padding lanes, which rewrite only mirror bytes that the fix-up copy restores. No
-/// mirror flags: the caller restores the mirror after the row.
+/// padding lanes, which rewrite only mirror bytes that the fix-up copy restores or
+/// that the next reader reads in its own padding lanes. No mirror flags: the caller
+/// restores the mirror after the row.
 pub(crate) fn halves(edges: &[Edge], zc: usize) -> Vec<u32> {
     let wrap = super::wraps(zc);
     let mut w = Vec::with_capacity(edges.len() * zc.div_ceil(HALF));
