@@ -320,13 +320,18 @@ impl Lanes {
         // m2 where |t| is the minimum, else m1.
         let eq = opaque(_mm256_cmpeq_epi8(abs_t, ck.min1));
         let mag = _mm256_xor_si256(ck.m1, _mm256_and_si256(eq, ck.m1_m2));
-        // The sign of t on top of the product's; |mag| <= 127: negating never overflows;
-        // t | 1 is never 0.
-        let c = _mm256_sign_epi8(mag, _mm256_or_si256(t, self.one));
-        // Saturated t (|t| >= 127) is final: add nothing (`scalar::saturated`). The
-        // message stored for it is never read.
-        let sat = _mm256_cmpeq_epi8(_mm256_max_epu8(abs_t, self.max127), abs_t);
-        (c, _mm256_adds_epi8(t, opaque(_mm256_andnot_si256(sat, c))))
+        // `127 - |t|` with the sign of t (t | 1 is never 0): zero exactly where t is
+        // saturated (|t| >= 127, `scalar::saturated`), which is final and gets nothing
+        // added. Its sign on top of the product's (|mag| <= 127: negating never
+        // overflows) gives the message, zero there: the message stored for a saturated
+        // t is never read (the APP value stays saturated, so the next extrinsic takes
+        // it whole).
+        let headroom = _mm256_subs_epu8(self.max127, abs_t);
+        let c = _mm256_sign_epi8(
+            mag,
+            _mm256_sign_epi8(headroom, _mm256_or_si256(t, self.one)),
+        );
+        (c, _mm256_adds_epi8(t, c))
     }
 }
 
