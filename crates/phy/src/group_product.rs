@@ -109,6 +109,35 @@ impl<'a> Coefficients<'a> {
         Self::new(flat, im, (antennas, users), (2 * users, 2), gain)
     }
 
+    /// Every `a(r, c)` without the gain into `wr`/`wi[r * cols + c]`. Where a row of
+    /// the interleaved matrix is consecutive pairs (the precoder's layout), each row
+    /// is split as pairs, which the compiler vectorises (one `at` per entry with
+    /// run-time steps it did not: `GaussCoefficients::fill` 1.0-1.4% -> 0.65-0.84% of
+    /// a 64x16 downlink run's samples); other layouts entry by entry (the detector's
+    /// columns as pairs, with strided stores, measured no faster).
+    fn split_into(&self, wr: &mut [f32], wi: &mut [f32]) {
+        let (rows, cols) = (self.rows, self.cols);
+        assert!(wr.len() >= rows * cols && wi.len() >= rows * cols);
+        // `im` is `re` one float on (the interleaved constructors), not a plane.
+        let pairs = self
+            .re
+            .get(1..)
+            .is_some_and(|r| std::ptr::eq(r.as_ptr(), self.im.as_ptr()));
+        for r in 0..rows {
+            let (wr, wi) = (&mut wr[r * cols..][..cols], &mut wi[r * cols..][..cols]);
+            if pairs && self.col_step == 2 {
+                let row = self.re[r * self.row_step..][..2 * cols].chunks_exact(2);
+                for ((wr, wi), p) in wr.iter_mut().zip(wi.iter_mut()).zip(row) {
+                    (*wr, *wi) = (p[0], p[1]);
+                }
+            } else {
+                for (c, (wr, wi)) in wr.iter_mut().zip(wi.iter_mut()).enumerate() {
+                    (*wr, *wi) = self.at(r, c);
+                }
+            }
+        }
+    }
+
     /// `a(r, c)` without the gain.
     #[inline(always)]
     fn at(&self, r: usize, c: usize) -> (f32, f32) {
@@ -172,12 +201,7 @@ impl GaussCoefficients {
             self.panels.clear();
             self.wr.resize(n, 0.0);
             self.wi.resize(n, 0.0);
-            for r in 0..a.rows {
-                for c in 0..a.cols {
-                    let i = r * a.cols + c;
-                    (self.wr[i], self.wi[i]) = a.at(r, c);
-                }
-            }
+            a.split_into(&mut self.wr, &mut self.wi);
             return;
         }
         self.wr.clear();
@@ -1127,6 +1151,32 @@ mod tests {
                 // Outside the group nothing is written.
                 assert!(eq[..i0].iter().all(|v| *v == Cf32::default()));
                 assert!(tx[i0 + n..d].iter().all(|v| *v == Cf32::default()));
+            }
+        }
+    }
+
+    /// Splitting into planes reads every entry where `at` does, for each layout a
+    /// matrix comes in (rows of pairs, columns of pairs, and planes).
+    #[test]
+    fn split_into_planes_matches_each_entry() {
+        for (m, k) in [(64, 16), (6, 3), (5, 1), (1, 2)] {
+            let w = values(k * m, 29);
+            let (wr, wi): (Vec<f32>, Vec<f32>) = w.iter().map(|v| (v.re, v.im)).unzip();
+            for a in [
+                Coefficients::detector(&w, k, m),
+                Coefficients::precoder(&w, k, m, 0.5),
+                Coefficients::precoder_transposed(&w, k, m, 0.7),
+                Coefficients::new(&wr, &wi, (k, m), (m, 1), 1.0),
+                Coefficients::new(&wr, &wi, (m, k), (1, m), 1.0),
+            ] {
+                let (mut pr, mut pi) = (vec![0.0; k * m], vec![0.0; k * m]);
+                a.split_into(&mut pr, &mut pi);
+                for r in 0..a.rows {
+                    for c in 0..a.cols {
+                        let i = r * a.cols + c;
+                        assert_eq!((pr[i], pi[i]), a.at(r, c), "{m}x{k} ({r}, {c})");
+                    }
+                }
             }
         }
     }
