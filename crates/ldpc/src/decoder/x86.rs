@@ -237,25 +237,26 @@ pub(crate) unsafe fn fixup_avx2(app: &mut [i8], edges: &[Edge], dims: &Dims) {
 }
 
 /// [`fixup_avx2`] only where the column's next reader needs it: `next[e]` is the shift
-/// at which the next row of the iteration reads edge `e`'s column, or [`FULL`] (see
-/// [`next_readers`]). The row wrote the column's current values at `[shift, shift +
-/// Zc)`; the reader needs them at `[next, next + Zc)`, so only the `|next - shift|`
-/// lanes between the two windows are copied (a third of the full copy at Zc = 72 on
-/// average). The rest of the column is stale until the column's last row in the
-/// iteration, which restores all of it (the syndrome and the output read every window).
+/// at which the next row of the iteration reads edge `e`'s column, [`FULL`] or
+/// [`WINDOW`] (see [`next_readers`]). The row wrote the column's current values at
+/// `[shift, shift + Zc)`; the reader needs them at `[next, next + Zc)`, so only the
+/// `|next - shift|` lanes between the two windows are copied (a third of the full copy
+/// at Zc = 72 on average). The rest of the column is stale until the column's last row
+/// in the iteration, which restores all of it (the syndrome and the output read every
+/// window). A single edge at shift 0 (every one of TS 38.212's: the extension columns
+/// are an identity) is left as its row wrote it.
 ///
 /// # Safety
-/// As [`fixup_avx2`]; `next` holds one entry per edge, each [`FULL`] or below Zc.
+/// As [`fixup_avx2`]; `next` holds one entry per edge, each [`FULL`], [`WINDOW`] or
+/// below Zc.
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn fixup_next_avx2(app: &mut [i8], edges: &[Edge], next: &[u32], dims: &Dims) {
     debug_assert_eq!(next.len(), edges.len());
     let appp = app.as_mut_ptr();
     for (ed, &to) in edges.iter().zip(next) {
-        if ed.single && !dims.write_single {
-            continue;
-        }
         let col = appp.add(ed.base);
         match to {
+            WINDOW => {}
             FULL => full_fixup(col, ed.shift, dims.zc),
             // `[to, shift)` from its copy Zc higher, which the row wrote.
             to if (to as usize) < ed.shift => copy_down(col, to as usize, ed.shift, dims.zc),
@@ -269,17 +270,26 @@ pub(crate) unsafe fn fixup_next_avx2(app: &mut [i8], edges: &[Edge], next: &[u32
 /// it.
 pub(crate) const FULL: u32 = u32::MAX;
 
+/// A [`fixup_next_avx2`] entry: a single edge at shift 0. No other row reads its
+/// column (its extrinsic value is the channel copy), and its row's window is the
+/// column's first copy, where the syndrome, the output and the posterior read it: its
+/// mirror is never read.
+pub(crate) const WINDOW: u32 = u32::MAX - 1;
+
 /// For every edge (rows listed by `row_start`), the shift of the next row of the
-/// iteration that reads its column, or [`FULL`] when there is none (its last row, and
-/// single edges).
+/// iteration that reads its column, [`FULL`] when there is none (its last row, or a
+/// single edge at another shift), or [`WINDOW`] for a single edge at shift 0.
 pub(crate) fn next_readers(edges: &[Edge], row_start: &[usize]) -> Vec<u32> {
     let row_of = |e: usize| row_start.partition_point(|&s| s <= e) - 1;
     (0..edges.len())
         .map(|e| {
             let later = &edges[row_start[row_of(e) + 1]..*row_start.last().unwrap_or(&0)];
+            if edges[e].single {
+                return if edges[e].shift == 0 { WINDOW } else { FULL };
+            }
             match later.iter().find(|o| o.base == edges[e].base) {
-                Some(o) if !edges[e].single => u32::try_from(o.shift).expect("shift below Zc"),
-                _ => FULL,
+                Some(o) => u32::try_from(o.shift).expect("shift below Zc"),
+                None => FULL,
             }
         })
         .collect()
