@@ -240,11 +240,11 @@ pub(crate) unsafe fn fixup_avx2(app: &mut [i8], edges: &[Edge], dims: &Dims) {
 /// at which the next row of the iteration reads edge `e`'s column, [`FULL`] or
 /// [`WINDOW`] (see [`next_readers`]). The row wrote the column's current values at
 /// `[shift, shift + Zc)`; the reader needs them at `[next, next + Zc)`, so only the
-/// `|next - shift|` lanes between the two windows are copied (a third of the full copy
-/// at Zc = 72 on average). The rest of the column is stale until the column's last row
-/// in the iteration, which restores all of it (the syndrome and the output read every
-/// window). A single edge at shift 0 (every one of TS 38.212's: the extension columns
-/// are an identity) is left as its row wrote it.
+/// `|next - shift|` lanes between the two windows are copied. The rest of the column
+/// is stale until the column's last row in the iteration, which restores all of it
+/// (the parity check reads every row's window, the output the first copy). A single
+/// edge at shift 0 (every one of TS 38.212's: the extension columns are an identity)
+/// is left as its row wrote it.
 ///
 /// # Safety
 /// As [`fixup_avx2`]; `next` holds one entry per edge, each [`FULL`], [`WINDOW`] or
