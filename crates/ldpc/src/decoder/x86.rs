@@ -280,19 +280,20 @@ pub(crate) const WINDOW: u32 = u32::MAX - 1;
 /// iteration that reads its column, [`FULL`] when there is none (its last row, or a
 /// single edge at another shift), or [`WINDOW`] for a single edge at shift 0.
 pub(crate) fn next_readers(edges: &[Edge], row_start: &[usize]) -> Vec<u32> {
-    let row_of = |e: usize| row_start.partition_point(|&s| s <= e) - 1;
-    (0..edges.len())
-        .map(|e| {
-            let later = &edges[row_start[row_of(e) + 1]..*row_start.last().unwrap_or(&0)];
-            if edges[e].single {
-                return if edges[e].shift == 0 { WINDOW } else { FULL };
+    let mut next = Vec::with_capacity(edges.len());
+    for row in row_start.windows(2) {
+        let later = &edges[row[1]..];
+        next.extend(edges[row[0]..row[1]].iter().map(|ed| {
+            if ed.single {
+                return if ed.shift == 0 { WINDOW } else { FULL };
             }
-            match later.iter().find(|o| o.base == edges[e].base) {
+            match later.iter().find(|o| o.base == ed.base) {
                 Some(o) => u32::try_from(o.shift).expect("shift below Zc"),
                 None => FULL,
             }
-        })
-        .collect()
+        }));
+    }
+    next
 }
 
 /// Both copies of [`fixup_avx2`] for one column at `col`.
