@@ -86,6 +86,57 @@ fn run_all(ex: &GpuExecutor, instrs: &[Instr]) -> Result<(), GpuError> {
     ex.device().synchronize()
 }
 
+/// The uplink frame's instructions in an order that respects their dependences
+/// (one per symbol, part or user group, as the station issues them).
+fn uplink_program(shape: &FrameShape) -> Vec<Instr> {
+    let mut instrs = Vec::new();
+    for s in shape.received_symbols() {
+        instrs.push(Instr::new(0, s, Opcode::Load, 0));
+    }
+    for &s in &shape.pilot_symbols {
+        instrs.push(Instr::new(0, s, Opcode::PilotFft, 0));
+    }
+    for &s in &shape.uplink_symbols {
+        instrs.push(Instr::new(0, s, Opcode::UpFft, 0));
+    }
+    for p in 0..shape.parts {
+        instrs.push(Instr::new(0, 0, Opcode::Zf, p));
+    }
+    for &s in &shape.uplink_symbols {
+        for p in 0..shape.parts {
+            instrs.push(Instr::new(0, s, Opcode::EqDemod, p));
+        }
+        for g in 0..shape.user_groups {
+            instrs.push(Instr::new(0, s, Opcode::Decode, g));
+        }
+    }
+    instrs.push(Instr::new(0, 0, Opcode::Store, 0));
+    instrs
+}
+
+/// The downlink's instructions after its ZF: encode each data symbol per user group,
+/// then precode, IFFT and store the reference and every data symbol.
+fn downlink_program(shape: &FrameShape) -> Vec<Instr> {
+    let mut instrs = Vec::new();
+    for &s in &shape.downlink_symbols {
+        for g in 0..shape.user_groups {
+            instrs.push(Instr::new(0, s, Opcode::Encode, g));
+        }
+    }
+    for &s in shape
+        .downlink_reference
+        .iter()
+        .chain(&shape.downlink_symbols)
+    {
+        for p in 0..shape.parts {
+            instrs.push(Instr::new(0, s, Opcode::Precode, p));
+        }
+        instrs.push(Instr::new(0, s, Opcode::Ifft, 0));
+        instrs.push(Instr::new(0, s, Opcode::Store, 0));
+    }
+    instrs
+}
+
 /// Run the comparisons for `cfg` (cut into `parts` subcarrier parts) on `dev`.
 ///
 /// # Errors
@@ -104,30 +155,7 @@ pub fn run(
         .map_err(|e| GpuError::Config(format!("generator: {e}")))?;
     ex.set_input(0, &frame.samples)?;
     let (m, k, d) = (cfg.antennas, cfg.users, cfg.data_num);
-    let mut instrs = Vec::new();
-    let received = shape.received_symbols();
-    for &s in &received {
-        instrs.push(Instr::new(0, s, Opcode::Load, 0));
-    }
-    for &s in &shape.pilot_symbols {
-        instrs.push(Instr::new(0, s, Opcode::PilotFft, 0));
-    }
-    for &s in &shape.uplink_symbols {
-        instrs.push(Instr::new(0, s, Opcode::UpFft, 0));
-    }
-    for p in 0..parts {
-        instrs.push(Instr::new(0, 0, Opcode::Zf, p));
-    }
-    for &s in &shape.uplink_symbols {
-        for p in 0..parts {
-            instrs.push(Instr::new(0, s, Opcode::EqDemod, p));
-        }
-        for u in 0..k {
-            instrs.push(Instr::new(0, s, Opcode::Decode, u));
-        }
-    }
-    instrs.push(Instr::new(0, 0, Opcode::Store, 0));
-    run_all(&ex, &instrs)?;
+    run_all(&ex, &uplink_program(&shape))?;
 
     ex.uplink_results(0)?.check_zf()?;
     let mut checks = Vec::new();
@@ -319,21 +347,12 @@ fn downlink(
     let reference = shape
         .downlink_reference
         .expect("downlink has a reference symbol");
-    let mut instrs = Vec::new();
-    for (j, &s) in shape.downlink_symbols.iter().enumerate() {
+    for j in 0..shape.downlink_symbols.len() {
         for (u, p) in payload.iter().enumerate() {
             ex.set_downlink_payload(0, j, u, &p[j * blocks * pb..(j + 1) * blocks * pb])?;
-            instrs.push(Instr::new(0, s, Opcode::Encode, u));
         }
     }
-    for &s in std::iter::once(&reference).chain(&shape.downlink_symbols) {
-        for p in 0..shape.parts {
-            instrs.push(Instr::new(0, s, Opcode::Precode, p));
-        }
-        instrs.push(Instr::new(0, s, Opcode::Ifft, 0));
-        instrs.push(Instr::new(0, s, Opcode::Store, 0));
-    }
-    run_all(ex, &instrs)?;
+    run_all(ex, &downlink_program(shape))?;
     let qam_gpu = as_cf32(&ex.read_back(0, Intermediate::DownlinkQam)?);
     let ant_gpu = as_cf32(&ex.read_back(0, Intermediate::DownlinkAntenna)?);
     let tx_gpu = ex.tx_samples(0)?.to_vec();
@@ -394,4 +413,43 @@ fn downlink(
         1.0,
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::FrameLayout;
+
+    /// Every instruction the self-test launches names data of the executor's layout
+    /// (a program drawn per user rather than per user group once failed on the GPU).
+    #[test]
+    fn programs_fit_the_executor_layout() {
+        for (name, parts) in [("8x2", 1), ("16x4", 1), ("64x16", 8), ("64x16_downlink", 4)] {
+            let cfg = FrameConfig::load(std::path::Path::new(&format!(
+                "{}/../phy/configs/{name}.json",
+                env!("CARGO_MANIFEST_DIR")
+            )))
+            .unwrap();
+            let shape = FrameShape::new(&cfg, parts).unwrap();
+            let layout = FrameLayout::new(&cfg, &shape).unwrap();
+            let mut programs = Vec::new();
+            if !shape.uplink_symbols.is_empty() {
+                programs.push(uplink_program(&shape));
+            }
+            if shape.has_downlink() {
+                programs.push(downlink_program(&shape));
+            }
+            assert!(!programs.is_empty(), "{name}");
+            for instr in programs.iter().flatten() {
+                assert!(layout.check(instr).is_ok(), "{name}: {instr}");
+            }
+            let decodes = programs
+                .iter()
+                .flatten()
+                .filter(|i| matches!(i.opcode, Opcode::Decode | Opcode::Encode))
+                .count();
+            let data_symbols = shape.uplink_symbols.len() + shape.downlink_symbols.len();
+            assert_eq!(decodes, data_symbols * shape.user_groups, "{name}");
+        }
+    }
 }
