@@ -4,6 +4,7 @@
 //!
 //! * [`kernels`]: the CUDA C sources and the constants they share with phy/ldpc;
 //! * [`nvrtc`]: finding NVRTC (toolkit or PyPI) and compiling to PTX + CUBIN;
+//! * [`nvrtc_lib`]: NVRTC's functions, looked up in the library [`nvrtc`] opened;
 //! * [`ldpc_graph`]: radiohost-ldpc's base graphs lifted for the kernels;
 //! * [`occupancy`]: resource tuple -> CTAs per SM -> SMs needed (pure Rust);
 //! * [`describe`]: the launch geometry of every opcode for a frame shape (`sm_need`);
@@ -33,6 +34,7 @@ pub mod kernels;
 pub mod layout;
 pub mod ldpc_graph;
 pub mod nvrtc;
+pub mod nvrtc_lib;
 pub mod occupancy;
 pub mod selftest;
 pub mod station;

@@ -1,27 +1,28 @@
 //! Finding NVRTC and compiling the kernel modules with it — no GPU needed.
 //!
-//! NVRTC comes from a CUDA toolkit or from PyPI (`pip install nvidia-cuda-nvrtc-cu12`,
-//! which puts `libnvrtc.so.12` under `site-packages/nvidia/cuda_nvrtc/lib`). The
-//! library is looked for in `RADIOHOST_NVRTC` (a file or a folder), then
-//! `LD_LIBRARY_PATH`, the usual CUDA folders and Python site-packages folders. The one
-//! found is opened by absolute path (`RTLD_GLOBAL`) before cudarc opens it by name:
-//! the dynamic loader then reuses the already-loaded library (same soname), so no
-//! `LD_LIBRARY_PATH` is needed.
+//! NVRTC 12 or 13 comes from a CUDA toolkit or from PyPI (`pip install
+//! nvidia-cuda-nvrtc-cu12` puts `libnvrtc.so.12` under
+//! `site-packages/nvidia/cuda_nvrtc/lib`; CUDA 13's `nvidia-cuda-nvrtc` puts
+//! `libnvrtc.so.13` under `site-packages/nvidia/cu13/lib`). The library is looked for
+//! in `RADIOHOST_NVRTC` (a file or a folder), then `LD_LIBRARY_PATH`, the usual CUDA
+//! folders and Python site-packages folders, then by name through the system loader.
+//! The one found is opened by absolute path and its functions looked up in that handle
+//! ([`crate::nvrtc_lib`]), so no `LD_LIBRARY_PATH` is needed.
 //!
 //! Compilation targets a real architecture (`sm_90`), so NVRTC yields a CUBIN as well
 //! as the PTX; loading the CUBIN avoids PTX JIT, which fails when the driver is older
 //! than NVRTC. `ptxas -v` output gives each kernel's registers and static shared memory
 //! without a GPU.
 
-use std::ffi::{c_char, CStr, CString};
+use std::ffi::{c_void, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use cudarc::nvrtc::{result, sys};
 use serde::Serialize;
 
 use crate::kernels::KernelModule;
+use crate::nvrtc_lib::{NvrtcLib, Program};
 use crate::GpuError;
 
 /// The NVRTC library in use.
@@ -54,9 +55,10 @@ fn candidate_dirs() -> Vec<PathBuf> {
     ] {
         dirs.push(d.into());
     }
-    let pip_suffix = Path::new("nvidia/cuda_nvrtc/lib");
+    // CUDA 12's wheel (nvidia-cuda-nvrtc-cu12), then CUDA 13's (nvidia-cuda-nvrtc).
     for sp in site_packages() {
-        dirs.push(sp.join(pip_suffix));
+        dirs.push(sp.join("nvidia/cuda_nvrtc/lib"));
+        dirs.push(sp.join("nvidia/cu13/lib"));
     }
     dirs
 }
@@ -125,12 +127,89 @@ fn dlerror_text() -> String {
 pub enum NvrtcLoadError {
     #[error("path {} contains a NUL byte: set RADIOHOST_NVRTC to a path without one", .0.display())]
     NulInPath(PathBuf),
-    #[error("{} exists but cannot be loaded ({reason}): set RADIOHOST_NVRTC to a libnvrtc.so.12 that matches this machine", path.display())]
+    #[error("{} exists but cannot be loaded ({reason}): set RADIOHOST_NVRTC to a libnvrtc.so.12 or .so.13 that matches this machine", path.display())]
     Unloadable { path: PathBuf, reason: String },
-    #[error("searched RADIOHOST_NVRTC, LD_LIBRARY_PATH, /usr/local/cuda and Python site-packages (nvidia/cuda_nvrtc/lib): install it with `pip install nvidia-cuda-nvrtc-cu12` or set RADIOHOST_NVRTC=/path/to/libnvrtc.so.12")]
+    #[error("searched RADIOHOST_NVRTC, LD_LIBRARY_PATH, /usr/local/cuda, Python site-packages (nvidia/cuda_nvrtc/lib, nvidia/cu13/lib) and the loader's cache: install it with `pip install nvidia-cuda-nvrtc-cu12` or set RADIOHOST_NVRTC=/path/to/libnvrtc.so.12")]
     NotFound,
-    #[error("nvrtcVersion failed ({0}): the library is broken; reinstall it (`pip install nvidia-cuda-nvrtc-cu12`)")]
+    #[error(
+        "the NVRTC library is unusable ({0}); reinstall it (`pip install nvidia-cuda-nvrtc-cu12`)"
+    )]
     Version(String),
+}
+
+/// Names the system loader is asked for when no file was found in the candidate
+/// folders (its own search: `ld.so.cache`, `LD_LIBRARY_PATH`), newest first.
+const SONAMES: [&str; 3] = ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"];
+
+fn dlopen_global(name: &CStr) -> *mut c_void {
+    // SAFETY: dlopen with a valid C string; the handle is deliberately never closed
+    // (the function table points into the library for the process lifetime).
+    unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) }
+}
+
+/// Open NVRTC's builtins library from the folder of `nvrtc` ahead of NVRTC, which
+/// looks for it by name when it first compiles: a pip wheel's folder is on no
+/// loader path. Best effort: a toolkit install finds it through `ld.so.cache`.
+fn preload_builtins(nvrtc: &Path) {
+    let Some(dir) = nvrtc.parent() else { return };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with("libnvrtc-builtins.so.") {
+            if let Ok(c) = CString::new(e.path().as_os_str().as_encoded_bytes()) {
+                dlopen_global(&c);
+            }
+        }
+    }
+}
+
+fn open_nvrtc() -> Result<(NvrtcInfo, NvrtcLib), NvrtcLoadError> {
+    let path = find_nvrtc_file();
+    let handle = match &path {
+        Some(p) => {
+            let c = CString::new(p.as_os_str().as_encoded_bytes())
+                .map_err(|_| NvrtcLoadError::NulInPath(p.clone()))?;
+            preload_builtins(p);
+            let h = dlopen_global(&c);
+            if h.is_null() {
+                return Err(NvrtcLoadError::Unloadable {
+                    path: p.clone(),
+                    reason: dlerror_text(),
+                });
+            }
+            h
+        }
+        None => SONAMES
+            .iter()
+            .map(|n| dlopen_global(&CString::new(*n).expect("static name")))
+            .find(|h| !h.is_null())
+            .ok_or(NvrtcLoadError::NotFound)?,
+    };
+    // SAFETY: a live handle of a library named libnvrtc, never closed.
+    let lib = unsafe { NvrtcLib::from_handle(handle) }.map_err(NvrtcLoadError::Version)?;
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: out-pointers are valid.
+    lib.check(unsafe { (lib.version)(&mut major, &mut minor) })
+        .map_err(NvrtcLoadError::Version)?;
+    Ok((
+        NvrtcInfo {
+            path,
+            version: (major, minor),
+        },
+        lib,
+    ))
+}
+
+/// NVRTC, opened once per process (the first attempt's answer holds for the process).
+fn nvrtc() -> Result<&'static (NvrtcInfo, NvrtcLib), GpuError> {
+    static LOADED: OnceLock<Result<(NvrtcInfo, NvrtcLib), NvrtcLoadError>> = OnceLock::new();
+    LOADED
+        .get_or_init(open_nvrtc)
+        .as_ref()
+        .map_err(|e| GpuError::NoNvrtc(e.clone()))
 }
 
 /// Load NVRTC once per process (the library stays loaded for the process lifetime).
@@ -138,39 +217,7 @@ pub enum NvrtcLoadError {
 /// # Errors
 /// [`GpuError::NoNvrtc`] saying where it looked and how to install it.
 pub fn load_nvrtc() -> Result<NvrtcInfo, GpuError> {
-    static LOADED: OnceLock<Result<NvrtcInfo, NvrtcLoadError>> = OnceLock::new();
-    LOADED
-        .get_or_init(|| {
-            let path = find_nvrtc_file();
-            if let Some(p) = &path {
-                let c = CString::new(p.as_os_str().as_encoded_bytes())
-                    .map_err(|_| NvrtcLoadError::NulInPath(p.clone()))?;
-                // SAFETY: dlopen with a valid C string; the handle is deliberately
-                // never closed (cudarc keeps using the library).
-                let h = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
-                if h.is_null() {
-                    return Err(NvrtcLoadError::Unloadable {
-                        path: p.clone(),
-                        reason: dlerror_text(),
-                    });
-                }
-            }
-            // SAFETY: only probes whether the library can be opened.
-            if !unsafe { sys::is_culib_present() } {
-                return Err(NvrtcLoadError::NotFound);
-            }
-            let (mut major, mut minor) = (0, 0);
-            // SAFETY: the library is present; out-pointers are valid.
-            unsafe { sys::nvrtcVersion(&mut major, &mut minor) }
-                .result()
-                .map_err(|e| NvrtcLoadError::Version(format!("{e:?}")))?;
-            Ok(NvrtcInfo {
-                path,
-                version: (major, minor),
-            })
-        })
-        .clone()
-        .map_err(GpuError::NoNvrtc)
+    nvrtc().map(|(info, _)| info.clone())
 }
 
 /// What `ptxas -v` reported for one kernel.
@@ -196,6 +243,9 @@ pub struct CompiledModule {
     pub cubin_bytes: usize,
     pub compile_ms: f64,
     pub kernels: Vec<PtxasInfo>,
+    /// NVRTC's log (the `ptxas -v` lines the kernels' resources were read from).
+    #[serde(skip)]
+    pub log: String,
 }
 
 /// Parse the `ptxas info` lines of an NVRTC log.
@@ -225,25 +275,12 @@ pub fn parse_ptxas_log(log: &str) -> Vec<PtxasInfo> {
     out
 }
 
-fn log_of(prog: sys::nvrtcProgram) -> String {
-    // SAFETY: prog is a live program.
-    match unsafe { result::get_program_log(prog) } {
-        Ok(raw) => {
-            // SAFETY: NVRTC returns a NUL-terminated buffer.
-            unsafe { CStr::from_ptr(raw.as_ptr() as *const c_char) }
-                .to_string_lossy()
-                .into_owned()
-        }
-        Err(e) => format!("(no log: {e:?})"),
-    }
-}
-
 /// Compile `module` for `arch` (e.g. `"sm_90"`): PTX, CUBIN and per-kernel resources.
 ///
 /// # Errors
 /// NVRTC missing, or a compile error with NVRTC's log.
 pub fn compile(module: &KernelModule, arch: &str) -> Result<CompiledModule, GpuError> {
-    load_nvrtc()?;
+    let (_, lib) = nvrtc()?;
     let fail = |message: String| GpuError::Compile {
         module: module.name,
         arch: arch.to_string(),
@@ -256,35 +293,49 @@ pub fn compile(module: &KernelModule, arch: &str) -> Result<CompiledModule, GpuE
     }
     let src = CString::new(module.source()).map_err(|_| fail("source has a NUL byte".into()))?;
     let name = CString::new(format!("{}.cu", module.name)).expect("static name");
-    let t0 = Instant::now();
-    let prog = result::create_program(&src, Some(&name)).map_err(|e| fail(format!("{e:?}")))?;
-    let options = [
+    let options: Vec<CString> = [
         format!("--gpu-architecture={arch}"),
         "--std=c++17".to_string(),
         "--ptxas-options=-v".to_string(),
         "--fmad=true".to_string(),
-    ];
-    // SAFETY: prog is live until destroy_program below.
-    let compiled = unsafe { result::compile_program(prog, &options) };
-    let log = log_of(prog);
+    ]
+    .into_iter()
+    .map(|o| CString::new(o).expect("options have no NUL"))
+    .collect();
+    let option_ptrs: Vec<_> = options.iter().map(|o| o.as_ptr()).collect();
+    let t0 = Instant::now();
+    let mut prog: Program = std::ptr::null_mut();
+    // SAFETY: valid C strings, no headers; prog receives the new program.
+    lib.check(unsafe {
+        (lib.create_program)(
+            &mut prog,
+            src.as_ptr(),
+            name.as_ptr(),
+            0,
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    })
+    .map_err(fail)?;
+    // SAFETY: prog is live until destroy_program below; the options outlive the call.
+    let compiled = lib.check(unsafe {
+        (lib.compile_program)(prog, option_ptrs.len() as i32, option_ptrs.as_ptr())
+    });
+    // SAFETY: prog is live.
+    let log = unsafe { lib.output(prog, lib.get_program_log_size, lib.get_program_log) }
+        .map(|b| text_of(&b))
+        .unwrap_or_else(|e| format!("(no log: {e})"));
     let out = (|| {
-        compiled.map_err(|e| fail(format!("{e:?}\n{log}")))?;
-        // SAFETY: compiled successfully; buffers sized by NVRTC's own size calls.
-        let ptx = unsafe { result::get_ptx(prog) }.map_err(|e| fail(format!("PTX: {e:?}")))?;
-        let mut ptx: Vec<u8> = ptx.into_iter().map(|c| c as u8).collect();
+        compiled.map_err(|e| fail(format!("{e}\n{log}")))?;
+        // SAFETY: compiled successfully; prog is live.
+        let mut ptx = unsafe { lib.output(prog, lib.get_ptx_size, lib.get_ptx) }
+            .map_err(|e| fail(format!("PTX: {e}")))?;
         while ptx.last() == Some(&0) {
             ptx.pop();
         }
-        let mut size = 0usize;
         // SAFETY: as above.
-        unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) }
-            .result()
-            .map_err(|e| fail(format!("CUBIN size: {e:?}")))?;
-        let mut cubin = vec![0u8; size];
-        // SAFETY: cubin has the size NVRTC asked for.
-        unsafe { sys::nvrtcGetCUBIN(prog, cubin.as_mut_ptr() as *mut c_char) }
-            .result()
-            .map_err(|e| fail(format!("CUBIN: {e:?}")))?;
+        let cubin = unsafe { lib.output(prog, lib.get_cubin_size, lib.get_cubin) }
+            .map_err(|e| fail(format!("CUBIN: {e}")))?;
         Ok(CompiledModule {
             module: module.name,
             arch: arch.to_string(),
@@ -294,11 +345,18 @@ pub fn compile(module: &KernelModule, arch: &str) -> Result<CompiledModule, GpuE
             cubin,
             compile_ms: t0.elapsed().as_secs_f64() * 1e3,
             kernels: parse_ptxas_log(&log),
+            log,
         })
     })();
     // SAFETY: prog was created above and is destroyed once.
-    let _ = unsafe { result::destroy_program(prog) };
+    let _ = unsafe { (lib.destroy_program)(&mut prog) };
     out
+}
+
+/// A NUL-terminated buffer from NVRTC as text.
+fn text_of(buf: &[u8]) -> String {
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
 #[cfg(test)]

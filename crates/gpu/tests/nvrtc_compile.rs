@@ -33,7 +33,7 @@ fn every_kernel_compiles_for_sm90_and_sm80() {
                     .kernels
                     .iter()
                     .find(|x| x.kernel == *k)
-                    .unwrap_or_else(|| panic!("no ptxas info for {k}"));
+                    .unwrap_or_else(|| panic!("no ptxas info for {k} in NVRTC's log:\n{}", c.log));
                 assert!(r.registers > 0 && r.registers <= 255, "{k}: {r:?}");
                 eprintln!(
                     "{arch} {:>13}: {:>3} regs, {:>4} B static smem, spills {}/{} B, module PTX {} B, CUBIN {} B, {:.0} ms",
