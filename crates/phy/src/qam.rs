@@ -494,8 +494,10 @@ impl Demodulator {
         let qm = self.modulation.bits_per_symbol();
         assert_eq!(llrs.len(), symbols.len() * qm, "demodulate: llr length");
         assert_eq!(noise_var.len(), symbols.len(), "demodulate: noise length");
+        // AVX-512 CPUs run the AVX2 kernel too: there is no AVX-512 build of it, and
+        // the compiler's AVX-512 build of the portable body is several times slower.
         #[cfg(target_arch = "x86_64")]
-        if isa.min(Isa::cpu()) == Isa::Avx2 {
+        if isa.min(Isa::cpu()) >= Isa::Avx2 {
             let lv = &self.table.levels;
             // SAFETY: the CPU has AVX2 and FMA (checked just above); the lengths
             // were asserted above.
