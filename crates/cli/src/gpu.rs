@@ -73,8 +73,9 @@ pub struct ConfigArgs {
     /// Subcarrier parts of ZF, EqDemod and Precode.
     #[arg(long, default_value_t = 8)]
     parts: usize,
-    /// Downlink frame (1 pilot, 1 reference, 12 data symbols) instead of uplink.
-    #[arg(long)]
+    /// The downlink frame (1 pilot, 1 reference, 12 data symbols) instead of
+    /// its uplink; a --config file's own schedule says which it is.
+    #[arg(long, conflicts_with = "config")]
     downlink: bool,
 }
 

@@ -188,6 +188,10 @@ const CASES: &[(&str, &str)] = &[
     ("phy ldpc encode --zc 0 --input a --output b", "2..=384"),
     ("gpu bench --runs 0", "1..=1000000"),
     ("gpu bench --runs -1", "-1 is not in 1..=1000000"),
+    (
+        "gpu bench --config crates/phy/configs/64x16.json --downlink",
+        "cannot be used with",
+    ),
     // demo
     ("demo --nodes 0", "1..=64"),
     ("demo --nodes 300", "1..=64"),
