@@ -494,8 +494,10 @@ impl Demodulator {
         let qm = self.modulation.bits_per_symbol();
         assert_eq!(llrs.len(), symbols.len() * qm, "demodulate: llr length");
         assert_eq!(noise_var.len(), symbols.len(), "demodulate: noise length");
-        // AVX-512 CPUs run the AVX2 kernel too: there is no AVX-512 build of it, and
-        // the compiler's AVX-512 build of the portable body is several times slower.
+        // AVX-512 CPUs run the AVX2 kernel too: it has no AVX-512 build, and the
+        // compiler's AVX-512 build of the portable body demodulated 16-QAM at under half
+        // its copy-bandwidth floor on a Xeon, where this kernel runs above it on Zen 3
+        // (docs/BENCHMARKS.md, PHY session 29).
         #[cfg(target_arch = "x86_64")]
         if isa.min(Isa::cpu()) >= Isa::Avx2 {
             let lv = &self.table.levels;
