@@ -134,7 +134,7 @@ pub enum NvrtcLoadError {
     #[error(
         "the NVRTC library is unusable ({0}); reinstall it (`pip install nvidia-cuda-nvrtc-cu12`)"
     )]
-    Version(String),
+    Unusable(String),
 }
 
 /// Names the system loader is asked for when no file was found in the candidate
@@ -189,11 +189,11 @@ fn open_nvrtc() -> Result<(NvrtcInfo, NvrtcLib), NvrtcLoadError> {
             .ok_or(NvrtcLoadError::NotFound)?,
     };
     // SAFETY: a live handle of a library named libnvrtc, never closed.
-    let lib = unsafe { NvrtcLib::from_handle(handle) }.map_err(NvrtcLoadError::Version)?;
+    let lib = unsafe { NvrtcLib::from_handle(handle) }.map_err(NvrtcLoadError::Unusable)?;
     let (mut major, mut minor) = (0, 0);
     // SAFETY: out-pointers are valid.
     lib.check(unsafe { (lib.version)(&mut major, &mut minor) })
-        .map_err(NvrtcLoadError::Version)?;
+        .map_err(NvrtcLoadError::Unusable)?;
     Ok((
         NvrtcInfo {
             path,
