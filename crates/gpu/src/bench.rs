@@ -141,19 +141,7 @@ pub struct GpuBenchReport {
 
 /// Instructions that must run before an opcode can be timed on the frame (its inputs).
 fn prerequisites(shape: &FrameShape) -> Vec<Instr> {
-    let mut v = Vec::new();
-    for &s in &shape.received_symbols() {
-        v.push(Instr::new(0, s, Opcode::Load, 0));
-    }
-    for &s in &shape.pilot_symbols {
-        v.push(Instr::new(0, s, Opcode::PilotFft, 0));
-    }
-    for &s in &shape.uplink_symbols {
-        v.push(Instr::new(0, s, Opcode::UpFft, 0));
-    }
-    for p in 0..shape.parts {
-        v.push(Instr::new(0, 0, Opcode::Zf, p));
-    }
+    let mut v = crate::selftest::front_program(shape);
     if let Some(&s) = shape.uplink_symbols.first() {
         for p in 0..shape.parts {
             v.push(Instr::new(0, s, Opcode::EqDemod, p));

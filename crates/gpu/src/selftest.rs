@@ -86,9 +86,9 @@ fn run_all(ex: &GpuExecutor, instrs: &[Instr]) -> Result<(), GpuError> {
     ex.device().synchronize()
 }
 
-/// The uplink frame's instructions in an order that respects their dependences
-/// (one per symbol, part or user group, as the station issues them).
-fn uplink_program(shape: &FrameShape) -> Vec<Instr> {
+/// A frame's first instructions, in dependence order: load every received symbol,
+/// transform the pilots and uplink symbols, and ZF every part.
+pub(crate) fn front_program(shape: &FrameShape) -> Vec<Instr> {
     let mut instrs = Vec::new();
     for s in shape.received_symbols() {
         instrs.push(Instr::new(0, s, Opcode::Load, 0));
@@ -102,6 +102,13 @@ fn uplink_program(shape: &FrameShape) -> Vec<Instr> {
     for p in 0..shape.parts {
         instrs.push(Instr::new(0, 0, Opcode::Zf, p));
     }
+    instrs
+}
+
+/// The uplink frame's instructions in an order that respects their dependences
+/// (one per symbol, part or user group, as the station issues them).
+fn uplink_program(shape: &FrameShape) -> Vec<Instr> {
+    let mut instrs = front_program(shape);
     for &s in &shape.uplink_symbols {
         for p in 0..shape.parts {
             instrs.push(Instr::new(0, s, Opcode::EqDemod, p));
