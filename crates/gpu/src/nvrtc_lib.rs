@@ -2,9 +2,9 @@
 //!
 //! cudarc (built against CUDA 12.8) opens NVRTC by a list of names that stops at
 //! `libnvrtc.so.12`, so a machine with only CUDA 13's `libnvrtc.so.13` (a CUDA 13
-//! toolkit, or PyPI's `nvidia-cuda-nvrtc`) could not compile. The dozen functions below
-//! have kept their C signatures from CUDA 11 to 13; looking them up in the handle we
-//! opened ourselves makes any of those versions usable.
+//! toolkit, or PyPI's `nvidia-cuda-nvrtc`) could not compile. The eleven functions below
+//! have the same C signatures in NVRTC 12 and 13 (compiled with 12.9, 13.0 and 13.5);
+//! looking them up in the handle we opened ourselves makes either version usable.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
