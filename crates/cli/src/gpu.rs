@@ -73,8 +73,7 @@ pub struct ConfigArgs {
     /// Subcarrier parts of ZF, EqDemod and Precode.
     #[arg(long, default_value_t = 8)]
     parts: usize,
-    /// The downlink frame (1 pilot, 1 reference, 12 data symbols) instead of
-    /// its uplink; a --config file's own schedule says which it is.
+    /// The downlink frame (1 pilot, 1 reference, 12 data symbols); not with --config.
     #[arg(long, conflicts_with = "config")]
     downlink: bool,
 }

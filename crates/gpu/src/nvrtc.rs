@@ -22,7 +22,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::kernels::KernelModule;
-use crate::nvrtc_lib::{NvrtcLib, Program};
+use crate::nvrtc_lib::{NvrtcCallError, NvrtcLib, Program};
 use crate::GpuError;
 
 /// The NVRTC library in use.
@@ -134,7 +134,7 @@ pub enum NvrtcLoadError {
     #[error(
         "the NVRTC library is unusable ({0}); reinstall it (`pip install nvidia-cuda-nvrtc-cu12`)"
     )]
-    Unusable(String),
+    Unusable(#[from] NvrtcCallError),
 }
 
 /// Names the system loader is asked for when no file was found in the candidate
@@ -189,11 +189,10 @@ fn open_nvrtc() -> Result<(NvrtcInfo, NvrtcLib), NvrtcLoadError> {
             .ok_or(NvrtcLoadError::NotFound)?,
     };
     // SAFETY: a live handle of a library named libnvrtc, never closed.
-    let lib = unsafe { NvrtcLib::from_handle(handle) }.map_err(NvrtcLoadError::Unusable)?;
+    let lib = unsafe { NvrtcLib::from_handle(handle) }?;
     let (mut major, mut minor) = (0, 0);
     // SAFETY: out-pointers are valid.
-    lib.check(unsafe { (lib.version)(&mut major, &mut minor) })
-        .map_err(NvrtcLoadError::Unusable)?;
+    lib.check(unsafe { (lib.version)(&mut major, &mut minor) })?;
     Ok((
         NvrtcInfo {
             path,
@@ -316,7 +315,7 @@ pub fn compile(module: &KernelModule, arch: &str) -> Result<CompiledModule, GpuE
             std::ptr::null(),
         )
     })
-    .map_err(fail)?;
+    .map_err(|e| fail(e.to_string()))?;
     // SAFETY: prog is live until destroy_program below; the options outlive the call.
     let compiled = lib.check(unsafe {
         (lib.compile_program)(prog, option_ptrs.len() as i32, option_ptrs.as_ptr())

@@ -13,6 +13,15 @@ pub type NvrtcResult = c_int;
 /// `nvrtcProgram`, an opaque handle.
 pub type Program = *mut c_void;
 
+/// Why an NVRTC library or one of its calls failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NvrtcCallError {
+    #[error("the library has no `{0}`")]
+    MissingSymbol(&'static str),
+    #[error("{name} (NVRTC error {code})")]
+    Failed { code: NvrtcResult, name: String },
+}
+
 /// The loaded library's functions (the handle is never closed).
 pub struct NvrtcLib {
     pub version: unsafe extern "C" fn(*mut c_int, *mut c_int) -> NvrtcResult,
@@ -44,16 +53,19 @@ impl NvrtcLib {
     /// Look every function up in `handle` (from `dlopen`).
     ///
     /// # Errors
-    /// The first symbol the library lacks.
+    /// [`NvrtcCallError::MissingSymbol`]: the first symbol the library lacks.
     ///
     /// # Safety
     /// `handle` must be a live `dlopen` handle of an NVRTC library, never closed.
-    pub unsafe fn from_handle(handle: *mut c_void) -> Result<Self, String> {
-        unsafe fn sym<T: Copy>(handle: *mut c_void, name: &str) -> Result<T, String> {
+    pub unsafe fn from_handle(handle: *mut c_void) -> Result<Self, NvrtcCallError> {
+        unsafe fn sym<T: Copy>(
+            handle: *mut c_void,
+            name: &'static str,
+        ) -> Result<T, NvrtcCallError> {
             let c = CString::new(name).expect("static symbol name");
             let p = libc::dlsym(handle, c.as_ptr());
             if p.is_null() {
-                return Err(format!("the library has no `{name}`"));
+                return Err(NvrtcCallError::MissingSymbol(name));
             }
             // SAFETY (caller): T is the function-pointer type of `name`.
             Ok(std::mem::transmute_copy::<*mut c_void, T>(&p))
@@ -73,21 +85,23 @@ impl NvrtcLib {
         })
     }
 
-    /// `Ok(())` for success, else NVRTC's name for `code`.
+    /// `Ok(())` for success, else the failure with NVRTC's name for `code`.
     ///
     /// # Errors
-    /// The error's name, e.g. `NVRTC_ERROR_COMPILATION`.
-    pub fn check(&self, code: NvrtcResult) -> Result<(), String> {
+    /// [`NvrtcCallError::Failed`], named e.g. `NVRTC_ERROR_COMPILATION`.
+    pub fn check(&self, code: NvrtcResult) -> Result<(), NvrtcCallError> {
         if code == 0 {
             return Ok(());
         }
-        // SAFETY: nvrtcGetErrorString returns a static NUL-terminated string.
+        // SAFETY: nvrtcGetErrorString returns NULL or a static NUL-terminated string.
         let p = unsafe { (self.get_error_string)(code) };
-        if p.is_null() {
-            return Err(format!("NVRTC error {code}"));
-        }
-        // SAFETY: as above.
-        Err(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+        let name = if p.is_null() {
+            "unnamed".to_string()
+        } else {
+            // SAFETY: as above.
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        };
+        Err(NvrtcCallError::Failed { code, name })
     }
 
     /// One of the program's outputs (log, PTX, CUBIN) through its size and copy calls.
@@ -102,7 +116,7 @@ impl NvrtcLib {
         prog: Program,
         size: unsafe extern "C" fn(Program, *mut usize) -> NvrtcResult,
         copy: unsafe extern "C" fn(Program, *mut c_char) -> NvrtcResult,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, NvrtcCallError> {
         let mut n = 0usize;
         self.check(size(prog, &mut n))?;
         let mut buf = vec![0u8; n];

@@ -974,6 +974,16 @@ mod tests {
         }
     }
 
+    /// True, after saying the test `what` cannot run, where the CPU lacks AVX2.
+    #[cfg(target_arch = "x86_64")]
+    fn lacks_avx2(what: &str) -> bool {
+        let lacks = SimdLevel::Avx2.resolve() != SimdLevel::Avx2;
+        if lacks {
+            println!("SKIPPED: {what} (CPU lacks AVX2)");
+        }
+        lacks
+    }
+
     /// The AVX2 parity check (the doubled layout's [`x86_rows::syndrome_ok_halves_avx2`]
     /// or the wrapped layout's) agrees with the portable one on the same APP values,
     /// after each of the first four iterations of noisy blocks (where some checks still
@@ -983,8 +993,7 @@ mod tests {
     #[test]
     fn avx2_parity_check_matches_the_portable_one() {
         use crate::BaseGraph;
-        if SimdLevel::Avx2.resolve() != SimdLevel::Avx2 {
-            println!("SKIPPED: AVX2 parity check (CPU lacks AVX2)");
+        if lacks_avx2("AVX2 parity check") {
             return;
         }
         let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
@@ -1030,8 +1039,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn fixups_give_the_next_reader_its_window() {
-        if SimdLevel::Avx2.resolve() != SimdLevel::Avx2 {
-            println!("SKIPPED: AVX2 fix-up copies (CPU lacks AVX2)");
+        if lacks_avx2("AVX2 fix-up copies") {
             return;
         }
         let mut next = xorshift(0x2545_f491_4f6c_dd1d);
