@@ -274,7 +274,16 @@ pub fn parse_ptxas_log(log: &str) -> Vec<PtxasInfo> {
     out
 }
 
+/// The environment variable that turns the CUDA compute cache off (NVRTC 13 obeys
+/// it too: with it set, every compile runs ptxas and reports each kernel).
+pub const NO_CACHE_ENV: &str = "CUDA_CACHE_DISABLE";
+
 /// Compile `module` for `arch` (e.g. `"sm_90"`): PTX, CUBIN and per-kernel resources.
+///
+/// The resources come from ptxas's report in NVRTC's log. NVRTC 13 serves a module it
+/// compiled before from the CUDA compute cache without running ptxas, and its log
+/// then has no report: `kernels` lists only what the log gave. Set
+/// [`NO_CACHE_ENV`] to 1 before NVRTC loads for a full report.
 ///
 /// # Errors
 /// NVRTC missing, or a compile error with NVRTC's log.
