@@ -36,7 +36,7 @@ pub struct BenchConfig {
     pub frames: u64,
     /// Frame deadline; `None`: max(4 ms, 4 x the serial frame time).
     pub deadline_ns: Option<u64>,
-    /// Subcarrier parts; `None`: [`FrameShape::default_parts_here`] per configuration.
+    /// Subcarrier parts; `None`: [`FrameShape::default_parts_for`] per configuration.
     pub parts: Option<usize>,
     pub transport: TransportKind,
 }
@@ -186,7 +186,7 @@ pub fn run_bench(
         }
         let parts = b
             .parts
-            .unwrap_or_else(|| FrameShape::default_parts_here(cfg));
+            .unwrap_or_else(|| FrameShape::default_parts_for(cfg, &b.devices));
         let mut s = StationSetup::new(cfg, name, parts, 8, b.devices.clone()).map_err(|e| {
             SetupError::Engine {
                 context: format!("setting up {name}"),

@@ -259,6 +259,7 @@ impl Calibration {
             downlink_reference: None,
             downlink_symbols: vec![],
             parts: self.shape.parts,
+            zf_batch_span: 1,
             user_groups: self.shape.user_groups,
         }
     }

@@ -225,6 +225,7 @@ mod tests {
             downlink_reference: dl.first().copied(),
             downlink_symbols: dl.iter().skip(1).copied().collect(),
             parts,
+            zf_batch_span: 1,
             user_groups: users,
         }
     }
@@ -289,6 +290,7 @@ mod tests {
     #[test]
     fn user_groups_cut_decode_and_encode() {
         let s = FrameShape {
+            zf_batch_span: 1,
             user_groups: 2,
             ..shape(1, 2, 3, 5, 1)
         };

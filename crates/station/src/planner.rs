@@ -303,6 +303,7 @@ mod tests {
             downlink_reference: None,
             downlink_symbols: vec![],
             parts: 2,
+            zf_batch_span: 1,
             user_groups: 2,
         };
         let dag = FrameDag::build(&shape);

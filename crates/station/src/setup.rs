@@ -306,12 +306,12 @@ pub struct RunConfig {
 
 impl RunConfig {
     /// The part count: the one asked for, else the calibration's (its figures are
-    /// per part), else [`FrameShape::default_parts_here`].
+    /// per part), else [`FrameShape::default_parts_for`] its devices.
     pub fn parts(&self) -> usize {
         match (self.parts, &self.calibration) {
             (Some(p), _) => p,
             (None, Some(c)) => c.shape.parts,
-            (None, None) => FrameShape::default_parts_here(&self.config),
+            (None, None) => FrameShape::default_parts_for(&self.config, &self.devices),
         }
     }
 
@@ -453,7 +453,10 @@ mod tests {
             verify_downlink: false,
             calibration: None,
         };
-        assert_eq!(rc.parts(), FrameShape::default_parts_here(&rc.config));
+        assert_eq!(
+            rc.parts(),
+            FrameShape::default_parts_for(&rc.config, &rc.devices)
+        );
         let calibrated = RunConfig {
             calibration: calibrated_at(3),
             ..rc.clone()

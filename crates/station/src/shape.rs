@@ -5,7 +5,10 @@
 use std::ops::Range;
 
 use radiohost_phy::config::SymbolKind;
+use radiohost_phy::zf::BATCH;
 use radiohost_phy::FrameConfig;
+
+use crate::runtime::DeviceSpec;
 
 /// Errors in choosing a frame shape.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -52,6 +55,9 @@ pub struct FrameShape {
     pub downlink_symbols: Vec<usize>,
     /// Number of subcarrier parts ZF, EqDemod and Precode are split into.
     pub parts: usize,
+    /// Data subcarriers one ZF batch covers ([`BATCH`] groups of `zf_block`): parts
+    /// are cut at multiples of it where they can be (see [`Self::part_range`]).
+    pub zf_batch_span: usize,
     /// Number of user groups each symbol's Decode and Encode are split into (an
     /// instruction's `part` is then its group; see [`Self::user_range`]).
     pub user_groups: usize,
@@ -87,6 +93,7 @@ impl FrameShape {
             downlink_reference: downlink.first().copied(),
             downlink_symbols: downlink.into_iter().skip(1).collect(),
             parts,
+            zf_batch_span: BATCH * cfg.zf_block,
             user_groups: Self::default_user_groups(cfg),
         })
     }
@@ -103,24 +110,51 @@ impl FrameShape {
 
     /// The part count when none is asked for: one per core that can run at once,
     /// but no more than leaves each part [`MIN_PART_MACS`] of equalisation per
-    /// symbol. With 2 cores: 8x2 and 16x4 get 1, 32x8 and 64x16 get 2; with 36
-    /// cores 64x16 gets 36 (the ZF on every frame's critical path splits with it).
+    /// symbol, and no more than the ZF batches (so that each part solves only its
+    /// own). With 2 cores: 8x2 and 16x4 get 1, 32x8 and 64x16 get 2; with 36 cores
+    /// 32x8 gets 9 (by its multiply-adds) and 64x16 5 (its ZF batches).
     pub fn default_parts(cfg: &FrameConfig, cores: usize) -> usize {
         let macs = cfg.antennas * cfg.users * cfg.data_num;
+        let batches = cfg.data_num.div_ceil(BATCH * cfg.zf_block);
         (macs / MIN_PART_MACS)
             .clamp(1, cores.max(1))
+            .min(batches)
             .min(cfg.data_num)
     }
 
-    /// [`Self::default_parts`] for the cores this process may run on.
-    pub fn default_parts_here(cfg: &FrameConfig) -> usize {
+    /// [`Self::default_parts`] for a pool of devices: one part per CPU worker thread
+    /// (at most the cores this process may run on), or per core for a pool with no
+    /// CPU device. Workers, not the machine's cores: every part is one more
+    /// instruction per symbol through the one policy lock, and on a 16-core Xeon
+    /// 64x16 on 8 workers decoded fewer frames with 16 parts than with 8 or 4
+    /// (docs/BENCHMARKS.md, "Station on 16 cores").
+    pub fn default_parts_for(cfg: &FrameConfig, devices: &[DeviceSpec]) -> usize {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        Self::default_parts(cfg, cores)
+        let workers: usize = devices.iter().map(DeviceSpec::cpu_workers).sum();
+        let units = if workers == 0 {
+            cores
+        } else {
+            workers.min(cores)
+        };
+        Self::default_parts(cfg, units)
     }
 
-    /// Data-subcarrier indices (0..data_num) of part `k`; parts differ by at most one.
+    /// Data-subcarrier indices (0..data_num) of part `k`. With no more parts than ZF
+    /// batches, each part is whole batches (counts differing by at most one; only
+    /// the last batch may be short), so no batch is solved by two parts' `Zf`: on a
+    /// 16-core Xeon, 64x16 cut evenly into 14 parts solved 18 batches of 5 and took
+    /// 175 us per `Zf` (docs/BENCHMARKS.md, "Station on 16 cores"). More parts
+    /// than batches are cut evenly, differing by at most one subcarrier. Part 0 is
+    /// the longest either way.
     pub fn part_range(&self, k: usize) -> Range<usize> {
-        even_split(self.data_num, self.parts, k)
+        let span = self.zf_batch_span.max(1);
+        let batches = self.data_num.div_ceil(span);
+        if self.parts <= batches {
+            let b = even_split(batches, self.parts, k);
+            b.start * span..(b.end * span).min(self.data_num)
+        } else {
+            even_split(self.data_num, self.parts, k)
+        }
     }
 
     /// Users (0..users) of group `g`; groups differ by at most one user.
@@ -170,25 +204,43 @@ mod tests {
             downlink_reference: None,
             downlink_symbols: vec![],
             parts,
+            zf_batch_span: 1,
             user_groups: 2,
         }
     }
 
     #[test]
     fn parts_tile_the_data_subcarriers() {
-        for data_num in [1, 7, 64, 1200] {
-            for parts in 1..=data_num.min(13) {
-                let s = shape(data_num, parts);
-                let mut next = 0;
-                for k in 0..parts {
-                    let r = s.part_range(k);
-                    assert_eq!(r.start, next);
-                    assert!(!r.is_empty());
-                    next = r.end;
+        for span in [1, 32, 256] {
+            for data_num in [1, 7, 64, 1200] {
+                for parts in 1..=data_num.min(13) {
+                    let s = FrameShape {
+                        zf_batch_span: span,
+                        ..shape(data_num, parts)
+                    };
+                    let aligned = parts <= data_num.div_ceil(span);
+                    let mut next = 0;
+                    for k in 0..parts {
+                        let r = s.part_range(k);
+                        assert_eq!(r.start, next);
+                        assert!(!r.is_empty());
+                        assert!(r.len() <= s.part_range(0).len());
+                        if aligned {
+                            assert_eq!(r.start % span, 0, "span {span}, {parts} parts");
+                        }
+                        next = r.end;
+                    }
+                    assert_eq!(next, data_num);
                 }
-                assert_eq!(next, data_num);
             }
         }
+        // 64x16's 1200 subcarriers in ZF batches of 256: 5 parts are its batches.
+        let s = FrameShape {
+            zf_batch_span: 256,
+            ..shape(1200, 5)
+        };
+        let ends: Vec<usize> = (0..5).map(|k| s.part_range(k).end).collect();
+        assert_eq!(ends, [256, 512, 768, 1024, 1200]);
     }
 
     #[test]
@@ -226,9 +278,25 @@ mod tests {
         };
         let two_cores = ["8x2", "16x4", "32x8", "64x16"].map(|c| parts(c, 2));
         assert_eq!(two_cores, [1, 1, 2, 2]);
-        assert_eq!([parts("16x4", 36), parts("64x16", 36)], [1, 36]);
+        assert_eq!(
+            [parts("16x4", 36), parts("32x8", 36), parts("64x16", 36)],
+            [1, 9, 5]
+        );
         // No cores reported still gives a runnable shape.
         assert_eq!(parts("64x16", 0), 1);
+    }
+
+    #[test]
+    fn default_parts_follow_the_pools_workers() {
+        let (cfg, _) = crate::setup::load_config(std::path::Path::new("64x16")).unwrap();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpu = |w| DeviceSpec::cpu(w, Vec::new());
+        let parts = |d: &[DeviceSpec]| FrameShape::default_parts_for(&cfg, d);
+        assert_eq!(parts(&[cpu(1)]), 1);
+        assert_eq!(parts(&[cpu(1), cpu(1)]), 2.min(cores));
+        // More workers than cores: as many parts as for the cores.
+        assert_eq!(parts(&[cpu(64)]), FrameShape::default_parts(&cfg, cores));
+        assert_eq!(parts(&[]), FrameShape::default_parts(&cfg, cores));
     }
 
     #[test]

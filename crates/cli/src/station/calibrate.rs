@@ -31,8 +31,8 @@ pub struct CalibrateArgs {
     #[arg(long)]
     pub no_pin: bool,
     /// Subcarrier parts ZF, EqDemod and Precode are split into (1 to 1200); by
-    /// default what `station run` picks without one: one per core down to parts of
-    /// 2^15 multiply-adds per symbol (8x2 and 16x4: 1).
+    /// default what `station run` picks without one: one per CPU worker down to
+    /// parts of 2^15 multiply-adds per symbol (8x2 and 16x4: 1).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1200))]
     pub parts: Option<u16>,
     /// Frames measured per device, after one warm-up frame (1 to 10000).
@@ -50,9 +50,10 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     let t0 = Instant::now();
     let (cfg, name) = load_config(&a.config)?;
     let devices = device_pool(&a.devices, !a.no_pin)?;
-    let parts = a
-        .parts
-        .map_or_else(|| FrameShape::default_parts_here(&cfg), usize::from);
+    let parts = a.parts.map_or_else(
+        || FrameShape::default_parts_for(&cfg, &devices),
+        usize::from,
+    );
     let ctx = Arc::new(KernelContext::new(&cfg, parts)?);
     let bank = FrameBank::generate(&cfg, 4)?;
     let cal = Calibration::measure(&devices, &ctx, &bank, &name, a.frames)?;

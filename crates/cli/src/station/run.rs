@@ -51,7 +51,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "4ms", value_parser = parse_positive_duration)]
     pub deadline: Duration,
     /// Subcarrier parts ZF, EqDemod and Precode are split into (1 to 1200); by
-    /// default the calibration's, else one per core down to parts of 2^15
+    /// default the calibration's, else one per CPU worker down to parts of 2^15
     /// multiply-adds per symbol (8x2 and 16x4: 1).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1200))]
     pub parts: Option<u16>,

@@ -95,18 +95,19 @@ fn dag_order_decodes_8x2_at_one_part() {
 }
 
 /// Parts whose boundaries cut ZF groups and 16-group ZF batches (300 subcarriers in
-/// 7 parts of 42-43, groups of 2): both parts solve the shared group, and every
-/// subcarrier is equalised and precoded with its own group's detector.
+/// 11 parts of 27-28, more parts than the 10 batches, so cut evenly; groups of 2):
+/// both parts solve the shared group, and every subcarrier is equalised and
+/// precoded with its own group's detector.
 #[test]
 fn parts_cutting_zf_groups_and_batches_decode_8x2() {
     let cfg = phy_config("8x2");
-    let ctx = KernelContext::new(&cfg, 7).unwrap();
-    let cut = (0..7).any(|k| !ctx.shape.part_range(k).start.is_multiple_of(cfg.zf_block));
+    let ctx = KernelContext::new(&cfg, 11).unwrap();
+    let cut = (0..11).any(|k| !ctx.shape.part_range(k).start.is_multiple_of(cfg.zf_block));
     assert!(
         cut,
         "no part boundary inside a ZF group: the test proves nothing"
     );
-    run_config("8x2", 7, 2);
+    run_config("8x2", 11, 2);
 }
 
 /// ZF groups as wide as a slice (the per-group kernels, as 64x16's groups of 16

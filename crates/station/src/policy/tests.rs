@@ -28,6 +28,7 @@ fn shape(up: usize, down: usize, users: usize, parts: usize) -> FrameShape {
         downlink_reference: dl.first().copied(),
         downlink_symbols: dl.iter().skip(1).copied().collect(),
         parts,
+        zf_batch_span: 1,
         user_groups: users,
     }
 }

@@ -185,6 +185,7 @@ impl SimConfig {
             parts: self.parts,
             // One Decode and Encode per user: the modelled machines have the cores
             // for it (the model scales a calibration's grouped costs to match).
+            zf_batch_span: 1,
             user_groups: self.users,
         })
     }

@@ -300,6 +300,7 @@ mod tests {
             downlink_reference: None,
             downlink_symbols: vec![],
             parts: 16,
+            zf_batch_span: 1,
             user_groups: k,
         }
     }
@@ -323,6 +324,7 @@ mod tests {
         let m = CostModel::default();
         let fixed = m.fixed_ns[k(DeviceKind::Cpu)];
         let grouped = |user_groups: usize| FrameShape {
+            zf_batch_span: 1,
             user_groups,
             ..shape(64, 16)
         };
