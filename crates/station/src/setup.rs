@@ -227,12 +227,18 @@ pub fn parse_device_events(
     Ok(out)
 }
 
-/// Policy parameters from a JSON file (any subset of the fields), or the defaults.
-pub fn read_policy_params(path: Option<&Path>) -> Result<PolicyParams, SetupError> {
-    let Some(p) = path else {
+/// Policy parameters (any subset of the fields) from JSON written in the argument
+/// itself (it starts with `{`) or from a JSON file, or the defaults.
+pub fn read_policy_params(arg: Option<&Path>) -> Result<PolicyParams, SetupError> {
+    let Some(p) = arg else {
         return Ok(PolicyParams::default());
     };
-    serde_json::from_str(&read(p)?).map_err(|source| SetupError::PolicyParams {
+    let inline = p.to_str().filter(|s| s.trim_start().starts_with('{'));
+    let text = match inline {
+        Some(json) => json.to_string(),
+        None => read(p)?,
+    };
+    serde_json::from_str(&text).map_err(|source| SetupError::PolicyParams {
         path: p.display().to_string(),
         source,
     })
@@ -428,7 +434,21 @@ mod tests {
     }
 
     #[test]
-    fn parts_come_from_the_flag_the_calibration_or_the_cores() {
+    fn policy_params_come_inline_or_from_a_file() {
+        let inline = read_policy_params(Some(Path::new(r#" {"shed_work_factor": 1.5}"#)));
+        assert_eq!(inline.unwrap().shed_work_factor, 1.5);
+        let file = std::env::temp_dir().join(format!("policy-{}.json", std::process::id()));
+        std::fs::write(&file, r#"{"lookahead": false}"#).unwrap();
+        let read = read_policy_params(Some(&file));
+        std::fs::remove_file(&file).unwrap();
+        assert!(!read.unwrap().lookahead);
+        let e = read_policy_params(Some(Path::new("{\"lookahead\": 3}"))).unwrap_err();
+        assert!(e.to_string().starts_with("policy parameters {"), "{e}");
+        assert!(read_policy_params(Some(Path::new("/no/such/params.json"))).is_err());
+    }
+
+    #[test]
+    fn parts_come_from_the_flag_the_calibration_or_the_workers() {
         let (config, config_name) = load_config(Path::new("16x4")).unwrap();
         let calibrated_at = |parts: usize| {
             let json = format!(

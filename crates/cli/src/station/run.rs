@@ -63,8 +63,8 @@ pub struct RunArgs {
     /// scheduler starts from modelled costs (the report says which).
     #[arg(long)]
     pub calibration: Option<PathBuf>,
-    /// Policy parameters JSON (any subset of PolicyParams fields, e.g.
-    /// {"lookahead": 0}); without it the defaults.
+    /// Policy parameters, as JSON or a JSON file (any subset of PolicyParams fields,
+    /// e.g. '{"lookahead": 0}'); without it the defaults.
     #[arg(long)]
     pub policy_params: Option<PathBuf>,
     /// Largest share of frames allowed to miss their deadline (missed, rejected or

@@ -69,7 +69,7 @@ pub struct SimulateArgs {
     /// --calibration-out`); without it the costs are modelled (every report says which).
     #[arg(long)]
     pub calibration: Option<PathBuf>,
-    /// Policy parameters JSON (any subset of PolicyParams fields).
+    /// Policy parameters, as JSON or a JSON file (any subset of PolicyParams fields).
     #[arg(long)]
     pub policy_params: Option<PathBuf>,
     /// Kernel time jitter (+- fraction, 0 to 0.9).
