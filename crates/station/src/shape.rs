@@ -35,8 +35,12 @@ pub const MIN_PART_MACS: usize = 1 << 15;
 ///
 /// One 16x4 user's 2,400 bits took 11.5 us to decode and 8.2 us to encode on a Zen 3
 /// AVX2 core, against 3-4.5 us of dispatch per instruction (docs/BENCHMARKS.md,
-/// session 14): 2^13 bits make a decode about ten dispatches' worth of work.
-pub const MIN_GROUP_BITS: usize = 1 << 13;
+/// session 14). Every instruction goes through the one policy lock, which on many
+/// workers bounds the frame rate: on a 16-core Xeon, 64x16 at 1 ms frames on 14
+/// workers decoded 1230-1493 of 2000 frames with 2^14 (4 groups) against 994-1102
+/// with 2^13 (9 groups), the lock busy 46-48% of the run either way
+/// (docs/BENCHMARKS.md, "Station on 16 cores").
+pub const MIN_GROUP_BITS: usize = 1 << 14;
 
 /// Symbol roles and subcarrier partition of one frame configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,8 +104,8 @@ impl FrameShape {
 
     /// The user group count: users are grouped so that one group's coded bits of a
     /// symbol reach [`MIN_GROUP_BITS`] (a smaller instruction pays more in dispatch
-    /// than its parallelism returns). 8x2 and 16x4 get one group, 64x16 gets 9 of
-    /// one or two users. It does not follow the cores: a frame has several data
+    /// than its parallelism returns). 8x2 and 16x4 get one group, 32x8 two of four
+    /// users, 64x16 four of four. It does not follow the cores: a frame has several data
     /// symbols, whose groups already run side by side.
     pub fn default_user_groups(cfg: &FrameConfig) -> usize {
         let bits_per_user = cfg.data_num * cfg.modulation.bits_per_symbol();
@@ -266,8 +270,8 @@ mod tests {
             FrameShape::default_user_groups(&cfg)
         };
         // 16x4: 4 users x 600 subcarriers x 4 bits = 9,600 bits, one group; 64x16:
-        // 16 x 1,200 x 4 = 76,800 bits, 9 groups.
-        assert_eq!(["8x2", "16x4", "64x16"].map(groups), [1, 1, 9]);
+        // 32x8: 8 x 1,200 x 4 = 38,400 bits, 2 groups; 64x16: 76,800 bits, 4 groups.
+        assert_eq!(["8x2", "16x4", "32x8", "64x16"].map(groups), [1, 1, 2, 4]);
     }
 
     #[test]
