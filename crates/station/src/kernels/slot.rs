@@ -13,6 +13,7 @@ use radiohost_iq::{Cf32, Ci16};
 use radiohost_phy::coding::BlockResult;
 use radiohost_phy::frontend::SLICE;
 use radiohost_phy::generator::GeneratedFrame;
+use radiohost_phy::group_product::GaussCoefficients;
 
 use super::KernelContext;
 
@@ -60,6 +61,11 @@ pub struct ZfPart {
     /// the per-group equalisation and precoding read; empty when the context is
     /// lanewise (they read `lanes`).
     pub w_transposed: Vec<Cf32>,
+    /// `[group of the part]`: each group's detector prepared once per frame for the
+    /// equalisation of every uplink symbol (`GroupProduct::apply_gauss_planar`, as
+    /// phy's uplink frame does); empty when the context is lanewise or the frame has
+    /// no uplink symbol.
+    pub equalizers: Vec<GaussCoefficients>,
     /// `[group of the part][user]`: `[(H^H H)^-1]_kk`.
     pub noise_gain: Vec<f32>,
     /// `[slice of the part][antenna][user]`: the detectors spread over each
@@ -210,8 +216,13 @@ impl FrameSlot {
                         ),
                         false => (vec![Cf32::default(); groups * k * m], Vec::new()),
                     };
+                    let prepared = !ctx.lanewise() && nu > 0;
                     RwLock::new(ZfPart {
                         w_transposed,
+                        equalizers: vec![
+                            GaussCoefficients::default();
+                            groups * usize::from(prepared)
+                        ],
                         noise_gain: vec![0.0; groups * k],
                         lanes,
                         ..ZfPart::default()

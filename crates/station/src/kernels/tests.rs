@@ -124,6 +124,10 @@ fn slice_wide_zf_groups_in_parts_cutting_slices_decode_8x2() {
         "no part starts inside a slice: the test proves nothing"
     );
     run_frames("8x2, groups of 16", &cfg, 7, 2);
+    // Two parts are its two ZF batches (256 + 44 subcarriers), cut on a batch.
+    let ctx = KernelContext::new(&cfg, 2).unwrap();
+    assert_eq!(ctx.shape.part_range(1), 256..300);
+    run_frames("8x2, groups of 16, parts on batches", &cfg, 2, 2);
 }
 
 #[test]

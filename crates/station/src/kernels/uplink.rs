@@ -123,6 +123,9 @@ pub(super) fn zf(
                 for (o, (r, i)) in wt.iter_mut().zip(s.batch_wt_re.iter().zip(&s.batch_wt_im)) {
                     *o = Cf32::new(r[l], i[l]);
                 }
+                if let Some(prepared) = out.equalizers.get_mut(j) {
+                    prepared.fill(Isa::detect(), &Coefficients::detector(wt, k_n, m_n));
+                }
             }
             for (o, gain) in out.noise_gain[j * k_n..(j + 1) * k_n]
                 .iter_mut()
@@ -182,7 +185,7 @@ pub(super) fn eq_demod(
     let (m_n, k_n, d, zb) = (cfg.antennas, cfg.users, cfg.data_num, cfg.zf_block);
     let range = ctx.shape.part_range(k);
     let qm = cfg.modulation.bits_per_symbol();
-    let (slices, sb, mk) = (d.div_ceil(SLICE), cfg.symbol_bits(), m_n * k_n);
+    let (slices, sb) = (d.div_ceil(SLICE), cfg.symbol_bits());
     let isa = Isa::detect();
     let zf = read(&slot.zf[k]);
     let freq = read(&slot.up_freq[u]);
@@ -202,9 +205,8 @@ pub(super) fn eq_demod(
             lanewise::apply_planar(isa, &w, x_re, x_im, lanes.clone(), y_re, y_im);
         } else {
             for (g, own) in slice_groups(s0, lanes.clone(), zb) {
-                let j = g - zf.first_group;
-                let w = Coefficients::detector(&zf.w_transposed[j * mk..(j + 1) * mk], k_n, m_n);
-                GroupProduct::apply_planar_rows(isa, w, x_re, x_im, own, y_re, y_im);
+                let w = &zf.equalizers[g - zf.first_group];
+                GroupProduct::apply_gauss_planar(isa, w, x_re, x_im, own, y_re, y_im);
             }
         }
         let inv_noise = &mut s.inv_noise[..k_n];
