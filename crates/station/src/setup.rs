@@ -444,6 +444,8 @@ mod tests {
         assert!(!read.unwrap().lookahead);
         let e = read_policy_params(Some(Path::new("{\"lookahead\": 3}"))).unwrap_err();
         assert!(e.to_string().starts_with("policy parameters {"), "{e}");
+        let e = read_policy_params(Some(Path::new("{\"lookahed\": false}"))).unwrap_err();
+        assert!(e.to_string().contains("unknown field `lookahed`"), "{e}");
         assert!(read_policy_params(Some(Path::new("/no/such/params.json"))).is_err());
     }
 

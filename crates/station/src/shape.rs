@@ -38,7 +38,7 @@ pub const MIN_PART_MACS: usize = 1 << 15;
 /// session 14). Every instruction goes through the one policy lock, which on many
 /// workers bounds the frame rate: on a 16-core Xeon, 64x16 at 1 ms frames on 14
 /// workers decoded 1230-1493 of 2000 frames with 2^14 (4 groups) against 994-1102
-/// with 2^13 (9 groups), the lock busy 46-48% of the run either way
+/// with 2^13 (9 groups), the lock busy 44-48% of the run either way
 /// (docs/BENCHMARKS.md, "Station on 16 cores").
 pub const MIN_GROUP_BITS: usize = 1 << 14;
 
@@ -146,8 +146,8 @@ impl FrameShape {
     /// Data-subcarrier indices (0..data_num) of part `k`. With no more parts than ZF
     /// batches, each part is whole batches (counts differing by at most one; only
     /// the last batch may be short), so no batch is solved by two parts' `Zf`: on a
-    /// 16-core Xeon, 64x16 cut evenly into 14 parts solved 18 batches of 5 and took
-    /// 175 us per `Zf` (docs/BENCHMARKS.md, "Station on 16 cores"). More parts
+    /// 16-core Xeon, 64x16 cut evenly into 14 parts solved 18 batches of 5, at
+    /// 173-241 us per `Zf` (docs/BENCHMARKS.md, "Station on 16 cores"). More parts
     /// than batches are cut evenly, differing by at most one subcarrier. Part 0 is
     /// the longest either way.
     pub fn part_range(&self, k: usize) -> Range<usize> {

@@ -39,8 +39,8 @@ pub struct BenchArgs {
     /// Frame deadline with its unit (e.g. 4ms); by default max(4ms, 4 x the serial frame time).
     #[arg(long, value_parser = parse_positive_duration)]
     pub deadline: Option<Duration>,
-    /// Subcarrier parts (1 to 1200); by default per configuration, one per CPU
-    /// worker down to parts of 2^15 multiply-adds per symbol (8x2 and 16x4: 1).
+    /// Subcarrier parts (1 to 1200); by default per configuration, one per CPU worker
+    /// down to 2^15 multiply-adds per symbol, at most one per ZF batch (16x4: 1).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1200))]
     pub parts: Option<u16>,
     /// Fronthaul transport.

@@ -31,8 +31,8 @@ pub struct CalibrateArgs {
     #[arg(long)]
     pub no_pin: bool,
     /// Subcarrier parts ZF, EqDemod and Precode are split into (1 to 1200); by
-    /// default what `station run` picks without one: one per CPU worker down to
-    /// parts of 2^15 multiply-adds per symbol (8x2 and 16x4: 1).
+    /// default what `station run` picks without one: one per CPU worker down to 2^15
+    /// multiply-adds per symbol, at most one per ZF batch (16x4: 1).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1200))]
     pub parts: Option<u16>,
     /// Frames measured per device, after one warm-up frame (1 to 10000).

@@ -52,7 +52,7 @@ pub struct RunArgs {
     pub deadline: Duration,
     /// Subcarrier parts ZF, EqDemod and Precode are split into (1 to 1200); by
     /// default the calibration's, else one per CPU worker down to parts of 2^15
-    /// multiply-adds per symbol (8x2 and 16x4: 1).
+    /// multiply-adds per symbol, at most one per ZF batch (8x2, 16x4: 1; 64x16: <= 5).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1200))]
     pub parts: Option<u16>,
     /// Devices leaving and rejoining, times after the first frame: e.g.

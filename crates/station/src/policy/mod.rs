@@ -38,8 +38,10 @@ pub enum PolicyError {
 }
 
 /// Tunables shared by the policies (LROC uses all of them, baselines the first few).
+/// Read with unknown fields refused, so that a misspelt name is an error, not a
+/// default.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct PolicyParams {
     /// Admitted frames in flight at most; more arrivals are `Rejected` (bounded queue).
     pub max_in_flight: usize,
