@@ -9,7 +9,7 @@ use anyhow::{bail, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use radiohost_gpu::bench::{compile_modules, compiled_resources, load_config};
 use radiohost_gpu::describe::ExecutorTable;
-use radiohost_gpu::nvrtc::NO_CACHE_ENV;
+use radiohost_gpu::nvrtc::report_every_kernel;
 use radiohost_gpu::occupancy::GpuSpec;
 use radiohost_gpu::status::GpuStatus;
 use radiohost_gpu::{selftest, GpuDevice};
@@ -171,11 +171,7 @@ fn info(json: bool) -> Result<()> {
 }
 
 fn compile_all(a: &CompileArgs) -> Result<()> {
-    // So that ptxas runs and reports every kernel, even one the compute cache holds
-    // (NVRTC 13). No other thread runs yet.
-    if std::env::var_os(NO_CACHE_ENV).is_none() {
-        std::env::set_var(NO_CACHE_ENV, "1");
-    }
+    report_every_kernel(); // no other thread runs yet
     let mods = compile_modules(&a.arch)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&mods)?);

@@ -278,12 +278,21 @@ pub fn parse_ptxas_log(log: &str) -> Vec<PtxasInfo> {
 /// it too: with it set, every compile runs ptxas and reports each kernel).
 pub const NO_CACHE_ENV: &str = "CUDA_CACHE_DISABLE";
 
+/// Turn the compute cache off for this process (unless its environment already
+/// says), so that every [`compile`] reports every kernel. It sets an environment
+/// variable: call it before NVRTC loads and while no other thread runs.
+pub fn report_every_kernel() {
+    if std::env::var_os(NO_CACHE_ENV).is_none() {
+        std::env::set_var(NO_CACHE_ENV, "1");
+    }
+}
+
 /// Compile `module` for `arch` (e.g. `"sm_90"`): PTX, CUBIN and per-kernel resources.
 ///
 /// The resources come from ptxas's report in NVRTC's log. NVRTC 13 serves a module it
 /// compiled before from the CUDA compute cache without running ptxas, and its log
-/// then has no report: `kernels` lists only what the log gave. Set
-/// [`NO_CACHE_ENV`] to 1 before NVRTC loads for a full report.
+/// then has no report: `kernels` lists only what the log gave. Call
+/// [`report_every_kernel`] first for a full report.
 ///
 /// # Errors
 /// NVRTC missing, or a compile error with NVRTC's log.

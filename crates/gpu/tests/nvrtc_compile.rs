@@ -3,14 +3,13 @@
 //! Without NVRTC the test says so and why, and checks nothing else.
 
 use radiohost_gpu::kernels::MODULES;
-use radiohost_gpu::nvrtc::{compile, load_nvrtc, NO_CACHE_ENV};
+use radiohost_gpu::nvrtc::{compile, load_nvrtc, report_every_kernel};
 
 #[test]
 fn every_kernel_compiles_for_sm90_and_sm80() {
     // Without it a second run's NVRTC 13 answers from the compute cache, with no ptxas
-    // report to check. The only test in this binary, so no other thread reads the
-    // environment meanwhile.
-    std::env::set_var(NO_CACHE_ENV, "1");
+    // report to check. The only test in this binary: no other thread runs meanwhile.
+    report_every_kernel();
     let info = match load_nvrtc() {
         Ok(i) => i,
         Err(e) => {

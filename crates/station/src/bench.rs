@@ -184,9 +184,7 @@ pub fn run_bench(
         if stopped() {
             break;
         }
-        let parts = b
-            .parts
-            .unwrap_or_else(|| FrameShape::default_parts_for(cfg, &b.devices));
+        let parts = FrameShape::parts_or_default(cfg, b.parts, &b.devices);
         let mut s = StationSetup::new(cfg, name, parts, 8, b.devices.clone()).map_err(|e| {
             SetupError::Engine {
                 context: format!("setting up {name}"),

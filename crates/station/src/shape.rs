@@ -143,6 +143,15 @@ impl FrameShape {
         Self::default_parts(cfg, units)
     }
 
+    /// The part count `asked` for, else [`Self::default_parts_for`] the devices.
+    pub fn parts_or_default(
+        cfg: &FrameConfig,
+        asked: Option<usize>,
+        devices: &[DeviceSpec],
+    ) -> usize {
+        asked.unwrap_or_else(|| Self::default_parts_for(cfg, devices))
+    }
+
     /// Data-subcarrier indices (0..data_num) of part `k`. With no more parts than ZF
     /// batches, each part is whole batches (counts differing by at most one; only
     /// the last batch may be short), so no batch is solved by two parts' `Zf`: on a

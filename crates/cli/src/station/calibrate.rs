@@ -50,10 +50,7 @@ pub fn run(a: CalibrateArgs) -> Result<()> {
     let t0 = Instant::now();
     let (cfg, name) = load_config(&a.config)?;
     let devices = device_pool(&a.devices, !a.no_pin)?;
-    let parts = a.parts.map_or_else(
-        || FrameShape::default_parts_for(&cfg, &devices),
-        usize::from,
-    );
+    let parts = FrameShape::parts_or_default(&cfg, a.parts.map(usize::from), &devices);
     let ctx = Arc::new(KernelContext::new(&cfg, parts)?);
     let bank = FrameBank::generate(&cfg, 4)?;
     let cal = Calibration::measure(&devices, &ctx, &bank, &name, a.frames)?;
