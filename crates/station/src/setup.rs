@@ -13,7 +13,7 @@ use crate::isa::DeviceKind;
 use crate::policy::{make_policy, PolicyError, PolicyParams, POLICY_NAMES};
 use crate::report::RunReport;
 use crate::ru::TransportKind;
-use crate::runtime::{run_station, DeviceAction, DeviceChange, DeviceSpec, StationSetup};
+use crate::runtime::{run_station, CpuSpec, DeviceAction, DeviceChange, DeviceSpec, StationSetup};
 use crate::shape::FrameShape;
 use crate::sim::{ChurnEvent, CostModel};
 
@@ -176,9 +176,20 @@ pub fn parse_devices(s: &str) -> Result<Vec<DeviceArg>, SetupError> {
 }
 
 /// CPU device specs for the `cpu:N` entries of `args` (in order), their workers
-/// pinned round robin over all online cores unless `pin` is false.
+/// pinned round robin over all online cores unless `pin` is false. Pinned workers
+/// spin when idle ([`crate::runtime::CpuSpec::spin`]) if they leave at least one core
+/// to the radio units, the ingest and the truth checker: a spinning worker on a core
+/// those threads need would take their time.
 pub fn cpu_specs(args: &[DeviceArg], pin: bool) -> Vec<DeviceSpec> {
     let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let all_workers: usize = args
+        .iter()
+        .map(|a| match *a {
+            DeviceArg::Cpu(workers) => workers,
+            DeviceArg::Gpu(_) => 0,
+        })
+        .sum();
+    let spin = pin && all_workers < online;
     let mut next = 0usize;
     args.iter()
         .filter_map(|a| match *a {
@@ -189,7 +200,11 @@ pub fn cpu_specs(args: &[DeviceArg], pin: bool) -> Vec<DeviceSpec> {
                     Vec::new()
                 };
                 next += workers;
-                Some(DeviceSpec::cpu(workers, cores))
+                Some(DeviceSpec::Cpu(CpuSpec {
+                    workers,
+                    cores,
+                    spin,
+                }))
             }
             DeviceArg::Gpu(_) => None,
         })
@@ -426,6 +441,18 @@ mod tests {
         let specs = cpu_specs(&parse_devices("cpu:2,gpu:1,cpu:1").unwrap(), false);
         assert_eq!(specs.len(), 2);
         assert_eq!(specs[0].name(), "cpu:2");
+        let spins = |devices: &str, pin: bool| -> Vec<bool> {
+            let specs = cpu_specs(&parse_devices(devices).unwrap(), pin);
+            specs
+                .iter()
+                .map(|s| matches!(s, DeviceSpec::Cpu(c) if c.spin))
+                .collect()
+        };
+        // Workers spin only when pinned with a core to spare for the other threads.
+        let online = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(spins("cpu:1", true), vec![online > 1]);
+        assert_eq!(spins("cpu:1", false), vec![false]);
+        assert_eq!(spins(&format!("cpu:1,cpu:{online}"), true), vec![false; 2]);
         let ev = parse_device_events(Some("remove:1@200ms,add:1@500ms"), 1_000_000, 1, 2).unwrap();
         assert_eq!(ev[0].at_frame, 200);
         assert!(matches!(ev[1].action, DeviceAction::Rejoin(1)));

@@ -3,6 +3,7 @@
 //! instructions waiting on a running predecessor.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use radiohost_rt::{RtThread, RtThreadBuilder, ThreadConfig};
@@ -25,7 +26,17 @@ pub struct CpuSpec {
     pub workers: usize,
     /// Cores the workers are pinned to (round robin); empty leaves affinity alone.
     pub cores: Vec<usize>,
+    /// An idle worker polls its queue for up to [`WORKER_SPIN_NS`] before it sleeps:
+    /// for workers with cores of their own (see `setup::cpu_specs`), where it saves
+    /// the futex wake-up a sleeping worker costs the dispatching thread and the time
+    /// the worker takes to get back on its core.
+    pub spin: bool,
 }
+
+/// How long an idle spinning worker polls before it sleeps: half the built-in 1 ms
+/// frame period (on the Zen 3 VM, 300 us and 1 ms kept 16x4 on one worker at the same
+/// figures, and 0 lost 1-4% of its frames; docs/BENCHMARKS.md, session 31).
+pub const WORKER_SPIN_NS: Nanos = 500_000;
 
 #[derive(Default)]
 struct Queues {
@@ -48,6 +59,11 @@ struct Shared {
     queues: Mutex<Queues>,
     work: Condvar,
     capacity: usize,
+    /// Jobs a worker could take now (normal + low), written under the lock, read by
+    /// spinning workers without it.
+    takeable: AtomicUsize,
+    /// How long an idle worker polls `takeable` before it waits on `work` (0: at once).
+    spin_ns: Nanos,
 }
 
 impl Shared {
@@ -97,6 +113,8 @@ impl CpuDevice {
             queues: Mutex::new(Queues::default()),
             work: Condvar::new(),
             capacity: queue_capacity,
+            takeable: AtomicUsize::new(0),
+            spin_ns: if spec.spin { WORKER_SPIN_NS } else { 0 },
         });
         let mut workers = Vec::new();
         let mut pin_problems = Vec::new();
@@ -169,6 +187,9 @@ impl CpuDevice {
         } else {
             q.normal.push_back(job);
         }
+        self.shared
+            .takeable
+            .store(q.normal.len() + q.low.len(), Ordering::Release);
         let wake = q.idle > 0;
         drop(q);
         if wake {
@@ -185,6 +206,7 @@ impl CpuDevice {
         let dropped = q.normal.len() + q.low.len() + q.parked.values().map(Vec::len).sum::<usize>();
         q.normal.clear();
         q.low.clear();
+        self.shared.takeable.store(0, Ordering::Release);
         q.parked.clear();
         q.parked_jobs = 0;
         drop(q);
@@ -223,13 +245,27 @@ impl Executor for CpuDevice {
     }
 
     fn notes(&self) -> Vec<String> {
+        let spin = match self.shared.spin_ns {
+            0 => String::new(),
+            ns => format!("; idle workers spin {} us before they sleep", ns / 1000),
+        };
         let mut notes = vec![format!(
-            "device {} threads (rt layer): {}",
+            "device {} threads (rt layer): {}{spin}",
             self.shared.id,
             self.thread_setup.join(", ")
         )];
         notes.extend(self.pin_problems.iter().take(1).cloned());
         notes
+    }
+}
+
+/// Poll for a takeable job for up to `sh.spin_ns`.
+fn spin_until_takeable(sh: &Shared) {
+    let until = now_ns() + sh.spin_ns;
+    while sh.takeable.load(Ordering::Acquire) == 0 && now_ns() < until {
+        for _ in 0..64 {
+            std::hint::spin_loop();
+        }
     }
 }
 
@@ -240,13 +276,24 @@ fn worker_loop(sh: &Shared, ctx: &KernelContext, mut scratch: Scratch, events: &
             Some(j) => j,
             None => {
                 let mut q = sh.lock();
+                let mut spun = false;
                 loop {
                     if q.removed {
                         return;
                     }
                     if let Some(j) = q.normal.pop_front().or_else(|| q.low.pop_front()) {
                         q.running.push(j.instr);
+                        sh.takeable
+                            .store(q.normal.len() + q.low.len(), Ordering::Release);
                         break j;
+                    }
+                    if !spun && sh.spin_ns > 0 {
+                        // Not counted idle while spinning, so a push does not notify.
+                        spun = true;
+                        drop(q);
+                        spin_until_takeable(sh);
+                        q = sh.lock();
+                        continue;
                     }
                     q.idle += 1;
                     q = sh.work.wait(q).unwrap_or_else(|e| e.into_inner());
@@ -277,6 +324,8 @@ fn worker_loop(sh: &Shared, ctx: &KernelContext, mut scratch: Scratch, events: &
                     for j in waiting.into_iter().rev() {
                         q.normal.push_front(j);
                     }
+                    sh.takeable
+                        .store(q.normal.len() + q.low.len(), Ordering::Release);
                     next = Some(first);
                 }
             }
@@ -314,6 +363,11 @@ mod tests {
     /// A device whose workers are started by the test ([`Rig::start`]), so queue
     /// contents can be arranged first and the outcome does not depend on timing.
     fn rig() -> Rig {
+        rig_spinning(0)
+    }
+
+    /// [`rig`] whose idle workers spin `spin_ns` before they sleep.
+    fn rig_spinning(spin_ns: Nanos) -> Rig {
         let cfg = crate::kernels::tests::phy_config("8x2");
         let ctx = Arc::new(KernelContext::new(&cfg, 1).unwrap());
         let c = ctx.clone();
@@ -327,6 +381,8 @@ mod tests {
             queues: Mutex::new(Queues::default()),
             work: Condvar::new(),
             capacity: 16,
+            takeable: AtomicUsize::new(0),
+            spin_ns,
         });
         let profile = DeviceProfile::modelled(
             DeviceKind::Cpu,
@@ -411,6 +467,21 @@ mod tests {
             done[1].1 >= done[0].2,
             "the coalesced instruction started before its predecessor ended"
         );
+        r.dev.join();
+    }
+
+    #[test]
+    fn a_spinning_worker_takes_jobs_while_it_spins_and_after_it_slept() {
+        let mut r = rig_spinning(2_000_000);
+        r.start(1);
+        let decode = |f| Instr::new(f, r.ctx.shape.uplink_symbols[0], Opcode::Decode, 0);
+        // While it spins (just started, or just done), then once its spin ran out.
+        for (f, pause_ms) in [(0, 0), (1, 0), (2, 20), (3, 0)] {
+            std::thread::sleep(Duration::from_millis(pause_ms));
+            r.submit(decode(f), false, None);
+            assert_eq!(r.completions(1)[0].0, decode(f));
+        }
+        assert_eq!(r.dev.shared.takeable.load(Ordering::Acquire), 0);
         r.dev.join();
     }
 

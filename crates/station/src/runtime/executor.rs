@@ -172,7 +172,11 @@ pub enum DeviceSpec {
 impl DeviceSpec {
     /// A CPU device of `workers` threads pinned round robin to `cores` (none: no pinning).
     pub fn cpu(workers: usize, cores: Vec<usize>) -> Self {
-        DeviceSpec::Cpu(CpuSpec { workers, cores })
+        DeviceSpec::Cpu(CpuSpec {
+            workers,
+            cores,
+            spin: false,
+        })
     }
 
     /// Split `cores` into `devices` CPU devices of `workers_per_device` workers each,
