@@ -110,8 +110,8 @@ impl OpcodeTable {
     /// Seed `device`'s row from its profile (replacing any earlier incarnation's). A
     /// calibrated latency counts as a full window of samples, so single noisy
     /// completions do not swamp a measurement; a modelled one as a single sample, so
-    /// the device's own completions replace the model within a few frames. (The
-    /// model put a 16x4 frame at 2.8 ms of work on the 2-core VM, against 1.3 ms
+    /// the device's own completions replace the model within a few frames. (A model
+    /// once put a 16x4 frame at 2.8 ms of work on the 2-core VM, against 1.3 ms
     /// measured in the run; as a full window it took about 60 frames to wear off,
     /// and until then LROC's work test shed frames on that estimate.)
     pub fn register(&mut self, device: DeviceId, profile: &DeviceProfile) {
