@@ -104,6 +104,22 @@ const CHECKER_QUEUE_CAPACITY: usize = 256;
 /// payload when asked.
 type Checked = (Vec<FrameRecord>, Vec<DecodedPayload>);
 
+/// How long the truth checker sleeps when it finds its queue empty.
+const CHECKER_POLL: Duration = Duration::from_millis(1);
+
+/// The checker's next job, or `None` once the scheduler hung up. It polls instead of
+/// blocking: a receiver blocked on the queue makes every send a futex wake-up, and a
+/// frame's last instruction sends from a worker, on the frame path.
+fn poll(rx: &Receiver<CheckJob>) -> Option<CheckJob> {
+    loop {
+        match rx.try_recv() {
+            Ok(job) => return Some(job),
+            Err(mpsc::TryRecvError::Empty) => std::thread::sleep(CHECKER_POLL),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+        }
+    }
+}
+
 fn spawn_checker(
     ctx: Arc<KernelContext>,
     verify_downlink: bool,
@@ -121,7 +137,7 @@ fn spawn_checker(
         let mut tx_frame = vec![Ci16::default(); cfg.antennas * cfg.frame_len()];
         let mut done = Vec::new();
         let mut payloads = Vec::new();
-        for mut job in rx {
+        while let Some(mut job) = poll(&rx) {
             let crc_ok = read(&job.slot.uplink_blocks)
                 .iter()
                 .flatten()
