@@ -34,8 +34,9 @@ pub struct CpuSpec {
 }
 
 /// How long an idle spinning worker polls before it sleeps: half the built-in 1 ms
-/// frame period (on the Zen 3 VM, 300 us and 1 ms kept 16x4 on one worker at the same
-/// figures, and 0 lost 1-4% of its frames; docs/BENCHMARKS.md, session 31).
+/// frame period. On the Zen 3 VM, 16x4 on one worker made 1962 of 2000 frames in
+/// deadline on average without spinning, 1988 with 300 us and 1995 with 1 ms
+/// (docs/BENCHMARKS.md, session 31).
 pub const WORKER_SPIN_NS: Nanos = 500_000;
 
 #[derive(Default)]
@@ -259,9 +260,8 @@ impl Executor for CpuDevice {
     }
 }
 
-/// Poll for a takeable job for up to `sh.spin_ns`.
-fn spin_until_takeable(sh: &Shared) {
-    let until = now_ns() + sh.spin_ns;
+/// Poll for a takeable job until `until`.
+fn spin_until_takeable(sh: &Shared, until: Nanos) {
     while sh.takeable.load(Ordering::Acquire) == 0 && now_ns() < until {
         for _ in 0..64 {
             std::hint::spin_loop();
@@ -276,7 +276,8 @@ fn worker_loop(sh: &Shared, ctx: &KernelContext, mut scratch: Scratch, events: &
             Some(j) => j,
             None => {
                 let mut q = sh.lock();
-                let mut spun = false;
+                // When this worker stops spinning for work (set when it first finds none).
+                let mut spin_until: Option<Nanos> = None;
                 loop {
                     if q.removed {
                         return;
@@ -287,11 +288,12 @@ fn worker_loop(sh: &Shared, ctx: &KernelContext, mut scratch: Scratch, events: &
                             .store(q.normal.len() + q.low.len(), Ordering::Release);
                         break j;
                     }
-                    if !spun && sh.spin_ns > 0 {
-                        // Not counted idle while spinning, so a push does not notify.
-                        spun = true;
+                    let until = *spin_until.get_or_insert_with(|| now_ns() + sh.spin_ns);
+                    if now_ns() < until {
+                        // Not counted idle while spinning, so a push does not notify. A
+                        // job another worker took first sends it back to spinning.
                         drop(q);
-                        spin_until_takeable(sh);
+                        spin_until_takeable(sh, until);
                         q = sh.lock();
                         continue;
                     }
