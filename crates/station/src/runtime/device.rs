@@ -71,6 +71,13 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, Queues> {
         self.queues.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    /// Publish how many jobs `q` holds for the taking; called under the lock after
+    /// every change to `q.normal` or `q.low`.
+    fn publish_takeable(&self, q: &Queues) {
+        self.takeable
+            .store(q.normal.len() + q.low.len(), Ordering::Release);
+    }
 }
 
 /// A running CPU device.
@@ -188,9 +195,7 @@ impl CpuDevice {
         } else {
             q.normal.push_back(job);
         }
-        self.shared
-            .takeable
-            .store(q.normal.len() + q.low.len(), Ordering::Release);
+        self.shared.publish_takeable(&q);
         let wake = q.idle > 0;
         drop(q);
         if wake {
@@ -207,7 +212,7 @@ impl CpuDevice {
         let dropped = q.normal.len() + q.low.len() + q.parked.values().map(Vec::len).sum::<usize>();
         q.normal.clear();
         q.low.clear();
-        self.shared.takeable.store(0, Ordering::Release);
+        self.shared.publish_takeable(&q);
         q.parked.clear();
         q.parked_jobs = 0;
         drop(q);
@@ -284,8 +289,7 @@ fn worker_loop(sh: &Shared, ctx: &KernelContext, mut scratch: Scratch, events: &
                     }
                     if let Some(j) = q.normal.pop_front().or_else(|| q.low.pop_front()) {
                         q.running.push(j.instr);
-                        sh.takeable
-                            .store(q.normal.len() + q.low.len(), Ordering::Release);
+                        sh.publish_takeable(&q);
                         break j;
                     }
                     let until = *spin_until.get_or_insert_with(|| now_ns() + sh.spin_ns);
@@ -326,8 +330,7 @@ fn worker_loop(sh: &Shared, ctx: &KernelContext, mut scratch: Scratch, events: &
                     for j in waiting.into_iter().rev() {
                         q.normal.push_front(j);
                     }
-                    sh.takeable
-                        .store(q.normal.len() + q.low.len(), Ordering::Release);
+                    sh.publish_takeable(&q);
                     next = Some(first);
                 }
             }
