@@ -190,6 +190,28 @@ pub struct GaussCoefficients {
 const GAUSS_ROWS: usize = 8;
 
 impl GaussCoefficients {
+    /// Zeroed storage for a `rows` x `cols` matrix in the form [`Self::fill`] writes
+    /// for `isa`, so that filling it allocates nothing: the station makes its
+    /// detectors before a run, and a first `fill` would otherwise grow them (and take
+    /// the page faults) on the real-time path.
+    pub fn sized(isa: Isa, rows: usize, cols: usize) -> Self {
+        let n = rows * cols;
+        let mut g = Self::default();
+        if Self::uses_panels(isa) {
+            g.panels.resize(3 * n, 0.0);
+        } else {
+            g.wr.resize(n, 0.0);
+            g.wi.resize(n, 0.0);
+        }
+        g
+    }
+
+    /// Whether `isa` on this CPU reads the three-product panels (the AVX-512 build),
+    /// or else the `wr`/`wi` planes.
+    fn uses_panels(isa: Isa) -> bool {
+        isa.min(Isa::cpu()) == Isa::Avx512
+    }
+
     /// Prepare `a` (its gain included) in the form the kernels of `isa` read: the
     /// three-product panels where the CPU runs AVX-512 (the applying calls then run
     /// that build whatever `isa` they are given), the `wr`/`wi` planes otherwise. Only
@@ -197,7 +219,7 @@ impl GaussCoefficients {
     pub fn fill(&mut self, isa: Isa, a: &Coefficients<'_>) {
         let n = a.rows * a.cols;
         (self.rows, self.cols, self.gain) = (a.rows, a.cols, a.gain);
-        if isa.min(Isa::cpu()) != Isa::Avx512 {
+        if !Self::uses_panels(isa) {
             self.panels.clear();
             self.wr.resize(n, 0.0);
             self.wi.resize(n, 0.0);
@@ -1178,6 +1200,24 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// `GaussCoefficients::sized` makes the storage `fill` writes on this CPU.
+    #[test]
+    fn sized_coefficients_are_filled_in_place() {
+        let (k, m) = (16, 64);
+        let w = values(k * m, 5);
+        for isa in Isa::available() {
+            let mut g = GaussCoefficients::sized(isa, k, m);
+            let at = (g.wr.as_ptr(), g.wi.as_ptr(), g.panels.as_ptr());
+            assert!(g.wr.len() + g.panels.len() > 0, "{isa:?}: nothing sized");
+            g.fill(isa, &Coefficients::detector(&w, k, m));
+            assert_eq!(
+                at,
+                (g.wr.as_ptr(), g.wi.as_ptr(), g.panels.as_ptr()),
+                "{isa:?}"
+            );
         }
     }
 

@@ -43,6 +43,7 @@ use radiohost_phy::FrameConfig;
 use crate::isa::{Instr, Opcode};
 use crate::shape::{FrameShape, ShapeError};
 
+use slot::faulted_in;
 pub use slot::FrameSlot;
 
 /// Why a kernel could not run.
@@ -343,6 +344,9 @@ pub struct Scratch {
 }
 
 impl Scratch {
+    /// A worker's buffers, the large ones faulted in ([`faulted_in`]: a 64x16 worker
+    /// took about 200 page faults in its first frame).
+    ///
     /// # Errors
     /// If the LDPC decoder rejects the configuration's code.
     pub fn new(ctx: &KernelContext) -> Result<Self, KernelError> {
@@ -353,27 +357,27 @@ impl Scratch {
         Ok(Self {
             front: FrontEnd::new(cfg),
             csi_est: CsiEstimator::new(cfg.pilot_layout, m, k, d),
-            pilot_rx: vec![Cf32::default(); p * m * d],
-            h_re: vec![[0.0; BATCH]; cfg.zf_groups().div_ceil(BATCH) * k * m],
-            h_im: vec![[0.0; BATCH]; cfg.zf_groups().div_ceil(BATCH) * k * m],
+            pilot_rx: faulted_in(vec![Cf32::default(); p * m * d]),
+            h_re: faulted_in(vec![[0.0; BATCH]; cfg.zf_groups().div_ceil(BATCH) * k * m]),
+            h_im: faulted_in(vec![[0.0; BATCH]; cfg.zf_groups().div_ceil(BATCH) * k * m]),
             zf: ZfBatch::new(m, k),
-            batch_wt_re: vec![[0.0; BATCH]; k * m],
-            batch_wt_im: vec![[0.0; BATCH]; k * m],
+            batch_wt_re: faulted_in(vec![[0.0; BATCH]; k * m]),
+            batch_wt_im: faulted_in(vec![[0.0; BATCH]; k * m]),
             batch_gain: vec![[0.0; BATCH]; k],
-            eq: vec![Cf32::default(); k * d],
+            eq: faulted_in(vec![Cf32::default(); k * d]),
             slice_re: vec![[0.0; SLICE]; k],
             slice_im: vec![[0.0; SLICE]; k],
             inv_noise: vec![[0.0; SLICE]; k],
             flips: vec![0; k],
             demod: Demodulator::new(cfg.modulation),
             decoder: Decoder::try_new(cfg.code, decoder_config(cfg.decoder_iter))?,
-            llrs: vec![0; cfg.symbol_bits()],
-            block: vec![0; cfg.code.payload_bits],
-            coded: vec![0; cfg.symbol_bits()],
+            llrs: faulted_in(vec![0; cfg.symbol_bits()]),
+            block: faulted_in(vec![0; cfg.code.payload_bits]),
+            coded: faulted_in(vec![0; cfg.symbol_bits()]),
             encoder: Encoder::new(cfg.code),
             modulator: Modulator::new(cfg.modulation),
             product: GroupProduct::new(k),
-            ant: synth.layout().zeroed(m),
+            ant: faulted_in(synth.layout().zeroed(m)),
             synth,
             users_re: vec![[0.0; SLICE]; k],
             users_im: vec![[0.0; SLICE]; k],

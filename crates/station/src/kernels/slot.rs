@@ -14,6 +14,7 @@ use radiohost_phy::coding::BlockResult;
 use radiohost_phy::frontend::SLICE;
 use radiohost_phy::generator::GeneratedFrame;
 use radiohost_phy::group_product::GaussCoefficients;
+use radiohost_phy::simd::Isa;
 
 use super::KernelContext;
 
@@ -176,12 +177,36 @@ impl StagedSymbol {
     }
 }
 
+/// `v` with every page it spans written once (its own values written back). A
+/// zeroed `Vec` comes from pages the kernel has not mapped yet, and the first write
+/// to each costs a page fault. The first frames of a run paid ~400 of them on the
+/// worker (16x4): frame 0 took 1.4-2.0 ms against 0.7 later, and runs lost frames
+/// at their start (docs/BENCHMARKS.md, station runtime, session 32).
+pub(crate) fn faulted_in<T: Copy>(mut v: Vec<T>) -> Vec<T> {
+    let step = (radiohost_rt::sys::page_size() / std::mem::size_of::<T>().max(1)).max(1);
+    let p = v.as_mut_ptr();
+    for i in (0..v.len()).step_by(step) {
+        // SAFETY: `i < v.len()`; a volatile read and write of an initialised element
+        // (volatile so the compiler keeps the write to memory it knows is zero).
+        unsafe { std::ptr::write_volatile(p.add(i), std::ptr::read_volatile(p.add(i))) };
+    }
+    v
+}
+
+/// One `f()` per user, behind one lock.
+fn per_user<T>(users: usize, f: impl Fn() -> T) -> RwLock<Vec<T>> {
+    RwLock::new((0..users).map(|_| f()).collect())
+}
+
 fn regions<T>(n: usize, f: impl Fn() -> T) -> Vec<RwLock<T>> {
     (0..n).map(|_| RwLock::new(f())).collect()
 }
 
 impl FrameSlot {
-    /// Buffers for one frame of `ctx`'s configuration.
+    /// Buffers for one frame of `ctx`'s configuration, faulted in ([`faulted_in`];
+    /// the detectors sized for this CPU's form, [`GaussCoefficients::sized`]). The
+    /// staging copies are not: the in-process ring reads most symbols in place and
+    /// never writes them, and a 64x16 slot's are 7.9 MB.
     pub fn new(ctx: &KernelContext) -> Self {
         let cfg = &ctx.cfg;
         let s = &ctx.shape;
@@ -195,15 +220,15 @@ impl FrameSlot {
         let blocks = cfg.blocks_per_symbol;
         let pb = cfg.block_payload_bits();
         let freq = || FreqSymbol {
-            data: vec![Cf32::default(); m * d],
+            data: faulted_in(vec![Cf32::default(); m * d]),
             ..FreqSymbol::default()
         };
         Self {
             staging: regions(rx, || StagedSymbol::new(m, cfg.symbol_len())),
             pilot_freq: regions(s.pilot_symbols.len(), freq),
             up_freq: regions(nu, || PlanarSymbol {
-                re: vec![[0.0; SLICE]; d.div_ceil(SLICE) * m],
-                im: vec![[0.0; SLICE]; d.div_ceil(SLICE) * m],
+                re: faulted_in(vec![[0.0; SLICE]; d.div_ceil(SLICE) * m]),
+                im: faulted_in(vec![[0.0; SLICE]; d.div_ceil(SLICE) * m]),
                 ..PlanarSymbol::default()
             }),
             zf: (0..np)
@@ -212,17 +237,19 @@ impl FrameSlot {
                     let (w_transposed, lanes) = match ctx.lanewise() {
                         true => (
                             Vec::new(),
-                            vec![0.0; ctx.part_slices(p).len() * ctx.lane_table_len()],
+                            faulted_in(vec![0.0; ctx.part_slices(p).len() * ctx.lane_table_len()]),
                         ),
-                        false => (vec![Cf32::default(); groups * k * m], Vec::new()),
+                        false => (
+                            faulted_in(vec![Cf32::default(); groups * k * m]),
+                            Vec::new(),
+                        ),
                     };
                     let prepared = !ctx.lanewise() && nu > 0;
                     RwLock::new(ZfPart {
                         w_transposed,
-                        equalizers: vec![
-                            GaussCoefficients::default();
-                            groups * usize::from(prepared)
-                        ],
+                        equalizers: (0..groups * usize::from(prepared))
+                            .map(|_| GaussCoefficients::sized(Isa::detect(), k, m))
+                            .collect(),
                         noise_gain: vec![0.0; groups * k],
                         lanes,
                         ..ZfPart::default()
@@ -230,20 +257,27 @@ impl FrameSlot {
                 })
                 .collect(),
             llr: (0..nu * np)
-                .map(|i| RwLock::new(vec![0; k * s.part_range(i % np).len() * qm]))
+                .map(|i| RwLock::new(faulted_in(vec![0; k * s.part_range(i % np).len() * qm])))
                 .collect(),
             decoded: regions(nu * k, || DecodedSymbol {
-                payload: vec![0; blocks * pb],
-                blocks: vec![BlockResult::default(); blocks],
+                payload: faulted_in(vec![0; blocks * pb]),
+                blocks: faulted_in(vec![BlockResult::default(); blocks]),
             }),
-            uplink_payload: RwLock::new(vec![vec![0; cfg.uplink_blocks() * pb]; k]),
-            uplink_blocks: RwLock::new(vec![vec![BlockResult::default(); cfg.uplink_blocks()]; k]),
-            downlink_payload: RwLock::new(vec![vec![0; cfg.downlink_blocks() * pb]; k]),
-            qam: regions(nd * k, || vec![Cf32::default(); d]),
+            uplink_payload: per_user(k, || faulted_in(vec![0; cfg.uplink_blocks() * pb])),
+            uplink_blocks: per_user(k, || {
+                faulted_in(vec![BlockResult::default(); cfg.uplink_blocks()])
+            }),
+            downlink_payload: per_user(k, || faulted_in(vec![0; cfg.downlink_blocks() * pb])),
+            qam: regions(nd * k, || faulted_in(vec![Cf32::default(); d])),
             precoded: (0..nd_all * np)
-                .map(|i| RwLock::new(vec![Cf32::default(); m * s.part_range(i % np).len()]))
+                .map(|i| {
+                    RwLock::new(faulted_in(vec![
+                        Cf32::default();
+                        m * s.part_range(i % np).len()
+                    ]))
+                })
                 .collect(),
-            tx_out: regions(nd_all, || vec![Ci16::default(); sym]),
+            tx_out: regions(nd_all, || faulted_in(vec![Ci16::default(); sym])),
         }
     }
 
@@ -289,5 +323,53 @@ impl FrameSlot {
                 out[m * fl + sym * sl..][..sl].copy_from_slice(&t[m * sl..(m + 1) * sl]);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::faulted_in;
+    use std::hint::black_box;
+
+    /// Minor page faults of the calling thread so far (Linux).
+    fn thread_minor_faults() -> Option<u64> {
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+        // Fields after the command name: state, ppid, pgrp, session, tty_nr, tpgid,
+        // flags, minflt.
+        stat.rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(7)?
+            .parse()
+            .ok()
+    }
+
+    /// Page faults taken by writing one byte of every page of `v`.
+    fn faults_of_first_writes(v: &mut [u8]) -> u64 {
+        let before = thread_minor_faults().expect("fault counter");
+        for i in (0..v.len()).step_by(radiohost_rt::sys::page_size()) {
+            v[i] = 1;
+        }
+        black_box(&v);
+        thread_minor_faults().expect("fault counter") - before
+    }
+
+    #[test]
+    fn faulted_in_leaves_no_page_fault_for_the_first_frame() {
+        if thread_minor_faults().is_none() {
+            println!("SKIPPED: no /proc/thread-self/stat to count page faults");
+            return;
+        }
+        // Above glibc's largest mmap threshold (32 MiB): fresh pages every time.
+        const LEN: usize = 64 << 20;
+        let lazy = faults_of_first_writes(&mut vec![0u8; LEN]);
+        let ready = faults_of_first_writes(&mut faulted_in(vec![0u8; LEN]));
+        assert!(lazy > 0, "writing fresh zeroed pages counted no fault");
+        assert!(
+            ready < 8,
+            "{ready} faults after faulted_in (untouched: {lazy})"
+        );
+        let kept = faulted_in((0..10_000u32).collect::<Vec<_>>());
+        assert!(kept.iter().enumerate().all(|(i, &x)| x == i as u32));
     }
 }

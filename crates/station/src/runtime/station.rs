@@ -36,8 +36,8 @@ pub struct StationSetup {
     pub transport: TransportKind,
     pub changes: Vec<DeviceChange>,
     pub verify_downlink: bool,
-    /// Frame slots allocated up front; the pool grows up to `pool_max`.
-    pub pool_initial: usize,
+    /// Frame slots the pool may grow to (it starts with
+    /// [`StationSetup::slots_up_front`]).
     pub pool_max: usize,
     pub queue_capacity: usize,
     /// Measured costs for the devices it covers (the others are modelled).
@@ -72,12 +72,24 @@ impl StationSetup {
             transport: TransportKind::Ring,
             changes: Vec::new(),
             verify_downlink: false,
-            pool_initial: 16,
             pool_max: 256,
             queue_capacity: 4096,
             calibration: None,
             policy_params: crate::policy::PolicyParams::default(),
         })
+    }
+
+    /// Frame slots made (and faulted in) before the run: as many frames as can be in
+    /// flight at once. A frame holds its slot from its first packet until it is
+    /// decided, by its deadline at the latest, so each radio unit has at most
+    /// `deadline / period + 1` frames in flight, plus one for a straggling
+    /// instruction. More grow the pool on demand, up to `pool_max`.
+    pub fn slots_up_front(&self) -> usize {
+        let in_flight = self.deadline_ns.div_ceil(self.frame_period_ns.max(1));
+        let per_ru = usize::try_from(in_flight).map_or(usize::MAX, |n| n.saturating_add(2));
+        self.rus
+            .saturating_mul(per_ru)
+            .clamp(1, self.pool_max.max(1))
     }
 }
 
@@ -93,7 +105,7 @@ pub fn run_station(
     let policy_name = policy.name().to_string();
     let pool = frame_pool(
         &ctx,
-        setup.pool_initial,
+        setup.slots_up_front(),
         Exhaustion::Grow {
             max: setup.pool_max,
         },
@@ -256,4 +268,26 @@ pub fn run_station(
         notes,
     };
     Ok(out.report.finish(meta))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_up_front_cover_the_frames_in_flight() {
+        let cfg = crate::kernels::tests::phy_config("8x2");
+        let mut s = StationSetup::new(&cfg, "8x2", 1, 1, DeviceSpec::split(1, 1, &[])).unwrap();
+        // 1 ms frames, 4 ms deadline: 5 frames in flight, and a straggler.
+        assert_eq!(s.slots_up_front(), 6);
+        s.rus = 3;
+        s.deadline_ns = 2_500_000;
+        assert_eq!(s.slots_up_front(), 3 * 5);
+        s.rus = 64;
+        s.pool_max = 100;
+        assert_eq!(s.slots_up_front(), 100);
+        s.frame_period_ns = 1;
+        s.deadline_ns = u64::MAX;
+        assert_eq!(s.slots_up_front(), 100);
+    }
 }
