@@ -250,8 +250,100 @@ pub struct Decoder {
     c2v: Aligned,
     work: Vec<i8>,
     syndrome: Vec<i8>,
-    /// The channel LLRs of a float `decode` call, quantised (`tx_bits` bytes).
+    /// The channel LLRs of a float `decode` call, quantised (`tx_bits` bytes), for
+    /// the levels that quantise in one pass before placing them.
     quantized: Vec<i8>,
+    /// Where each codeword position goes in `app` (see [`channel_pieces`]).
+    pieces: Vec<Piece>,
+}
+
+/// A run of codeword positions as the APP buffer holds them: `len` bytes at `at`,
+/// taken from the input or set to a constant.
+#[derive(Clone, Copy, Debug)]
+struct Piece {
+    at: usize,
+    len: usize,
+    from: Source,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    /// Input LLRs starting at this index.
+    Input(usize),
+    Fill(i8),
+}
+
+/// The pieces that write every codeword position for each block (no clearing pass):
+/// the punctured first 2*Zc positions as erasures (0), fillers as certain zeros (they
+/// may lie among the punctured ones), then each transmitted segment, its untransmitted
+/// rest as erasures. Pieces never cross a column; single columns go to their channel
+/// copy. Built once, so loading a block is one pass of plain copies.
+fn channel_pieces(p: &CodeParams, stride: usize, single_col: &[bool]) -> Vec<Piece> {
+    let (zc, chan) = (p.zc, p.bg.cols() * stride);
+    let mut pieces = Vec::new();
+    let mut put = |mut pos: usize, len: usize, from: Source| {
+        let mut done = 0;
+        while done < len {
+            let (col, lane) = (pos / zc, pos % zc);
+            let n = (zc - lane).min(len - done);
+            let at = col * stride + if single_col[col] { chan } else { 0 } + FRONT_PAD + lane;
+            let from = match from {
+                Source::Input(s) => Source::Input(s + done),
+                fill => fill,
+            };
+            pieces.push(Piece { at, len: n, from });
+            done += n;
+            pos += n;
+        }
+    };
+    put(0, 2 * zc, Source::Fill(0));
+    put(p.payload_bits, p.fillers(), Source::Fill(FILLER_LLR));
+    let mut used = 0;
+    for seg in tx_segments(p) {
+        let n = seg.len().min(p.tx_bits - used);
+        put(seg.start, n, Source::Input(used));
+        put(seg.start + n, seg.len() - n, Source::Fill(0));
+        used += n;
+    }
+    pieces
+}
+
+/// `dst.copy_from_slice(src)` in constant-size chunks, which compile to inline vector
+/// moves: the pieces are a few dozen to a few hundred bytes, where a `memmove` call
+/// per piece cost more than the copy (7% of a Zc = 72 decode).
+#[inline(always)]
+fn copy_bytes(dst: &mut [i8], src: &[i8]) {
+    debug_assert_eq!(dst.len(), src.len());
+    let mut d = dst.chunks_exact_mut(32);
+    let mut s = src.chunks_exact(32);
+    for (d, s) in (&mut d).zip(&mut s) {
+        d.copy_from_slice(s);
+    }
+    let (d, s) = (d.into_remainder(), s.remainder());
+    let mut d = d.chunks_exact_mut(8);
+    let mut s = s.chunks_exact(8);
+    for (d, s) in (&mut d).zip(&mut s) {
+        d.copy_from_slice(s);
+    }
+    for (d, s) in d.into_remainder().iter_mut().zip(s.remainder()) {
+        *d = *s;
+    }
+}
+
+/// Hard decisions (1 for a negative LLR) of `app` into `bits`, 64 at a time so that
+/// the loop compiles to whole-vector compares.
+#[inline(always)]
+fn hard_decisions(app: &[i8], bits: &mut [u8]) {
+    let mut b = bits.chunks_exact_mut(64);
+    let mut a = app.chunks_exact(64);
+    for (b, a) in (&mut b).zip(&mut a) {
+        for (bit, &v) in b.iter_mut().zip(a) {
+            *bit = (v < 0) as u8;
+        }
+    }
+    for (bit, &v) in b.into_remainder().iter_mut().zip(a.remainder()) {
+        *bit = (v < 0) as u8;
+    }
 }
 
 /// The base-graph columns the decoder treats as single (see the module docs of the
@@ -354,6 +446,7 @@ impl Decoder {
         };
         let correction =
             correction(cfg.min_sum, DEFAULT_LLR_SCALE).unwrap_or(Correction::Eighths(6));
+        let pieces = channel_pieces(&p, stride, &single_col);
         let d = Decoder {
             #[cfg(target_arch = "x86_64")]
             windows,
@@ -381,6 +474,7 @@ impl Decoder {
             work: vec![0; max_deg * LANE_PAD],
             syndrome: vec![0; zpad],
             quantized: vec![0; p.tx_bits],
+            pieces,
         };
         // The SIMD kernels use raw pointers: verify their bounds once for every row.
         #[cfg(target_arch = "x86_64")]
@@ -446,27 +540,47 @@ impl Decoder {
         payload_out: &mut [u8],
     ) -> Result<DecodeOutcome, LdpcError> {
         self.check_call(llr.len(), payload_out.len())?;
-        // Quantised in one pass, then placed column piece by column piece: quantising
-        // piece by piece left a short tail per piece, and at the station's Zc = 36
-        // (every piece 36 values) the tails through a zero-padded vector made the
-        // quantiser 19% of a decode with early termination.
-        let (scale, q) = (self.llr_scale, &mut self.quantized);
+        let scale = self.llr_scale;
         let nan = match self.level {
+            // AVX-512 quantises each piece straight into its place: masked tails make
+            // short pieces cheap.
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: the level comes from runtime detection.
-            SimdLevel::Avx512 => unsafe { quantize_avx512(llr, scale, q) },
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: the level comes from runtime detection.
-            SimdLevel::Avx2 => unsafe { quantize_avx2(llr, scale, q) },
-            _ => quantize(llr, scale, q),
+            SimdLevel::Avx512 => {
+                let mut nan = false;
+                for piece in &self.pieces {
+                    let dst = &mut self.app[piece.at..piece.at + piece.len];
+                    match piece.from {
+                        // SAFETY: the level comes from runtime detection.
+                        Source::Input(s) => unsafe {
+                            nan |= quantize_avx512(&llr[s..s + piece.len], scale, dst)
+                        },
+                        Source::Fill(v) => dst.fill(v),
+                    }
+                }
+                self.mirror_channel();
+                nan
+            }
+            // The others quantise in one pass, then place the pieces: through AVX2's
+            // zero-padded tail, quantising piece by piece made the quantiser 19% of a
+            // decode with early termination at the station's Zc = 36.
+            _ => {
+                let q = &mut self.quantized;
+                let nan = match self.level {
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: the level comes from runtime detection.
+                    SimdLevel::Avx2 => unsafe { quantize_avx2(llr, scale, q) },
+                    _ => quantize(llr, scale, q),
+                };
+                let q = std::mem::take(&mut self.quantized);
+                self.load_channel(&q);
+                self.quantized = q;
+                nan
+            }
         };
         if nan {
             let index = llr.iter().position(|x| x.is_nan()).unwrap_or(0);
             return Err(LdpcError::NanLlr { index });
         }
-        let q = std::mem::take(&mut self.quantized);
-        self.load_channel(&q);
-        self.quantized = q;
         Ok(self.run(payload_out))
     }
 
@@ -512,10 +626,7 @@ impl Decoder {
         let zc = self.p.zc;
         for (col, bits) in payload_out.chunks_mut(zc).enumerate() {
             let base = col * self.stride + FRONT_PAD;
-            let app = &self.app[base..base + bits.len()];
-            for (bit, &v) in bits.iter_mut().zip(app) {
-                *bit = (v < 0) as u8;
-            }
+            hard_decisions(&self.app[base..base + bits.len()], bits);
         }
         DecodeOutcome {
             iterations,
@@ -538,51 +649,26 @@ impl Decoder {
 
     /// Writes the quantised channel LLRs (`tx_bits` of them) into the APP buffer.
     fn load_channel(&mut self, llr: &[i8]) {
-        let (zc, stride, total) = (self.p.zc, self.stride, self.p.tx_bits);
-        let (single_col, chan) = (&self.single_col, self.p.bg.cols() * stride);
-        // Where column `col` is loaded: single columns into their channel copy.
-        let column = |col: usize| col * stride + if single_col[col] { chan } else { 0 };
-        // Writes `len` values starting at codeword position `pos`, column by column, from
-        // the input starting at `src` (or `fill`).
-        let write = |mut pos: usize, len: usize, src: Option<usize>, fill: i8, app: &mut [i8]| {
-            let mut done = 0;
-            while done < len {
-                let (col, lane) = (pos / zc, pos % zc);
-                let n = (zc - lane).min(len - done);
-                let at = column(col) + FRONT_PAD + lane;
-                let dst = &mut app[at..at + n];
-                match src {
-                    Some(s) => dst.copy_from_slice(&llr[s + done..s + done + n]),
-                    None => dst.fill(fill),
-                }
-                done += n;
-                pos += n;
+        for piece in &self.pieces {
+            let dst = &mut self.app[piece.at..piece.at + piece.len];
+            match piece.from {
+                Source::Input(s) => copy_bytes(dst, &llr[s..s + piece.len]),
+                Source::Fill(v) => dst.fill(v),
             }
-        };
-        // Every codeword position is written for each block (no clearing pass): the
-        // punctured first 2*Zc positions as erasures (0), fillers as certain zeros (they
-        // may lie among the punctured ones), then each transmitted segment, its
-        // untransmitted rest as erasures.
-        write(0, 2 * zc, None, 0, &mut self.app);
-        write(
-            self.p.payload_bits,
-            self.p.fillers(),
-            None,
-            FILLER_LLR,
-            &mut self.app,
-        );
-        let mut used = 0;
-        for seg in tx_segments(&self.p) {
-            let n = seg.len().min(total - used);
-            write(seg.start, n, Some(used), 0, &mut self.app);
-            write(seg.start + n, seg.len() - n, None, 0, &mut self.app);
-            used += n;
         }
-        // Mirror: app[c][j + Zc] = app[c][j] for the lanes the layout mirrors.
+        self.mirror_channel();
+    }
+
+    /// Mirror after loading: `app[c][j + Zc] = app[c][j]` for the lanes the layout
+    /// mirrors, in every column (single columns in their channel copy).
+    fn mirror_channel(&mut self) {
+        let (zc, stride) = (self.p.zc, self.stride);
         let mirrored = if wraps(zc) { LANE_PAD } else { zc };
-        for c in 0..self.p.bg.cols() {
-            let col = &mut self.app[column(c)..column(c) + stride];
-            col.copy_within(FRONT_PAD..FRONT_PAD + mirrored, FRONT_PAD + zc);
+        let chan = self.p.bg.cols() * stride;
+        for (c, &single) in self.single_col.iter().enumerate() {
+            let at = c * stride + if single { chan } else { 0 } + FRONT_PAD;
+            let (lanes, rest) = self.app[at..at + zc + mirrored].split_at_mut(zc);
+            copy_bytes(rest, &lanes[..mirrored]);
         }
     }
 
