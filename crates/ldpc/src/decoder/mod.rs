@@ -1070,20 +1070,36 @@ mod tests {
         lacks
     }
 
-    /// The AVX2 parity check (the doubled layout's [`x86_rows::syndrome_ok_halves_avx2`]
-    /// or the wrapped layout's) agrees with the portable one on the same APP values,
-    /// after each of the first four iterations of noisy blocks (where some checks still
-    /// fail) and of clean codewords (where every check holds), at lifting sizes with
-    /// and without padding lanes in the last half.
+    /// The AVX2 and AVX-512 parity checks (the doubled layout's
+    /// [`x86_rows::syndrome_ok_halves_avx2`], the wrapped layout's per level) agree
+    /// with the portable one on the same APP values, after each of the first four
+    /// iterations of noisy blocks (where some checks still fail) and of clean codewords
+    /// (where every check holds), at lifting sizes with and without padding lanes in
+    /// the last half; and where every check holds, one hard decision flipped in any
+    /// column makes both fail.
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn avx2_parity_check_matches_the_portable_one() {
-        use crate::BaseGraph;
+    fn simd_parity_checks_match_the_portable_one() {
         if lacks_avx2("AVX2 parity check") {
             return;
         }
+        let levels = if SimdLevel::Avx512.resolve() == SimdLevel::Avx512 {
+            vec![SimdLevel::Avx2, SimdLevel::Avx512]
+        } else {
+            println!("SKIPPED: AVX-512 parity check (CPU lacks AVX-512BW)");
+            vec![SimdLevel::Avx2]
+        };
+        for level in levels {
+            simd_parity_check_matches_the_portable_one(level);
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    fn simd_parity_check_matches_the_portable_one(level: SimdLevel) {
+        use crate::BaseGraph;
         let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let mut outcomes = [0usize; 2];
+        let mut flipped = 0;
         for (bg, zc, rate) in [
             (BaseGraph::Bg1, 72, 1.0 / 3.0),
             (BaseGraph::Bg1, 36, 0.5),
@@ -1092,30 +1108,60 @@ mod tests {
             (BaseGraph::Bg1, 96, 0.5),
             (BaseGraph::Bg2, 208, 0.4),
             (BaseGraph::Bg1, 384, 1.0 / 3.0),
+            (BaseGraph::Bg1, 64, 0.5),
+            (BaseGraph::Bg2, 128, 0.3),
+            (BaseGraph::Bg1, 320, 0.4),
         ] {
             let p = CodeParams::for_rate(bg, zc, rate).unwrap();
             for noise in [0, 40, 70] {
                 let llr = noisy_codeword(p, &mut next, 24, noise);
                 let cfg = DecoderConfig {
-                    simd: SimdLevel::Avx2,
+                    simd: level,
                     ..Default::default()
                 };
                 let mut dec = Decoder::new(p, cfg);
                 dec.load_channel(&llr);
+                let portable = |dec: &mut Decoder| {
+                    let rows = &dec.row_start[..dec.rows + 1];
+                    let dims = dec.dims(false, true);
+                    syndrome_ok(&dec.app, &dec.edges, rows, &mut dec.syndrome, &dims)
+                };
+                let what = format!("{level} {bg} Zc={zc} noise {noise}");
                 for it in 0..4 {
                     dec.iterate(it == 0, true);
                     let fast = dec.syndrome_ok();
-                    let rows = &dec.row_start[..dec.rows + 1];
-                    let dims = dec.dims(false, true);
-                    let portable =
-                        syndrome_ok(&dec.app, &dec.edges, rows, &mut dec.syndrome, &dims);
-                    assert_eq!(fast, portable, "{bg} Zc={zc} noise {noise} iteration {it}");
+                    assert_eq!(fast, portable(&mut dec), "{what} iteration {it}");
                     outcomes[fast as usize] += 1;
+                }
+                if !dec.syndrome_ok() {
+                    continue;
+                }
+                // One real lane of a column an active row checks (and its mirror copy)
+                // negated, then restored, at 20 places.
+                for _ in 0..20 {
+                    let edge = (next() % dec.edges.len() as u64) as usize;
+                    let lane = (next() % zc as u64) as usize;
+                    let base = dec.edges[edge].base;
+                    let mirrored = if wraps(zc) { LANE_PAD } else { zc };
+                    let copies = if lane < mirrored { 2 } else { 1 };
+                    let flip = |dec: &mut Decoder| {
+                        for at in [base + lane, base + lane + zc].into_iter().take(copies) {
+                            dec.app[at] = if dec.app[at] < 0 { 1 } else { -1 };
+                        }
+                    };
+                    flip(&mut dec);
+                    let what = format!("{what}, column {} lane {lane}", base / dec.stride);
+                    assert!(!dec.syndrome_ok(), "{what} flipped");
+                    assert!(!portable(&mut dec), "{what} flipped: portable");
+                    flip(&mut dec);
+                    assert!(dec.syndrome_ok(), "{what} restored");
+                    flipped += 1;
                 }
             }
         }
         // Both answers occurred, so neither was compared alone.
-        assert!(outcomes[0] > 0 && outcomes[1] > 0, "{outcomes:?}");
+        assert!(outcomes[0] > 0 && outcomes[1] > 0, "{level}: {outcomes:?}");
+        assert!(flipped > 0, "{level}: no block reached a valid codeword");
     }
 
     /// The doubled layout's fix-ups after a row that wrote its window at `shift` (real

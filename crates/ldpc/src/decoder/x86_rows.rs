@@ -714,7 +714,9 @@ row_kernel!(row_bw, "avx512f,avx512bw", false);
 /// Hard decisions satisfy every row listed by `row_start` (see `decoder::syndrome_ok`),
 /// reading the windows from the kernel's table: per row and 64-lane vector, the XOR of
 /// the edges' windows must have no sign bit set. The table saves the per-edge window
-/// arithmetic and the accumulator's round trips through memory of the portable loop.
+/// arithmetic and the accumulator's round trips through memory of the portable loop;
+/// rows run through [`row_parity_ok_avx512`] built per degree, so the loop over a
+/// row's windows unrolls.
 ///
 /// # Safety
 /// The CPU must support AVX-512F and AVX-512BW, and `windows` must be the table of these
@@ -729,19 +731,54 @@ pub(crate) unsafe fn syndrome_ok_avx512(
     let nvec = zc / LANE_PAD;
     let p = app.as_ptr();
     for r in row_start.windows(2) {
-        let d = r[1] - r[0];
-        for win in windows[r[0] * nvec..r[1] * nvec].chunks_exact(d) {
-            let mut x = _mm512_setzero_si512();
-            for &w in win {
-                let a = _mm512_loadu_si512(p.add((w & OFFSET) as usize) as *const __m512i);
-                x = _mm512_xor_si512(x, a);
-            }
-            if _mm512_movepi8_mask(x) != 0 {
-                return false;
-            }
+        let win = &windows[r[0] * nvec..r[1] * nvec];
+        // As in `syndrome_ok_halves_avx2`: a literal degree per arm, any other in a
+        // register.
+        macro_rules! by_degree {
+            ($($d:literal)*) => {
+                match r[1] - r[0] {
+                    0 => true,
+                    $($d => row_parity_ok_avx512(p, win, $d),)*
+                    d => row_parity_ok_avx512(p, win, d),
+                }
+            };
+        }
+        // SAFETY: `win` is this row's part of the table over `app` (the caller's
+        // guarantee); the CPU has AVX-512F and BW.
+        let ok = unsafe { by_degree!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19) };
+        if !ok {
+            return false;
         }
     }
     true
+}
+
+/// One row of [`syndrome_ok_avx512`]: `win` holds `d` window offsets (with their
+/// mirror flags) per 64-lane vector. The vectors' XORs are ORed together and tested
+/// once per row; three windows per `vpternlogq`.
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512BW; every offset in `win` starts 64
+/// readable bytes of `p`.
+#[inline(always)]
+unsafe fn row_parity_ok_avx512(p: *const i8, win: &[u32], d: usize) -> bool {
+    let load = |w: u32| {
+        // SAFETY: as the caller guarantees.
+        unsafe { _mm512_loadu_si512(p.add((w & OFFSET) as usize) as *const __m512i) }
+    };
+    let mut any = _mm512_setzero_si512();
+    for w in win.chunks_exact(d) {
+        let mut x = load(w[0]);
+        let mut pairs = w[1..].chunks_exact(2);
+        for pair in &mut pairs {
+            x = _mm512_ternarylogic_epi64(x, load(pair[0]), load(pair[1]), 0x96);
+        }
+        if let [last] = pairs.remainder() {
+            x = _mm512_xor_si512(x, load(*last));
+        }
+        any = _mm512_or_si512(any, x);
+    }
+    _mm512_movepi8_mask(any) == 0
 }
 
 /// [`syndrome_ok_avx512`] with two 32-lane halves per window.
