@@ -277,7 +277,7 @@ enum Source {
 /// the punctured first 2*Zc positions as erasures (0), fillers as certain zeros (they
 /// may lie among the punctured ones), then each transmitted segment, its untransmitted
 /// rest as erasures. Pieces never cross a column; single columns go to their channel
-/// copy. Built once, so loading a block is one pass of plain copies.
+/// copy. Built once: placing a piece needs no division by Zc.
 fn channel_pieces(p: &CodeParams, stride: usize, single_col: &[bool]) -> Vec<Piece> {
     let (zc, chan) = (p.zc, p.bg.cols() * stride);
     let mut pieces = Vec::new();
@@ -306,28 +306,6 @@ fn channel_pieces(p: &CodeParams, stride: usize, single_col: &[bool]) -> Vec<Pie
         used += n;
     }
     pieces
-}
-
-/// `dst.copy_from_slice(src)` in constant-size chunks, which compile to inline vector
-/// moves: the pieces are a few dozen to a few hundred bytes, where a `memmove` call
-/// per piece cost more than the copy (7% of a Zc = 72 decode).
-#[inline(always)]
-fn copy_bytes(dst: &mut [i8], src: &[i8]) {
-    debug_assert_eq!(dst.len(), src.len());
-    let mut d = dst.chunks_exact_mut(32);
-    let mut s = src.chunks_exact(32);
-    for (d, s) in (&mut d).zip(&mut s) {
-        d.copy_from_slice(s);
-    }
-    let (d, s) = (d.into_remainder(), s.remainder());
-    let mut d = d.chunks_exact_mut(8);
-    let mut s = s.chunks_exact(8);
-    for (d, s) in (&mut d).zip(&mut s) {
-        d.copy_from_slice(s);
-    }
-    for (d, s) in d.into_remainder().iter_mut().zip(s.remainder()) {
-        *d = *s;
-    }
 }
 
 /// Hard decisions (1 for a negative LLR) of `app` into `bits`, 64 at a time so that
@@ -652,7 +630,7 @@ impl Decoder {
         for piece in &self.pieces {
             let dst = &mut self.app[piece.at..piece.at + piece.len];
             match piece.from {
-                Source::Input(s) => copy_bytes(dst, &llr[s..s + piece.len]),
+                Source::Input(s) => dst.copy_from_slice(&llr[s..s + piece.len]),
                 Source::Fill(v) => dst.fill(v),
             }
         }
@@ -667,8 +645,7 @@ impl Decoder {
         let chan = self.p.bg.cols() * stride;
         for (c, &single) in self.single_col.iter().enumerate() {
             let at = c * stride + if single { chan } else { 0 } + FRONT_PAD;
-            let (lanes, rest) = self.app[at..at + zc + mirrored].split_at_mut(zc);
-            copy_bytes(rest, &lanes[..mirrored]);
+            self.app.copy_within(at..at + mirrored, at + zc);
         }
     }
 
