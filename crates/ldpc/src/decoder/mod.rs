@@ -250,8 +250,9 @@ pub struct Decoder {
     c2v: Aligned,
     work: Vec<i8>,
     syndrome: Vec<i8>,
-    /// The channel LLRs of a float `decode` call, quantised (`tx_bits` bytes), for
-    /// the levels that quantise in one pass before placing them.
+    /// The channel LLRs of a float `decode` call, quantised (`tx_bits` bytes) when
+    /// they are quantised in one pass before being placed; empty when each piece is
+    /// quantised in place (see `Decoder::new`).
     quantized: Vec<i8>,
     /// Where each codeword position goes in `app` (see [`channel_pieces`]).
     pieces: Vec<Piece>,
@@ -451,7 +452,16 @@ impl Decoder {
             single_col,
             work: vec![0; max_deg * LANE_PAD],
             syndrome: vec![0; zpad],
-            quantized: vec![0; p.tx_bits],
+            // AVX2 quantises pieces whose length is not a multiple of 32 through a
+            // zero-padded tail: piece by piece, that made the quantiser 19% of a
+            // decode with early termination at the station's Zc = 36. Such codes
+            // quantise in one pass, then place the pieces; the others (AVX-512's
+            // masked tails are cheap) quantise each piece in place.
+            quantized: if level == SimdLevel::Avx2 && !p.zc.is_multiple_of(32) {
+                vec![0; p.tx_bits]
+            } else {
+                Vec::new()
+            },
             pieces,
         };
         // The SIMD kernels use raw pointers: verify their bounds once for every row.
@@ -518,42 +528,27 @@ impl Decoder {
         payload_out: &mut [u8],
     ) -> Result<DecodeOutcome, LdpcError> {
         self.check_call(llr.len(), payload_out.len())?;
-        let scale = self.llr_scale;
-        let nan = match self.level {
-            // AVX-512 quantises each piece straight into its place: masked tails make
-            // short pieces cheap.
-            #[cfg(target_arch = "x86_64")]
-            SimdLevel::Avx512 => {
-                let mut nan = false;
-                for piece in &self.pieces {
-                    let dst = &mut self.app[piece.at..piece.at + piece.len];
-                    match piece.from {
-                        // SAFETY: the level comes from runtime detection.
-                        Source::Input(s) => unsafe {
-                            nan |= quantize_avx512(&llr[s..s + piece.len], scale, dst)
-                        },
-                        Source::Fill(v) => dst.fill(v),
+        let (scale, level) = (self.llr_scale, self.level);
+        let nan = if self.quantized.is_empty() {
+            // Each piece quantised straight into its place.
+            let mut nan = false;
+            for piece in &self.pieces {
+                let dst = &mut self.app[piece.at..piece.at + piece.len];
+                match piece.from {
+                    Source::Input(s) => {
+                        nan |= quantize_at(level, &llr[s..s + piece.len], scale, dst)
                     }
+                    Source::Fill(v) => dst.fill(v),
                 }
-                self.mirror_channel();
-                nan
             }
-            // The others quantise in one pass, then place the pieces: through AVX2's
-            // zero-padded tail, quantising piece by piece made the quantiser 19% of a
-            // decode with early termination at the station's Zc = 36.
-            _ => {
-                let q = &mut self.quantized;
-                let nan = match self.level {
-                    #[cfg(target_arch = "x86_64")]
-                    // SAFETY: the level comes from runtime detection.
-                    SimdLevel::Avx2 => unsafe { quantize_avx2(llr, scale, q) },
-                    _ => quantize(llr, scale, q),
-                };
-                let q = std::mem::take(&mut self.quantized);
-                self.load_channel(&q);
-                self.quantized = q;
-                nan
-            }
+            self.mirror_channel();
+            nan
+        } else {
+            let mut q = std::mem::take(&mut self.quantized);
+            let nan = quantize_at(level, llr, scale, &mut q);
+            self.load_channel(&q);
+            self.quantized = q;
+            nan
         };
         if nan {
             let index = llr.iter().position(|x| x.is_nan()).unwrap_or(0);
@@ -762,6 +757,19 @@ impl Decoder {
             return unsafe { x86_rows::syndrome_ok_halves_avx2(app, halves, rows, dims.zc) };
         }
         syndrome_ok(app, edges, rows, acc, &dims)
+    }
+}
+
+/// [`quantize`] by the kernel of `level`; true if an LLR was NaN.
+fn quantize_at(level: SimdLevel, llr: &[f32], scale: f32, out: &mut [i8]) -> bool {
+    match level {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the level comes from runtime detection.
+        SimdLevel::Avx512 => unsafe { quantize_avx512(llr, scale, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: the level comes from runtime detection.
+        SimdLevel::Avx2 => unsafe { quantize_avx2(llr, scale, out) },
+        _ => quantize(llr, scale, out),
     }
 }
 
