@@ -283,10 +283,10 @@ fn simd_and_scalar_give_identical_results_on_random_inputs() {
     }
 }
 
-/// Float LLRs (which AVX-512 quantises straight into the decoder's columns, the other
-/// levels in one pass before placing them) give every level the scalar level's
-/// results: with fillers, a truncated rate-matched block and a full one, values beyond
-/// the clip and infinities.
+/// Float LLRs (quantised straight into the decoder's columns, or with AVX2 at a Zc
+/// that is not a multiple of 32 in one pass before being placed) give every level the
+/// scalar level's results: with fillers, a truncated rate-matched block and a full
+/// one, values beyond the clip and infinities.
 #[test]
 fn float_llrs_give_identical_results_at_every_level() {
     let mut rng = ChaCha8Rng::seed_from_u64(11);

@@ -532,16 +532,9 @@ impl Decoder {
         let nan = if self.quantized.is_empty() {
             // Each piece quantised straight into its place.
             let mut nan = false;
-            for piece in &self.pieces {
-                let dst = &mut self.app[piece.at..piece.at + piece.len];
-                match piece.from {
-                    Source::Input(s) => {
-                        nan |= quantize_at(level, &llr[s..s + piece.len], scale, dst)
-                    }
-                    Source::Fill(v) => dst.fill(v),
-                }
-            }
-            self.mirror_channel();
+            self.place_channel(|s, dst| {
+                nan |= quantize_at(level, &llr[s..s + dst.len()], scale, dst);
+            });
             nan
         } else {
             let mut q = std::mem::take(&mut self.quantized);
@@ -622,19 +615,21 @@ impl Decoder {
 
     /// Writes the quantised channel LLRs (`tx_bits` of them) into the APP buffer.
     fn load_channel(&mut self, llr: &[i8]) {
+        self.place_channel(|s, dst| dst.copy_from_slice(&llr[s..s + dst.len()]));
+    }
+
+    /// Writes every codeword position through [`channel_pieces`]: `input(s, dst)`
+    /// fills `dst` from the input starting at index `s`; then the mirror,
+    /// `app[c][j + Zc] = app[c][j]` for the lanes the layout mirrors, in every column
+    /// (single columns in their channel copy).
+    fn place_channel(&mut self, mut input: impl FnMut(usize, &mut [i8])) {
         for piece in &self.pieces {
             let dst = &mut self.app[piece.at..piece.at + piece.len];
             match piece.from {
-                Source::Input(s) => dst.copy_from_slice(&llr[s..s + piece.len]),
+                Source::Input(s) => input(s, dst),
                 Source::Fill(v) => dst.fill(v),
             }
         }
-        self.mirror_channel();
-    }
-
-    /// Mirror after loading: `app[c][j + Zc] = app[c][j]` for the lanes the layout
-    /// mirrors, in every column (single columns in their channel copy).
-    fn mirror_channel(&mut self) {
         let (zc, stride) = (self.p.zc, self.stride);
         let mirrored = if wraps(zc) { LANE_PAD } else { zc };
         let chan = self.p.bg.cols() * stride;
