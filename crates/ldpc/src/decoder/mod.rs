@@ -1006,6 +1006,9 @@ mod tests {
         for (bg, zc, rate, ms) in [
             (BaseGraph::Bg1, 384, 1.0 / 3.0, MinSum::Normalized(0.75)),
             (BaseGraph::Bg1, 128, 0.5, MinSum::Offset(0.5)),
+            // One vector per row block: the interleaved degree-19 rows run only their
+            // first and last passes.
+            (BaseGraph::Bg1, 64, 1.0 / 3.0, MinSum::Normalized(0.75)),
             (BaseGraph::Bg2, 256, 0.2, MinSum::Normalized(0.625)),
             (BaseGraph::Bg2, 64, 0.4, MinSum::Normalized(1.0)),
         ] {

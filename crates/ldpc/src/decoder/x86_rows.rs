@@ -606,38 +606,43 @@ macro_rules! row_kernel {
                     .expect("D windows per vector")
             };
             let c2vp = c2v.as_mut_ptr();
-            // First pass over vector k: every edge's extrinsic value t, then the two
-            // candidate messages (sign product applied) and the smallest |t|.
-            macro_rules! pass1 {
-                ($k:expr) => {{
-                    let (win, c2vk) = (win($k), c2vp.add($k * D * W));
-                    let mut t = [zero; D];
-                    let (mut min1, mut min2) = (all, all);
-                    unroll!(D, |e| {
-                        let is_single = LAST_SINGLE && e + 1 == D;
-                        let at = window_at(&win[e]) + if is_single { single.chan } else { 0 };
-                        let a = _mm512_loadu_si512(appp.add(at) as *const __m512i);
-                        t[e] = if FIRST || is_single {
-                            a
-                        } else {
-                            let c = _mm512_load_si512(c2vk.add(e * W) as *const __m512i);
-                            // Saturated APP: subtract nothing (`scalar::saturated`).
-                            _mm512_mask_subs_epi8(a, unsaturated(a, k126, k253), a, c)
-                        };
-                        let m = _mm512_abs_epi8(t[e]);
-                        min2 = _mm512_min_epu8(min2, _mm512_max_epu8(min1, m));
-                        min1 = _mm512_min_epu8(min1, m);
-                    });
-                    // Sign product: XOR of all t, three inputs per instruction.
-                    let mut sgn = zero;
-                    unroll!(D, |e| {
-                        if e % 2 == 1 {
-                            sgn = _mm512_ternarylogic_epi64(sgn, t[e - 1], t[e], 0x96);
-                        } else if e + 1 == D {
-                            sgn = _mm512_xor_si512(sgn, t[e]);
-                        }
-                    });
-                    let (m1, m2) = (_mm512_min_epu8(min1, max127), _mm512_min_epu8(min2, max127));
+            // Edge e's extrinsic value t in vector k.
+            macro_rules! edge_t {
+                ($k:expr, $e:expr) => {{
+                    let e: usize = $e;
+                    let is_single = LAST_SINGLE && e + 1 == D;
+                    let at = window_at(&win($k)[e]) + if is_single { single.chan } else { 0 };
+                    let a = _mm512_loadu_si512(appp.add(at) as *const __m512i);
+                    if FIRST || is_single {
+                        a
+                    } else {
+                        let c = _mm512_load_si512(c2vp.add(($k * D + e) * W) as *const __m512i);
+                        // Saturated APP: subtract nothing (`scalar::saturated`).
+                        _mm512_mask_subs_epi8(a, unsaturated(a, k126, k253), a, c)
+                    }
+                }};
+            }
+            // Folds t into the two smallest |t| so far, and (`$e` odd, or the last) the
+            // sign product: XOR of all t, three inputs per instruction.
+            macro_rules! fold {
+                ($t:expr, $e:expr, $min1:expr, $min2:expr, $sgn:expr) => {{
+                    let e: usize = $e;
+                    let m = _mm512_abs_epi8($t[e]);
+                    $min2 = _mm512_min_epu8($min2, _mm512_max_epu8($min1, m));
+                    $min1 = _mm512_min_epu8($min1, m);
+                    if e % 2 == 1 {
+                        $sgn = _mm512_ternarylogic_epi64($sgn, $t[e - 1], $t[e], 0x96);
+                    } else if e + 1 == D {
+                        $sgn = _mm512_xor_si512($sgn, $t[e]);
+                    }
+                }};
+            }
+            // The two candidate messages: corrected magnitudes with the sign product
+            // applied; an edge's message is one of them with its own sign on top (the
+            // sign of t ^ product).
+            macro_rules! candidates {
+                ($min1:expr, $min2:expr, $sgn:expr) => {{
+                    let (m1, m2) = (_mm512_min_epu8($min1, max127), _mm512_min_epu8($min2, max127));
                     let (m1, m2) = if $vbmi {
                         (
                             _mm512_permutex2var_epi8(lo, m1, hi),
@@ -649,58 +654,74 @@ macro_rules! row_kernel {
                             correct512(m2, corr.correction),
                         )
                     };
-                    // The magnitudes with the sign product applied; an edge's message is
-                    // one of them with its own sign on top (the sign of t ^ product).
-                    let neg = _mm512_movepi8_mask(sgn);
-                    let m1 = _mm512_mask_sub_epi8(m1, neg, zero, m1);
-                    let m2 = _mm512_mask_sub_epi8(m2, neg, zero, m2);
+                    let neg = _mm512_cmpgt_epi8_mask(zo, $sgn);
+                    (
+                        _mm512_mask_sub_epi8(m1, neg, zo, m1),
+                        _mm512_mask_sub_epi8(m2, neg, zo, m2),
+                    )
+                }};
+            }
+            // First pass over vector k: every edge's t, the smallest |t| and the two
+            // candidate messages.
+            macro_rules! pass1 {
+                ($k:expr) => {{
+                    let mut t = [zero; D];
+                    let (mut min1, mut min2, mut sgn) = (all, all, zero);
+                    unroll!(D, |e| {
+                        t[e] = edge_t!($k, e);
+                        fold!(t, e, min1, min2, sgn);
+                    });
+                    let (m1, m2) = candidates!(min1, min2, sgn);
                     (t, min1, m1, m2)
                 }};
             }
-            // Second pass over vector k: new messages and APP values.
+            // Second pass over edge e of vector k: its new message and APP value.
+            macro_rules! edge_out {
+                ($k:expr, $e:expr, $t:expr, $min1:expr, $m1:expr, $m2:expr) => {{
+                    let e: usize = $e;
+                    let is_single = LAST_SINGLE && e + 1 == D;
+                    // A single edge's value is only needed when someone reads it.
+                    if !is_single || single.write {
+                        let t = $t;
+                        // |t| and the message's sign both from the sign mask of t, a
+                        // compare against a zero the optimiser cannot see: with a
+                        // known zero LLVM emits `vpmovb2m` and folds the masked
+                        // subtraction back into `vpabsb`. On Intel cores both of those
+                        // issue only on the port that also takes every min, max,
+                        // `vpabsb` and saturating add here, while a compare into a
+                        // mask goes to the other port and a masked subtraction to
+                        // either (measured: 2.8% less per block, session 35). On Zen 4
+                        // a masked subtraction issues twice as fast as `vpabsb`.
+                        // -(-128) wraps to 128 as u8 just as `vpabsb` does.
+                        let neg = _mm512_cmpgt_epi8_mask(zo, t);
+                        let abs_t = _mm512_mask_sub_epi8(t, neg, zo, t);
+                        let eq = _mm512_cmpeq_epi8_mask(abs_t, $min1);
+                        let mag = _mm512_mask_blend_epi8(eq, $m1, $m2);
+                        // |mag| <= 127: negating never overflows.
+                        let c = _mm512_mask_sub_epi8(mag, neg, zo, mag);
+                        if !is_single {
+                            _mm512_store_si512(c2vp.add(($k * D + e) * W) as *mut __m512i, c);
+                        }
+                        // Saturated t (|t| >= 127) is final: add nothing
+                        // (`scalar::saturated`).
+                        let unsat = _mm512_cmplt_epu8_mask(abs_t, max127);
+                        let v = _mm512_mask_adds_epi8(t, unsat, t, c);
+                        let w = win($k)[e];
+                        let p = appp.add((w & OFFSET) as usize);
+                        _mm512_storeu_si512(p as *mut __m512i, v);
+                        if w & MIRROR_UP != 0 {
+                            _mm512_storeu_si512(p.add(zc) as *mut __m512i, v);
+                        }
+                        if w & MIRROR_DOWN != 0 {
+                            _mm512_storeu_si512(p.sub(zc) as *mut __m512i, v);
+                        }
+                    }
+                }};
+            }
             macro_rules! pass2 {
                 ($k:expr, $state:expr) => {{
                     let (t, min1, m1, m2) = $state;
-                    let (win, c2vk) = (win($k), c2vp.add($k * D * W));
-                    unroll!(D, |e| {
-                        let is_single = LAST_SINGLE && e + 1 == D;
-                        // A single edge's value is only needed when someone reads it.
-                        if !is_single || single.write {
-                            let t = t[e];
-                            // |t| and the message's sign both from the sign mask of t, a
-                            // compare against a zero the optimiser cannot see: with a
-                            // known zero LLVM emits `vpmovb2m` and folds the masked
-                            // subtraction back into `vpabsb`. On Intel cores both of those
-                            // issue only on the port that also takes every min, max,
-                            // `vpabsb` and saturating add here, while a compare into a
-                            // mask goes to the other port and a masked subtraction to
-                            // either (measured: 2.8% less per block, session 35). On Zen 4
-                            // a masked subtraction issues twice as fast as `vpabsb`.
-                            // -(-128) wraps to 128 as u8 just as `vpabsb` does.
-                            let neg = _mm512_cmpgt_epi8_mask(zo, t);
-                            let abs_t = _mm512_mask_sub_epi8(t, neg, zo, t);
-                            let eq = _mm512_cmpeq_epi8_mask(abs_t, min1);
-                            let mag = _mm512_mask_blend_epi8(eq, m1, m2);
-                            // |mag| <= 127: negating never overflows.
-                            let c = _mm512_mask_sub_epi8(mag, neg, zo, mag);
-                            if !is_single {
-                                _mm512_store_si512(c2vk.add(e * W) as *mut __m512i, c);
-                            }
-                            // Saturated t (|t| >= 127) is final: add nothing
-                            // (`scalar::saturated`).
-                            let unsat = _mm512_cmplt_epu8_mask(abs_t, max127);
-                            let v = _mm512_mask_adds_epi8(t, unsat, t, c);
-                            let w = win[e];
-                            let p = appp.add((w & OFFSET) as usize);
-                            _mm512_storeu_si512(p as *mut __m512i, v);
-                            if w & MIRROR_UP != 0 {
-                                _mm512_storeu_si512(p.add(zc) as *mut __m512i, v);
-                            }
-                            if w & MIRROR_DOWN != 0 {
-                                _mm512_storeu_si512(p.sub(zc) as *mut __m512i, v);
-                            }
-                        }
-                    });
+                    unroll!(D, |e| { edge_out!($k, e, t[e], min1, m1, m2) });
                 }};
             }
             if D <= PIPELINE_MAX_DEGREE {
@@ -716,16 +737,29 @@ macro_rules! row_kernel {
                 }
                 pass2!(nvec - 1, cur);
             } else {
-                for k in 0..nvec {
-                    pass2!(k, pass1!(k));
+                // Too many edges for two vectors' t in registers: the passes interleave
+                // edge by edge, each new t taking the register its edge's old t leaves.
+                let (mut t, mut min1, mut m1, mut m2) = pass1!(0);
+                for k in 0..nvec - 1 {
+                    let (mut n1, mut n2, mut sgn) = (all, all, zero);
+                    unroll!(D, |e| {
+                        edge_out!(k, e, t[e], min1, m1, m2);
+                        t[e] = edge_t!(k + 1, e);
+                        fold!(t, e, n1, n2, sgn);
+                    });
+                    (m1, m2) = candidates!(n1, n2, sgn);
+                    min1 = n1;
                 }
+                pass2!(nvec - 1, (t, min1, m1, m2));
             }
         }
     };
 }
 
 /// Rows of at most this degree are software pipelined (two vectors' `t` fit the 32
-/// registers).
+/// registers); larger ones interleave the passes edge by edge. On the Intel AVX-512
+/// VM (session 35) interleaving took 2% off a BG1 block for the degree-19 rows, and
+/// added 1-2% when it also ran the rows of degree 9 and 10, or every row.
 const PIPELINE_MAX_DEGREE: usize = 10;
 
 /// Lanes of `x` that are not saturated (|x| < 127, see `scalar::saturated`) without
