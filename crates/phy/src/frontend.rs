@@ -432,11 +432,11 @@ impl FrontEnd {
         (self.energies.iter().fold(0.0, |sum, e| sum + e), count)
     }
 
-    /// The batched path runs with AVX-512 only. Its AVX2 build transforms 1.3-1.5x
-    /// faster than rustfft on its own (`fft16_2048_batch896`), but inside the 64x16
-    /// frames, where 16 antennas' samples stream in through the conversion's
-    /// transposes, both the uplink's fft and the downlink's ifft stage measured
-    /// slower with it (sessions 19 and 28, alternated runs; docs/BENCHMARKS.md).
+    /// The batched path runs with AVX-512 only. Its AVX2 build transforms no faster
+    /// than rustfft in cache (`fft16_2048_batch896`, 1.0-1.1x), and inside the 64x16
+    /// frames, with the conversion's and the gather's transposes around it, both
+    /// the uplink's fft and the downlink's ifft stage measured slower with it
+    /// (sessions 19, 28 and 36, alternated runs; docs/BENCHMARKS.md).
     fn use_batched(&self) -> bool {
         self.batched.is_some() && Isa::detect() >= Isa::Avx512
     }

@@ -14,14 +14,14 @@
 //! With AVX2 a row is two registers, and a radix-16 butterfly of whole rows (64
 //! registers of 16) spilled every value; there each butterfly runs on one 8-lane
 //! half of its rows, then the other ([`lanes::Lanes::Part`]). Measured on a Zen 3
-//! core (`phy bench`, 2026-11-29): a 2048-point antenna transform in 1.3-1.8x less
-//! time than rustfft's in the same runs (2.8-3.7 us in quiet minutes), where whole
-//! rows took 2.4-3x more (10.1-10.6 us). The
-//! front end and the transmit side still keep rustfft below AVX-512: with this
-//! transform in them, the whole 64x16 frames measured 10-40% slower FFT stages on
-//! that core (docs/BENCHMARKS.md, PHY, session 17), though the front end alone,
-//! timed by itself, was faster. The portable build (four SSE registers a row)
-//! spills too.
+//! core (`phy bench`, 2026-12-02): a 2048-point antenna transform in 3.8-4.7 us,
+//! the same time as rustfft's (1.0-1.1x) when rustfft too transforms 16 antennas'
+//! symbols in cache (whole rows took 10.1-10.6 us). The 1.3-1.8x reported until
+//! then was against rustfft streaming a 14.7 MB batch through the caches. So the
+//! front end and the transmit side keep rustfft below AVX-512: with this transform
+//! in them the whole 64x16 frames measured 10-40% slower FFT stages on that core
+//! (docs/BENCHMARKS.md, PHY, sessions 17 and 36). The portable build (four SSE
+//! registers a row) spills too.
 //!
 //! The transform is in place, decimation in frequency: radix-16 passes (a
 //! radix-8, -4 or 8 x 4 tail), each butterfly a codelet held in the 32 zmm
@@ -34,7 +34,8 @@
 //!
 //! Measured on the shared AVX-512 core (Zen 4, load 3.8, `phy bench`
 //! `fft16_2048_batch896`): 2.4-2.8 us per 2048-point transform against 4.7-5.9
-//! us for rustfft in the same runs (1.8-2.1x); the radix-8 Stockham version it
+//! us for rustfft in the same runs (1.8-2.1x, against the streamed baseline above:
+//! not measured in cache on an AVX-512 core since); the radix-8 Stockham version it
 //! replaces was 0.9x rustfft. Zen 4 runs one 512-bit add and one 512-bit
 //! FMA per cycle and stores one 512-bit row per two cycles, so the codelets move
 //! some additions to the FMA pipe and do two to four butterfly levels per store.
