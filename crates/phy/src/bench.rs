@@ -169,8 +169,7 @@ pub fn run(
 
 /// Copy bandwidth (bytes moved, read + write, per second) of a 64 MiB buffer: its
 /// fastest copy in the budget, as the peak rates are the best of five tries, so that
-/// a neighbour's burst or a preemption during the measurement cannot raise the floors
-/// (the mean of the copies swung the 64x16 frames' floors by 30% between runs).
+/// a neighbour's burst or a preemption during the measurement cannot raise the floors.
 fn copy_bandwidth(t: f64) -> f64 {
     let n = 8 << 20;
     let src = vec![1u64; n];
@@ -291,8 +290,8 @@ fn batch_fft_row(t: f64, pk: &Peak) -> BenchRow {
     // rustfft on the same working set, as the front end's grouped path runs it: 16
     // antennas' symbols written into one buffer, then transformed in place, group by
     // group. (Transforming the whole 14.7 MB batch in place, as `fft_row` does, streams
-    // it through the caches: 1.4-1.9x the time of the same transforms in cache, which
-    // this row once reported as its speed-up.)
+    // it through the caches: the 1.3-1.9x this row once reported as the batched
+    // transform's speed-up on Zen 3 was mostly that.)
     let mut rust = OfdmFft::new(n);
     let (mut source, mut work) = (CacheLines::new(n * LANES), CacheLines::new(n * LANES));
     for (i, x) in source.get_mut().iter_mut().enumerate() {

@@ -433,7 +433,7 @@ impl FrontEnd {
     }
 
     /// The batched path runs with AVX-512 only. Its AVX2 build transforms no faster
-    /// than rustfft in cache (`fft16_2048_batch896`, 1.0-1.1x), and inside the 64x16
+    /// than rustfft in cache (`fft16_2048_batch896`, 0.9-1.1x), and inside the 64x16
     /// frames, with the conversion's and the gather's transposes around it, both
     /// the uplink's fft and the downlink's ifft stage measured slower with it
     /// (sessions 19, 28 and 36, alternated runs; docs/BENCHMARKS.md).

@@ -14,8 +14,8 @@
 //! With AVX2 a row is two registers, and a radix-16 butterfly of whole rows (64
 //! registers of 16) spilled every value; there each butterfly runs on one 8-lane
 //! half of its rows, then the other ([`lanes::Lanes::Part`]). Measured on a Zen 3
-//! core (`phy bench`, 2026-12-02): a 2048-point antenna transform in 3.8-4.7 us,
-//! the same time as rustfft's (1.0-1.1x) when rustfft too transforms 16 antennas'
+//! core (`phy bench`, 2026-12-02): a 2048-point antenna transform in 3.4-4.7 us,
+//! the same time as rustfft's (0.9-1.1x) when rustfft too transforms 16 antennas'
 //! symbols in cache (whole rows took 10.1-10.6 us). The 1.3-1.8x reported until
 //! then was against rustfft streaming a 14.7 MB batch through the caches. So the
 //! front end and the transmit side keep rustfft below AVX-512: with this transform
