@@ -17,6 +17,9 @@ use crate::scramble::GoldSequence;
 use crate::simd::{dispatch, Isa};
 use crate::zf::{Lanes, BATCH};
 
+#[cfg(target_arch = "x86_64")]
+mod residue;
+
 /// Seed of the pilot sequence (any fixed value known to both ends).
 const PILOT_C_INIT: u32 = 0x1D_3A5C;
 
@@ -54,6 +57,13 @@ pub struct CsiEstimator {
     /// [`DEROTATE_BLOCK`] antennas' pilot observations times the conjugate pilots,
     /// `[antenna of the block][subcarrier]`.
     derotated: Vec<Cf32>,
+    /// The AVX-512 path's plan, where it applies to `plan_group` (see `residue`).
+    #[cfg(target_arch = "x86_64")]
+    residue: Option<residue::Plan>,
+    #[cfg(target_arch = "x86_64")]
+    residue_pilots: residue::Pilots,
+    #[cfg(target_arch = "x86_64")]
+    residue_scratch: residue::Scratch,
 }
 
 /// Antennas derotated together before [`CsiEstimator::estimate_groups`]
@@ -63,11 +73,18 @@ const DEROTATE_BLOCK: usize = 8;
 
 impl CsiEstimator {
     pub fn new(layout: PilotLayout, antennas: usize, users: usize, data_num: usize) -> Self {
+        let pilots = pilot_sequence(data_num);
         Self {
             layout,
             antennas,
             users,
-            pilots: pilot_sequence(data_num),
+            #[cfg(target_arch = "x86_64")]
+            residue: None,
+            #[cfg(target_arch = "x86_64")]
+            residue_pilots: residue::Pilots::new(&pilots),
+            #[cfg(target_arch = "x86_64")]
+            residue_scratch: residue::Scratch::default(),
+            pilots,
             counts: vec![0; users],
             plan: Vec::new(),
             plan_group: 0,
@@ -92,7 +109,9 @@ impl CsiEstimator {
     /// antenna's row is de-rotated by the pilots once, in order (no gathers), and every
     /// output vector of 16 groups is written whole. Only the ZF batches in `only` are
     /// estimated (a subcarrier part's; `0..usize::MAX` for all), and only the subcarriers they
-    /// interpolate from are de-rotated.
+    /// interpolate from are de-rotated. With AVX-512, frequency-orthogonal pilots of 16
+    /// users and groups of 16 subcarriers (the 64x16 default), `residue` computes the
+    /// same bits in vectors.
     ///
     /// # Panics
     /// If the buffer sizes disagree with the configuration or `group` is 0 (caller bugs).
@@ -105,6 +124,24 @@ impl CsiEstimator {
         h_re: &mut [Lanes],
         h_im: &mut [Lanes],
     ) {
+        let isa = Isa::detect();
+        self.estimate_groups_isa(isa, received, pilot_syms, group, only, h_re, h_im);
+    }
+
+    /// [`Self::estimate_groups`] with the kernels of `isa` (the tests run each).
+    #[allow(clippy::too_many_arguments)]
+    fn estimate_groups_isa(
+        &mut self,
+        isa: Isa,
+        received: &[Cf32],
+        pilot_syms: usize,
+        group: usize,
+        only: std::ops::Range<usize>,
+        h_re: &mut [Lanes],
+        h_im: &mut [Lanes],
+    ) {
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = isa;
         let (m_n, k_n, d) = (self.antennas, self.users, self.pilots.len());
         assert!(group > 0, "csi: empty group");
         let groups = d.div_ceil(group);
@@ -121,6 +158,28 @@ impl CsiEstimator {
         match self.layout {
             PilotLayout::FrequencyOrthogonal => {
                 self.plan_groups(group);
+                #[cfg(target_arch = "x86_64")]
+                if let (Some(plan), true) = (&self.residue, isa.min(Isa::cpu()) >= Isa::Avx512) {
+                    let job = residue::Job {
+                        received,
+                        pilot_syms,
+                        antennas: m_n,
+                        inv,
+                        only,
+                        h_re,
+                        h_im,
+                    };
+                    // SAFETY: the CPU has AVX-512 (`Isa::cpu`); the sizes are checked above.
+                    unsafe {
+                        residue::estimate(
+                            plan,
+                            &self.residue_pilots,
+                            &mut self.residue_scratch,
+                            job,
+                        )
+                    };
+                    return;
+                }
                 // The subcarriers the batches' groups interpolate from.
                 let points =
                     &self.plan[only.start * BATCH * k_n..(only.end * BATCH).min(groups) * k_n];
@@ -221,6 +280,13 @@ impl CsiEstimator {
             }
         }
         self.plan_group = group;
+        #[cfg(target_arch = "x86_64")]
+        {
+            let groups = d.div_ceil(group);
+            self.residue = (k_n == residue::COMB && group == residue::COMB)
+                .then(|| residue::Plan::new(&self.plan, groups))
+                .flatten();
+        }
     }
 
     pub fn pilots(&self) -> &[Cf32] {
@@ -466,6 +532,66 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    /// The AVX-512 path (16 users, groups of 16) gives the scalar path's bits, for
+    /// every batch range, and leaves the lanes past the last group alone.
+    #[test]
+    fn residue_path_is_the_scalar_path_bit_for_bit() {
+        if Isa::cpu() < Isa::Avx512 {
+            println!(
+                "SKIPPED: the residue path needs AVX-512 (this CPU has {})",
+                Isa::cpu().name()
+            );
+            return;
+        }
+        let k_n = 16;
+        // 1200: the 64x16 band; 200: a band ending inside a comb period; 256: one
+        // whole batch of groups.
+        for (d, syms, m_n) in [(1200, 1, 5), (1200, 2, 3), (200, 1, 4), (256, 3, 2)] {
+            let mut est = CsiEstimator::new(PilotLayout::FrequencyOrthogonal, m_n, k_n, d);
+            let rx: Vec<Cf32> = (0..syms * m_n * d)
+                .map(|i| {
+                    Cf32::new(
+                        ((i * 37) % 101) as f32 * 0.03 - 1.5,
+                        ((i * 11) % 29) as f32 * -0.07 + 1.0,
+                    )
+                })
+                .collect();
+            let groups = d.div_ceil(16);
+            let batches = groups.div_ceil(BATCH);
+            let len = batches * k_n * m_n;
+            let run = |est: &mut CsiEstimator, isa, only: std::ops::Range<usize>| {
+                let (mut hr, mut hi) = (vec![[9.0; BATCH]; len], vec![[9.0; BATCH]; len]);
+                est.estimate_groups_isa(isa, &rx, syms, 16, only, &mut hr, &mut hi);
+                (hr, hi)
+            };
+            let want = run(&mut est, Isa::Portable, 0..usize::MAX);
+            assert!(est.residue.is_some(), "groups of 16 take the residue path");
+            let bits = |h: &(Vec<Lanes>, Vec<Lanes>)| -> Vec<u32> {
+                h.0.iter()
+                    .chain(&h.1)
+                    .flatten()
+                    .map(|v| v.to_bits())
+                    .collect()
+            };
+            assert_eq!(
+                bits(&run(&mut est, Isa::Avx512, 0..usize::MAX)),
+                bits(&want),
+                "d {d}"
+            );
+            for b in 0..batches {
+                let got = run(&mut est, Isa::Avx512, b..b + 1);
+                let part = run(&mut est, Isa::Portable, b..b + 1);
+                assert_eq!(bits(&got), bits(&part), "d {d} batch {b}");
+            }
+            // Past the last group: untouched.
+            let lanes = groups - (batches - 1) * BATCH;
+            let got = run(&mut est, Isa::Avx512, 0..usize::MAX);
+            for at in (batches - 1) * k_n * m_n..len {
+                assert!(got.0[at][lanes..].iter().all(|&v| v == 9.0), "d {d}");
             }
         }
     }
