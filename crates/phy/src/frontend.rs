@@ -752,8 +752,9 @@ fn slice_out<V: Lanes>(x: &[Row], bins: &[usize], out: &mut [[f32; SLICE]], stre
     ) {
         // A whole slice of 16 antennas, every count a constant: the rows stay in
         // registers from the loads through the transpose to the stores. The general
-        // path below returns its rows through the stack and a 1 KiB `memcpy` call
-        // (2.3% of a 64x16 uplink frame on the Zen 4 VM, session 38).
+        // path below returns its rows through the stack and a 1 KiB `memcpy` call:
+        // for every slice, that was 2.3% of a 64x16 uplink frame's profile and made
+        // the fft stage 10-14% slower (Zen 4 VM, docs/BENCHMARKS.md, PHY, session 38).
         // (Not `array::from_fn`: its closure is compiled without the caller's target
         // features, so the loads became calls.)
         let mut rows = [V::zero(); LANES];
