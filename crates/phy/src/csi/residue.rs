@@ -64,6 +64,9 @@ impl Plan {
                     if lo % COMB != k || hi % COMB != k {
                         return None;
                     }
+                    if lo == hi {
+                        s.held |= 1 << l;
+                    }
                     // Comb periods relative to the first lane of batch b - 1 and b.
                     let lo = (lo / COMB + COMB) as isize - (b * BATCH) as isize;
                     let hi = (hi / COMB) as isize - (b * BATCH) as isize;
@@ -71,10 +74,6 @@ impl Plan {
                         return None;
                     }
                     (s.lo[l], s.hi[l], s.t[l]) = (lo as i32, hi as i32, t);
-                    if points[(b * BATCH + l) * COMB + k].0 == points[(b * BATCH + l) * COMB + k].1
-                    {
-                        s.held |= 1 << l;
-                    }
                 }
                 select.push(s);
             }
