@@ -61,8 +61,6 @@ pub struct CsiEstimator {
     #[cfg(target_arch = "x86_64")]
     residue: Option<residue::Plan>,
     #[cfg(target_arch = "x86_64")]
-    residue_pilots: residue::Pilots,
-    #[cfg(target_arch = "x86_64")]
     residue_scratch: residue::Scratch,
 }
 
@@ -73,7 +71,6 @@ const DEROTATE_BLOCK: usize = 8;
 
 impl CsiEstimator {
     pub fn new(layout: PilotLayout, antennas: usize, users: usize, data_num: usize) -> Self {
-        let pilots = pilot_sequence(data_num);
         Self {
             layout,
             antennas,
@@ -81,10 +78,8 @@ impl CsiEstimator {
             #[cfg(target_arch = "x86_64")]
             residue: None,
             #[cfg(target_arch = "x86_64")]
-            residue_pilots: residue::Pilots::new(&pilots),
-            #[cfg(target_arch = "x86_64")]
             residue_scratch: residue::Scratch::default(),
-            pilots,
+            pilots: pilot_sequence(data_num),
             counts: vec![0; users],
             plan: Vec::new(),
             plan_group: 0,
@@ -170,14 +165,7 @@ impl CsiEstimator {
                         h_im,
                     };
                     // SAFETY: the CPU has AVX-512 (`Isa::cpu`); the sizes are checked above.
-                    unsafe {
-                        residue::estimate(
-                            plan,
-                            &self.residue_pilots,
-                            &mut self.residue_scratch,
-                            job,
-                        )
-                    };
+                    unsafe { residue::estimate(plan, &mut self.residue_scratch, job) };
                     return;
                 }
                 // The subcarriers the batches' groups interpolate from.
@@ -284,7 +272,7 @@ impl CsiEstimator {
         {
             let groups = d.div_ceil(group);
             self.residue = (k_n == residue::COMB && group == residue::COMB)
-                .then(|| residue::Plan::new(&self.plan, groups))
+                .then(|| residue::Plan::new(&self.plan, groups, &self.pilots))
                 .flatten();
         }
     }

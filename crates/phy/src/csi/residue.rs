@@ -38,18 +38,24 @@ struct Select {
     held: u16,
 }
 
-/// [`Select`] for every (batch, user), from the scalar path's plan.
+/// [`Select`] for every (batch, user), from the scalar path's plan, and the pilots
+/// in the form the derotation reads.
 #[derive(Clone, Debug)]
 pub(super) struct Plan {
     select: Vec<Select>,
     groups: usize,
+    pilots: Pilots,
 }
 
 impl Plan {
     /// `points[g * 16 + k]`: user `k`'s (lower, upper, weight) at group `g`'s
     /// centre; `None` where a point lies outside the three comb periods around its
     /// lane (never for groups of 16 subcarriers), so the scalar path runs.
-    pub(super) fn new(points: &[(usize, usize, f32)], groups: usize) -> Option<Plan> {
+    pub(super) fn new(
+        points: &[(usize, usize, f32)],
+        groups: usize,
+        pilots: &[Cf32],
+    ) -> Option<Plan> {
         let mut select = Vec::new();
         for b in 0..groups.div_ceil(BATCH) {
             for k in 0..COMB {
@@ -78,20 +84,24 @@ impl Plan {
                 select.push(s);
             }
         }
-        Some(Plan { select, groups })
+        Some(Plan {
+            select,
+            groups,
+            pilots: Pilots::new(pilots),
+        })
     }
 }
 
 /// The pilots, planar and padded with zeros to whole batches of comb periods:
 /// `re[i]` and `-im[i]` (the conjugate's imaginary part).
 #[derive(Clone, Debug)]
-pub(super) struct Pilots {
+struct Pilots {
     re: Vec<f32>,
     neg_im: Vec<f32>,
 }
 
 impl Pilots {
-    pub(super) fn new(pilots: &[Cf32]) -> Self {
+    fn new(pilots: &[Cf32]) -> Self {
         let len = pilots.len().div_ceil(COMB * BATCH) * COMB * BATCH;
         let (mut re, mut neg_im) = (vec![0.0; len], vec![0.0; len]);
         for (i, p) in pilots.iter().enumerate() {
@@ -132,7 +142,7 @@ pub(super) struct Job<'a> {
 /// # Safety
 /// The CPU has AVX-512F, BW and VL; the buffer sizes were checked by the caller.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl")]
-pub(super) unsafe fn estimate(plan: &Plan, pilots: &Pilots, scratch: &mut Scratch, job: Job<'_>) {
+pub(super) unsafe fn estimate(plan: &Plan, scratch: &mut Scratch, job: Job<'_>) {
     let d = job.received.len() / (job.pilot_syms * job.antennas);
     let batches = plan.groups.div_ceil(BATCH);
     let part = (batches + 2) * COMB;
@@ -151,7 +161,7 @@ pub(super) unsafe fn estimate(plan: &Plan, pilots: &Pilots, scratch: &mut Scratc
             );
             for jb in span.clone() {
                 // SAFETY: the caller's.
-                unsafe { derotate(pilots, re, im, &job, m, jb, d) };
+                unsafe { derotate(&plan.pilots, re, im, &job, m, jb, d) };
             }
         }
         for b in job.only.clone() {
@@ -159,6 +169,9 @@ pub(super) unsafe fn estimate(plan: &Plan, pilots: &Pilots, scratch: &mut Scratc
             let mask = (u32::MAX >> (32 - lanes)) as __mmask16;
             for k in 0..COMB {
                 let s = &plan.select[b * COMB + k];
+                // SAFETY: 16 lanes each.
+                let (lo, hi, t) =
+                    unsafe { (ld_i(&s.lo), ld_i(&s.hi), _mm512_loadu_ps(s.t.as_ptr())) };
                 for m in block.clone() {
                     let out = (b * COMB + k) * job.antennas + m;
                     let at = (m - m0) * part + b * COMB + k;
@@ -166,8 +179,6 @@ pub(super) unsafe fn estimate(plan: &Plan, pilots: &Pilots, scratch: &mut Scratc
                     // antenna's part (it has a batch on either side); `out` is in
                     // the output.
                     unsafe {
-                        let (lo, hi) = (ld_i(&s.lo), ld_i(&s.hi));
-                        let t = _mm512_loadu_ps(s.t.as_ptr());
                         for (src, dst) in
                             [(&scratch.re, &mut *job.h_re), (&scratch.im, &mut *job.h_im)]
                         {
