@@ -32,6 +32,15 @@ pub(crate) fn table(bg: BaseGraph) -> &'static [Entry] {
 impl Graph {
     /// Lifts the base graph; `None` when `zc` is not a lifting size.
     pub fn new(bg: BaseGraph, zc: usize) -> Option<Graph> {
+        Graph::interleaved(bg, zc, 1)
+    }
+
+    /// The graph of `count` codewords of lifting size `zc` decoded together, their
+    /// bits interleaved (bit `i` of block `b` at lane `i * count + b`): one graph of
+    /// lifting size `zc * count` whose shifts are `count` times the code's, since a
+    /// cyclic shift by `s * count` of the interleaved lanes shifts every block by `s`
+    /// and keeps each lane in its block. `None` when `zc` is not a lifting size.
+    pub fn interleaved(bg: BaseGraph, zc: usize, count: usize) -> Option<Graph> {
         let ils = lifting_set_index(zc).ok()?;
         let entries = table(bg);
         let mut blocks = Vec::with_capacity(entries.len());
@@ -39,7 +48,7 @@ impl Graph {
         for e in entries {
             blocks.push(Block {
                 col: e.col as usize,
-                shift: e.shift[ils] as usize % zc,
+                shift: e.shift[ils] as usize % zc * count,
             });
             row_start[e.row as usize + 1] += 1;
         }
@@ -48,7 +57,7 @@ impl Graph {
         }
         Some(Graph {
             bg,
-            zc,
+            zc: zc * count,
             blocks,
             row_start,
         })

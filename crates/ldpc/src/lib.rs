@@ -44,8 +44,8 @@ mod ratematch;
 mod tables;
 
 pub use decoder::{
-    single_edge_columns, DecodeOutcome, Decoder, DecoderConfig, MinSum, SimdLevel, CHANNEL_LLR_MAX,
-    DEFAULT_LLR_SCALE,
+    single_edge_columns, BatchDecoder, DecodeOutcome, Decoder, DecoderConfig, MinSum, SimdLevel,
+    CHANNEL_LLR_MAX, DEFAULT_LLR_SCALE,
 };
 pub use encoder::Encoder;
 pub use graph::parity_check;

@@ -8,7 +8,9 @@
 //! `s` starts at bit `s * symbol_bits`, so any symbol can be processed on its own.
 
 use radiohost_iq::Cf32;
-use radiohost_ldpc::{DecodeOutcome, Decoder, DecoderConfig, Encoder, LdpcError, MinSum};
+use radiohost_ldpc::{
+    BatchDecoder, DecodeOutcome, Decoder, DecoderConfig, Encoder, LdpcError, MinSum,
+};
 
 use crate::config::{FrameConfig, BLOCK_CRC_BITS};
 use crate::crc::{self, CrcKind};
@@ -125,6 +127,10 @@ pub struct BlockResult {
 /// Receive chain of one user: demodulation, descrambling, LDPC decoding and CRC.
 pub struct RxChain {
     decoder: Decoder,
+    /// The same code, several blocks per call (see [`Self::decode_users_quantized`]).
+    batch: BatchDecoder,
+    batch_bits: Vec<u8>,
+    batch_outcomes: Vec<DecodeOutcome>,
     demodulator: Demodulator,
     llrs: Vec<f32>,
     block: Vec<u8>,
@@ -147,8 +153,19 @@ pub fn decoder_config(iterations: usize) -> DecoderConfig {
 
 impl RxChain {
     pub fn new(cfg: &FrameConfig) -> Result<Self, LdpcError> {
+        let batch = BatchDecoder::try_new(cfg.code, decoder_config(cfg.decoder_iter))?;
+        let nb = batch.blocks();
         Ok(Self {
             decoder: Decoder::try_new(cfg.code, decoder_config(cfg.decoder_iter))?,
+            batch,
+            batch_bits: vec![0; nb * cfg.code.payload_bits],
+            batch_outcomes: vec![
+                DecodeOutcome {
+                    iterations: 0,
+                    parity_ok: false
+                };
+                nb
+            ],
             demodulator: Demodulator::new(cfg.modulation),
             llrs: vec![0.0; cfg.symbol_bits()],
             block: vec![0; cfg.code.payload_bits],
@@ -216,35 +233,66 @@ impl RxChain {
         )
     }
 
-    /// [`Self::decode`] from one data symbol's LLRs already descrambled and
-    /// quantised as the decoder's input (`symbol_bits` bytes, from
-    /// [`crate::qam::Demodulator::slice_llrs_i8`]).
+    /// [`Self::decode`] for every user of one data symbol, from their LLRs already
+    /// descrambled and quantised as the decoder's input (user `k`'s `symbol_bits`
+    /// bytes at `k * stride` of `llrs`, from
+    /// [`crate::qam::Demodulator::slice_llrs_i8`]). Where the lifting size is not a
+    /// multiple of 64, whole batches of blocks (users' blocks in order) go through
+    /// the [`BatchDecoder`], the rest one by one: the same bits either way. Each
+    /// block's payload and result go to `sink(user, block, payload, result)`.
     ///
     /// # Errors
-    /// An [`LdpcError`] if `llrs` is shorter than the symbol's code blocks.
-    pub fn decode_quantized(
+    /// An [`LdpcError`] if `llrs` is shorter than the users' code blocks.
+    pub fn decode_users_quantized(
         &mut self,
         llrs: &[i8],
-        payload: &mut [u8],
-        results: &mut [BlockResult],
+        stride: usize,
+        users: usize,
+        mut sink: impl FnMut(usize, usize, &[u8], BlockResult),
     ) -> Result<(), LdpcError> {
-        let (tx, decoder) = (self.tx_bits, &mut self.decoder);
-        let used = self.blocks_per_symbol * tx;
-        if llrs.len() < used {
+        let (tx, blocks, pb) = (self.tx_bits, self.blocks_per_symbol, self.payload_bits);
+        let used = users.saturating_sub(1) * stride + blocks * tx;
+        if users > 0 && (stride < blocks * tx || llrs.len() < used) {
             return Err(LdpcError::LengthMismatch {
                 what: "quantised LLRs of a data symbol",
-                expected: used,
+                expected: used.max(stride),
                 got: llrs.len(),
             });
         }
-        Self::decode_blocks(
-            self.payload_bits,
-            self.blocks_per_symbol,
-            &mut self.block,
-            payload,
-            results,
-            |b, out| decoder.decode_quantized(&llrs[b * tx..(b + 1) * tx], out),
-        )
+        let all = users * blocks;
+        let block_llrs = |g: usize| {
+            let at = g / blocks * stride + g % blocks * tx;
+            &llrs[at..at + tx]
+        };
+        let mut result = |g: usize, bits: &[u8], outcome: DecodeOutcome| {
+            let r = BlockResult {
+                crc_ok: crc::check(CrcKind::Crc24B, bits),
+                iterations: outcome.iterations as u32,
+            };
+            sink(g / blocks, g % blocks, &bits[..pb], r);
+        };
+        let nb = self.batch.blocks();
+        let batched = if nb > 1 { all / nb * nb } else { 0 };
+        // On the stack: no allocation per symbol (a batch holds at most 64 blocks).
+        let mut views: [&[i8]; 64] = [&[]; 64];
+        for first in (0..batched).step_by(nb) {
+            for (v, g) in views.iter_mut().zip(first..first + nb) {
+                *v = block_llrs(g);
+            }
+            let (bits, outcomes) = (&mut self.batch_bits, &mut self.batch_outcomes);
+            self.batch.decode_quantized(&views[..nb], bits, outcomes)?;
+            let per_block = bits.chunks_exact(self.block.len());
+            for (i, (bits, &outcome)) in per_block.zip(outcomes.iter()).enumerate() {
+                result(first + i, bits, outcome);
+            }
+        }
+        for g in batched..all {
+            let outcome = self
+                .decoder
+                .decode_quantized(block_llrs(g), &mut self.block)?;
+            result(g, &self.block, outcome);
+        }
+        Ok(())
     }
 
     /// Decode every block with `decode(block, out)` and check its CRC.

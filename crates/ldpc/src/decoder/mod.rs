@@ -24,15 +24,21 @@
 //! on), loads and stores no message, and its APP value is only written when someone
 //! reads it (the last iteration, or every iteration under early termination).
 //!
+//! Where Zc is not a multiple of 64, [`BatchDecoder`] decodes several blocks at once
+//! in the wrapped layout, their lanes interleaved (see `batch`).
+//!
 //! All arithmetic is integer and saturating, defined once in [`scalar`]; the AVX2 and
 //! AVX-512 kernels perform the same operations lane by lane, so every level gives
 //! bit-identical results (tested).
 
+mod batch;
 mod scalar;
 #[cfg(target_arch = "x86_64")]
 mod x86;
 #[cfg(target_arch = "x86_64")]
 mod x86_rows;
+
+pub use batch::BatchDecoder;
 
 use crate::encoder::{check_len, tx_segments};
 use crate::graph::Graph;
@@ -369,12 +375,19 @@ impl Decoder {
     /// [`Decoder::try_new`] to get the error up front).
     pub fn new(p: CodeParams, cfg: DecoderConfig) -> Self {
         let graph = Graph::new(p.bg, p.zc).expect("CodeParams holds a valid lifting size");
+        Decoder::over(p, &graph, cfg)
+    }
+
+    /// The decoder of `graph`, whose lifting size is `p.zc` (for [`BatchDecoder`]:
+    /// `p` and `graph` of several blocks interleaved, every length scaled alike).
+    fn over(p: CodeParams, graph: &Graph, cfg: DecoderConfig) -> Self {
+        debug_assert_eq!(graph.zc, p.zc);
         let rows = p.active_rows();
         let zpad = p.zc.div_ceil(LANE_PAD) * LANE_PAD;
         // Front pad, two copies of Zc, and room for whole-vector loads at any shift and
         // for mirror stores that spill past either end (see `x86`).
         let stride = FRONT_PAD + (p.zc + zpad).div_ceil(LANE_PAD) * LANE_PAD + LANE_PAD;
-        let single_col = single_columns(&graph, rows);
+        let single_col = single_columns(graph, rows);
         let mut edges = Vec::new();
         let mut row_start = vec![0];
         for r in 0..rows {
@@ -724,8 +737,17 @@ impl Decoder {
 
     /// Hard decisions satisfy every active row.
     fn syndrome_ok(&mut self) -> bool {
+        self.failing_blocks(1) == 0
+    }
+
+    /// Of `blocks` blocks interleaved lane by lane (see [`BatchDecoder`]), those whose
+    /// hard decisions fail an active row: bit `b` for block `b` (lanes `b`, `b +
+    /// blocks`, ...). `blocks` is a power of two that divides 64, and 1 unless the
+    /// layout wraps.
+    fn failing_blocks(&mut self, blocks: usize) -> u64 {
         let rows = &self.row_start[..self.rows + 1];
         let dims = self.dims(false, true);
+        debug_assert!(blocks == 1 || dims.wrap);
         let (app, edges, acc) = (&self.app, &self.edges, &mut self.syndrome);
         #[cfg(target_arch = "x86_64")]
         if dims.wrap {
@@ -735,11 +757,11 @@ impl Decoder {
                 // SAFETY: the level comes from runtime detection; `windows` is this
                 // decoder's table over `app`, bounds checked in `new`.
                 SimdLevel::Avx512 => unsafe {
-                    return x86_rows::syndrome_ok_avx512(app, windows, rows, dims.zc);
+                    return x86_rows::syndrome_failures_avx512(app, windows, rows, dims.zc, blocks);
                 },
                 // SAFETY: as above.
                 SimdLevel::Avx2 => unsafe {
-                    return x86_rows::syndrome_ok_avx2(app, windows, rows, dims.zc);
+                    return x86_rows::syndrome_failures_avx2(app, windows, rows, dims.zc, blocks);
                 },
                 _ => {}
             }
@@ -749,9 +771,10 @@ impl Decoder {
             let halves = &self.halves[..self.row_start[self.rows] * dims.zc.div_ceil(32)];
             // SAFETY: the level comes from runtime detection; `halves` is this decoder's
             // table over `app`, bounds checked in `new`.
-            return unsafe { x86_rows::syndrome_ok_halves_avx2(app, halves, rows, dims.zc) };
+            let ok = unsafe { x86_rows::syndrome_ok_halves_avx2(app, halves, rows, dims.zc) };
+            return u64::from(!ok);
         }
-        syndrome_ok(app, edges, rows, acc, &dims)
+        syndrome_failures(app, edges, rows, acc, &dims, blocks)
     }
 }
 
@@ -907,18 +930,40 @@ pub(crate) fn wraps(zc: usize) -> bool {
     zc.is_multiple_of(LANE_PAD)
 }
 
-/// Hard decisions satisfy every row listed by `row_start`: per row, the XOR of the
-/// shifted blocks (the sign bit of an LLR is its hard decision) must have no sign bit
-/// set in a real lane. Reads the same 64-lane windows as the kernels, so it holds for
-/// either layout; `acc` has `zpad` lanes.
+/// Every block of `blocks` (bits `0..blocks`).
+pub(crate) fn all_blocks(blocks: usize) -> u64 {
+    u64::MAX >> (64 - blocks)
+}
+
+/// Folds a mask of failing lanes (bit `l` for lane `l mod 64`) into the failing blocks
+/// of `blocks` interleaved ones (a power of two dividing 64): lane `l` is block `l
+/// mod blocks`.
 #[inline(always)]
-fn syndrome_ok(
+pub(crate) fn failing_blocks(mut lanes: u64, blocks: usize) -> u64 {
+    let mut width = 64;
+    while width > blocks {
+        width /= 2;
+        lanes |= lanes >> width;
+    }
+    lanes & all_blocks(blocks)
+}
+
+/// The blocks (as [`failing_blocks`]) whose hard decisions fail a row listed by
+/// `row_start`: per row, the XOR of the shifted blocks (the sign bit of an LLR is its
+/// hard decision) must have no sign bit set in a real lane. Reads the same 64-lane
+/// windows as the kernels, so it holds for either layout; `acc` has `zpad` lanes.
+/// Stops once every block has failed.
+#[inline(always)]
+fn syndrome_failures(
     app: &[i8],
     edges: &[Edge],
     row_start: &[usize],
     acc: &mut [i8],
     dims: &Dims,
-) -> bool {
+    blocks: usize,
+) -> u64 {
+    let all = all_blocks(blocks);
+    let mut failed = 0;
     for r in row_start.windows(2) {
         acc.fill(0);
         for e in &edges[r[0]..r[1]] {
@@ -929,12 +974,24 @@ fn syndrome_ok(
                 }
             }
         }
-        // OR of all bytes (vectorises, unlike an early-exit search); sign bit = fail.
-        if acc[..dims.zc].iter().fold(0u8, |a, &x| a | x as u8) & 0x80 != 0 {
-            return false;
+        // The OR of the real lanes' sign bits per lane position (vectorises, unlike an
+        // early-exit search).
+        let mut signs = [0u8; LANE_PAD];
+        for chunk in acc[..dims.zc].chunks(LANE_PAD) {
+            for (s, &x) in signs.iter_mut().zip(chunk) {
+                *s |= x as u8 >> 7;
+            }
+        }
+        let lanes = signs
+            .iter()
+            .enumerate()
+            .fold(0u64, |m, (l, &s)| m | u64::from(s) << l);
+        failed |= failing_blocks(lanes, blocks);
+        if failed == all {
+            break;
         }
     }
-    true
+    failed
 }
 
 /// Restores `app[c][j + Zc] == app[c][j]` after the window `[shift, shift + Zc)` of a
@@ -1053,6 +1110,113 @@ mod tests {
         lacks
     }
 
+    /// A batch decodes every block exactly as a decoder of that block alone: same
+    /// payload bits, iteration count and parity verdict, at every kernel level, with
+    /// and without early termination, for full and partial batches, at lifting sizes
+    /// whose batches hold 1, 4, 8 and 64 blocks. The noise gives blocks of one batch
+    /// different iteration counts and leaves some undecodable.
+    #[test]
+    fn batch_decodes_each_block_as_a_decoder_alone() {
+        use crate::BaseGraph;
+        let mut levels = vec![SimdLevel::Scalar];
+        for level in [SimdLevel::Avx2, SimdLevel::Avx512] {
+            if level.resolve() == level {
+                levels.push(level);
+            } else {
+                println!("SKIPPED: batch decode at {level} (the CPU lacks it)");
+            }
+        }
+        let mut next = xorshift(0x5851_f42d_4c95_7f2d);
+        let (mut counts, mut failures) = (std::collections::BTreeSet::new(), 0);
+        for level in levels {
+            for (bg, zc, rate, noise) in [
+                (BaseGraph::Bg1, 72, 1.0 / 3.0, 75),
+                (BaseGraph::Bg2, 104, 0.4, 70),
+                (BaseGraph::Bg1, 208, 0.5, 60),
+                (BaseGraph::Bg2, 11, 0.3, 70),
+                (BaseGraph::Bg1, 384, 1.0 / 3.0, 75),
+            ] {
+                let p = CodeParams::for_rate(bg, zc, rate).unwrap();
+                for (max_iterations, early_termination) in [(5, true), (3, false)] {
+                    let cfg = DecoderConfig {
+                        max_iterations,
+                        early_termination,
+                        simd: level,
+                        ..Default::default()
+                    };
+                    let mut batch = BatchDecoder::try_new(p, cfg).unwrap();
+                    let nb = batch.blocks();
+                    assert_eq!(nb, 64 >> zc.trailing_zeros().min(6));
+                    let mut alone = Decoder::try_new(p, cfg).unwrap();
+                    for n in [nb, nb.div_ceil(3)] {
+                        // Noise from light to heavy across the batch.
+                        let llrs: Vec<Vec<i8>> = (0..n as u64)
+                            .map(|b| noisy_codeword(p, &mut next, 24, noise - 30 + b % 4 * 12))
+                            .collect();
+                        let views: Vec<&[i8]> = llrs.iter().map(|l| &l[..]).collect();
+                        let pb = p.payload_bits;
+                        let mut bits = vec![2u8; n * pb];
+                        let mut outcomes = vec![
+                            DecodeOutcome {
+                                iterations: 0,
+                                parity_ok: false
+                            };
+                            n
+                        ];
+                        batch
+                            .decode_quantized(&views, &mut bits, &mut outcomes)
+                            .unwrap();
+                        let what = format!("{level} {bg} Zc={zc} {cfg:?}, {n} blocks");
+                        let mut expected = vec![0u8; pb];
+                        for (b, llr) in llrs.iter().enumerate() {
+                            let outcome = alone.decode_quantized(llr, &mut expected).unwrap();
+                            assert_eq!(outcomes[b], outcome, "{what}: block {b}");
+                            assert!(
+                                bits[b * pb..(b + 1) * pb] == expected[..],
+                                "{what}: block {b}"
+                            );
+                            counts.insert(outcome.iterations);
+                            failures += usize::from(!outcome.parity_ok);
+                        }
+                    }
+                }
+            }
+        }
+        // Blocks stopped at different iterations, and some did not decode.
+        assert!(
+            counts.len() >= 3 && failures > 0,
+            "{counts:?}, {failures} failures"
+        );
+    }
+
+    /// A batch call checks its lengths.
+    #[test]
+    fn batch_rejects_wrong_lengths() {
+        let p = CodeParams::for_rate(crate::BaseGraph::Bg1, 72, 1.0 / 3.0).unwrap();
+        let mut batch = BatchDecoder::try_new(p, DecoderConfig::default()).unwrap();
+        let llr: &[i8] = &vec![0i8; p.tx_bits];
+        let short: &[i8] = &vec![0i8; p.tx_bits - 1];
+        let ok = DecodeOutcome {
+            iterations: 0,
+            parity_ok: false,
+        };
+        let mut bits = vec![0u8; 2 * p.payload_bits];
+        let mut out = [ok; 2];
+        assert!(batch.decode_quantized(&[], &mut [], &mut []).is_err());
+        assert!(batch
+            .decode_quantized(&[llr, short], &mut bits, &mut out)
+            .is_err());
+        assert!(batch
+            .decode_quantized(&[llr, llr], &mut bits[1..], &mut out)
+            .is_err());
+        assert!(batch
+            .decode_quantized(&[llr; 9], &mut bits, &mut out)
+            .is_err());
+        assert!(batch
+            .decode_quantized(&[llr, llr], &mut bits, &mut out)
+            .is_ok());
+    }
+
     /// The AVX2 and AVX-512 parity checks (the doubled layout's
     /// [`x86_rows::syndrome_ok_halves_avx2`], the wrapped layout's per level) agree
     /// with the portable one on the same APP values, after each of the first four
@@ -1107,7 +1271,7 @@ mod tests {
                 let portable = |dec: &mut Decoder| {
                     let rows = &dec.row_start[..dec.rows + 1];
                     let dims = dec.dims(false, true);
-                    syndrome_ok(&dec.app, &dec.edges, rows, &mut dec.syndrome, &dims)
+                    syndrome_failures(&dec.app, &dec.edges, rows, &mut dec.syndrome, &dims, 1) == 0
                 };
                 let what = format!("{level} {bg} Zc={zc} noise {noise}");
                 for it in 0..4 {

@@ -773,25 +773,29 @@ unsafe fn unsaturated(x: __m512i, k126: __m512i, k253: __m512i) -> __mmask64 {
 row_kernel!(row_vbmi, "avx512f,avx512bw,avx512vbmi", true);
 row_kernel!(row_bw, "avx512f,avx512bw", false);
 
-/// Hard decisions satisfy every row listed by `row_start` (see `decoder::syndrome_ok`),
+/// The interleaved blocks (bit `b` of `blocks`, see `decoder::failing_blocks`) whose
+/// hard decisions fail a row listed by `row_start` (`decoder::syndrome_failures`),
 /// reading the windows from the kernel's table: per row and 64-lane vector, the XOR of
 /// the edges' windows must have no sign bit set. The table saves the per-edge window
 /// arithmetic and the accumulator's round trips through memory of the portable loop;
-/// rows run through [`row_parity_ok_avx512`] built per degree, so the loop over a
-/// row's windows unrolls.
+/// rows run through [`row_parity_lanes_avx512`] built per degree, so the loop over a
+/// row's windows unrolls. Stops once every block has failed.
 ///
 /// # Safety
 /// The CPU must support AVX-512F and AVX-512BW, and `windows` must be the table of these
 /// rows (as built by [`windows`]) over `app`.
 #[target_feature(enable = "avx512f,avx512bw")]
-pub(crate) unsafe fn syndrome_ok_avx512(
+pub(crate) unsafe fn syndrome_failures_avx512(
     app: &[i8],
     windows: &[u32],
     row_start: &[usize],
     zc: usize,
-) -> bool {
+    blocks: usize,
+) -> u64 {
     let nvec = zc / LANE_PAD;
     let p = app.as_ptr();
+    let all = super::all_blocks(blocks);
+    let mut failed = 0;
     for r in row_start.windows(2) {
         let win = &windows[r[0] * nvec..r[1] * nvec];
         // As in `syndrome_ok_halves_avx2`: a literal degree per arm, any other in a
@@ -799,31 +803,33 @@ pub(crate) unsafe fn syndrome_ok_avx512(
         macro_rules! by_degree {
             ($($d:literal)*) => {
                 match r[1] - r[0] {
-                    0 => true,
-                    $($d => row_parity_ok_avx512(p, win, $d),)*
-                    d => row_parity_ok_avx512(p, win, d),
+                    0 => 0,
+                    $($d => row_parity_lanes_avx512(p, win, $d),)*
+                    d => row_parity_lanes_avx512(p, win, d),
                 }
             };
         }
         // SAFETY: `win` is this row's part of the table over `app` (the caller's
         // guarantee); the CPU has AVX-512F and BW.
-        let ok = unsafe { by_degree!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19) };
-        if !ok {
-            return false;
+        let lanes = unsafe { by_degree!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19) };
+        failed |= super::failing_blocks(lanes, blocks);
+        if failed == all {
+            break;
         }
     }
-    true
+    failed
 }
 
-/// One row of [`syndrome_ok_avx512`]: `win` holds `d` window offsets (with their
-/// mirror flags) per 64-lane vector. The vectors' XORs are ORed together and tested
-/// once per row; three windows per `vpternlogq`.
+/// One row of [`syndrome_failures_avx512`]: `win` holds `d` window offsets (with
+/// their mirror flags) per 64-lane vector. The vectors' XORs are ORed together; bit
+/// `l` of the result is set when a lane `l mod 64` fails the row. Three windows per
+/// `vpternlogq`.
 ///
 /// # Safety
 /// The CPU must support AVX-512F and AVX-512BW; every offset in `win` starts 64
 /// readable bytes of `p`.
 #[inline(always)]
-unsafe fn row_parity_ok_avx512(p: *const i8, win: &[u32], d: usize) -> bool {
+unsafe fn row_parity_lanes_avx512(p: *const i8, win: &[u32], d: usize) -> u64 {
     let load = |w: &u32| {
         // SAFETY: as the caller guarantees.
         unsafe { _mm512_loadu_si512(p.add(window_at(w)) as *const __m512i) }
@@ -840,24 +846,28 @@ unsafe fn row_parity_ok_avx512(p: *const i8, win: &[u32], d: usize) -> bool {
         }
         any = _mm512_or_si512(any, x);
     }
-    _mm512_movepi8_mask(any) == 0
+    _mm512_movepi8_mask(any)
 }
 
-/// [`syndrome_ok_avx512`] with two 32-lane halves per window.
+/// [`syndrome_failures_avx512`] with two 32-lane halves per window.
 ///
 /// # Safety
-/// The CPU must support AVX2; `windows` as for [`syndrome_ok_avx512`].
+/// The CPU must support AVX2; `windows` as for [`syndrome_failures_avx512`].
 #[target_feature(enable = "avx2")]
-pub(crate) unsafe fn syndrome_ok_avx2(
+pub(crate) unsafe fn syndrome_failures_avx2(
     app: &[i8],
     windows: &[u32],
     row_start: &[usize],
     zc: usize,
-) -> bool {
+    blocks: usize,
+) -> u64 {
     let nvec = zc / LANE_PAD;
     let p = app.as_ptr();
+    let all = super::all_blocks(blocks);
+    let mut failed = 0;
     for r in row_start.windows(2) {
         let d = r[1] - r[0];
+        let (mut lo_any, mut hi_any) = (_mm256_setzero_si256(), _mm256_setzero_si256());
         for win in windows[r[0] * nvec..r[1] * nvec].chunks_exact(d) {
             let (mut lo, mut hi) = (_mm256_setzero_si256(), _mm256_setzero_si256());
             for &w in win {
@@ -865,12 +875,17 @@ pub(crate) unsafe fn syndrome_ok_avx2(
                 lo = _mm256_xor_si256(lo, _mm256_loadu_si256(a as *const __m256i));
                 hi = _mm256_xor_si256(hi, _mm256_loadu_si256(a.add(32) as *const __m256i));
             }
-            if _mm256_movemask_epi8(_mm256_or_si256(lo, hi)) != 0 {
-                return false;
-            }
+            lo_any = _mm256_or_si256(lo_any, lo);
+            hi_any = _mm256_or_si256(hi_any, hi);
+        }
+        let lanes = _mm256_movemask_epi8(lo_any) as u32 as u64
+            | (_mm256_movemask_epi8(hi_any) as u32 as u64) << 32;
+        failed |= super::failing_blocks(lanes, blocks);
+        if failed == all {
+            break;
         }
     }
-    true
+    failed
 }
 
 #[cfg(test)]
