@@ -4,6 +4,7 @@
 
 use std::ops::Range;
 
+use radiohost_ldpc::BatchDecoder;
 use radiohost_phy::config::SymbolKind;
 use radiohost_phy::zf::BATCH;
 use radiohost_phy::FrameConfig;
@@ -104,12 +105,24 @@ impl FrameShape {
 
     /// The user group count: users are grouped so that one group's coded bits of a
     /// symbol reach [`MIN_GROUP_BITS`] (a smaller instruction pays more in dispatch
-    /// than its parallelism returns). 8x2 and 16x4 get one group, 32x8 two of four
-    /// users, 64x16 four of four. It does not follow the cores: a frame has several data
+    /// than its parallelism returns), and, where the LDPC decoder takes several
+    /// blocks per call ([`BatchDecoder::width`] above 1, e.g. 8 at Zc = 72), so that
+    /// every group holds at least one batch of users (batches of 8 took the 64x16
+    /// uplink's decode stage from about 3.8 to 2.2 us per block, docs/BENCHMARKS.md,
+    /// session 39). 8x2 and 16x4 get one group,
+    /// 32x8 one of eight users (two of four by the bits alone), 64x16 two of eight
+    /// (four of four). It does not follow the cores: a frame has several data
     /// symbols, whose groups already run side by side.
     pub fn default_user_groups(cfg: &FrameConfig) -> usize {
         let bits_per_user = cfg.data_num * cfg.modulation.bits_per_symbol();
-        (cfg.users * bits_per_user / MIN_GROUP_BITS).clamp(1, cfg.users.max(1))
+        let by_bits = cfg.users * bits_per_user / MIN_GROUP_BITS;
+        let batch = BatchDecoder::width(cfg.code.zc);
+        let by_batch = if batch > 1 && cfg.users >= batch {
+            cfg.users / batch
+        } else {
+            cfg.users
+        };
+        by_bits.min(by_batch).clamp(1, cfg.users.max(1))
     }
 
     /// The part count when none is asked for: one per core that can run at once,
@@ -278,9 +291,11 @@ mod tests {
             let (cfg, _) = crate::setup::load_config(std::path::Path::new(name)).unwrap();
             FrameShape::default_user_groups(&cfg)
         };
-        // 16x4: 4 users x 600 subcarriers x 4 bits = 9,600 bits, one group; 64x16:
-        // 32x8: 8 x 1,200 x 4 = 38,400 bits, 2 groups; 64x16: 76,800 bits, 4 groups.
-        assert_eq!(["8x2", "16x4", "32x8", "64x16"].map(groups), [1, 1, 2, 4]);
+        // 16x4: 4 users x 600 subcarriers x 4 bits = 9,600 bits, one group (Zc = 36
+        // batches 16 blocks, more than its users); 32x8: 8 x 1,200 x 4 = 38,400 bits,
+        // 2 groups by the bits but Zc = 72 batches 8 users, so one; 64x16: 76,800
+        // bits, 4 groups by the bits, 2 of 8 users by the batches.
+        assert_eq!(["8x2", "16x4", "32x8", "64x16"].map(groups), [1, 1, 1, 2]);
     }
 
     #[test]

@@ -23,9 +23,21 @@ pub struct BatchDecoder {
     inner: Decoder,
     p: CodeParams,
     blocks: usize,
-    /// Batches of 8 at the AVX-512 level on a CPU with VBMI: the interleaving in
-    /// vectors (`x86::interleave8`); otherwise byte by byte.
-    vectors: bool,
+    /// How lanes are interleaved and taken apart.
+    transpose: Transpose,
+}
+
+/// The interleaving's implementation: batches of 8 in vectors at the SIMD levels
+/// (`x86`), anything else byte by byte (the portable level's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Transpose {
+    Bytes,
+    /// SSE2 unpacks and an SSSE3 byte shuffle (every AVX2 CPU has both).
+    #[cfg(target_arch = "x86_64")]
+    Sse,
+    /// AVX-512 BW and VBMI.
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
 }
 
 impl BatchDecoder {
@@ -51,16 +63,21 @@ impl BatchDecoder {
             return Err(e.clone());
         }
         #[cfg(target_arch = "x86_64")]
-        let vectors = blocks == 8
-            && inner.level == super::SimdLevel::Avx512
-            && std::is_x86_feature_detected!("avx512vbmi");
+        let transpose = match inner.level {
+            _ if blocks != 8 => Transpose::Bytes,
+            super::SimdLevel::Avx512 if std::is_x86_feature_detected!("avx512vbmi") => {
+                Transpose::Avx512
+            }
+            super::SimdLevel::Avx512 | super::SimdLevel::Avx2 => Transpose::Sse,
+            _ => Transpose::Bytes,
+        };
         #[cfg(not(target_arch = "x86_64"))]
-        let vectors = false;
+        let transpose = Transpose::Bytes;
         Ok(BatchDecoder {
             inner,
             p,
             blocks,
-            vectors,
+            transpose,
         })
     }
 
@@ -102,21 +119,25 @@ impl BatchDecoder {
         if let Some(e) = &self.inner.config_error {
             return Err(e.clone());
         }
-        let vectors = self.vectors;
+        let transpose = self.transpose;
         self.inner.place_channel(|s, dst| {
             let start = s / nb;
-            #[cfg(target_arch = "x86_64")]
-            if vectors {
-                let mut src = [&[][..]; 8];
-                for (b, src) in src.iter_mut().enumerate() {
-                    let lane = if b < llrs.len() { b } else { 0 };
-                    *src = &llrs[lane][start..start + dst.len() / 8];
-                }
-                // SAFETY: `vectors` is set only where the CPU has AVX-512 BW and VBMI.
-                unsafe { x86::interleave8(&src, dst) };
-                return;
+            if transpose == Transpose::Bytes {
+                return interleave(llrs, nb, start, dst);
             }
-            interleave(llrs, nb, start, dst)
+            let mut src = [&[][..]; 8];
+            for (b, src) in src.iter_mut().enumerate() {
+                let lane = if b < llrs.len() { b } else { 0 };
+                *src = &llrs[lane][start..start + dst.len() / 8];
+            }
+            match transpose {
+                // SAFETY: chosen only where the CPU has AVX-512 BW and VBMI.
+                #[cfg(target_arch = "x86_64")]
+                Transpose::Avx512 => unsafe { x86::interleave8(&src, dst) },
+                #[cfg(target_arch = "x86_64")]
+                Transpose::Sse => x86::interleave8_sse(&src, dst),
+                Transpose::Bytes => unreachable!("handled above"),
+            }
         });
         let cfg = self.inner.cfg;
         let mut pending = all_blocks(n);
@@ -171,8 +192,7 @@ impl BatchDecoder {
             return;
         }
         let (zc, nb, pb) = (self.p.zc, self.blocks, self.p.payload_bits);
-        #[cfg(target_arch = "x86_64")]
-        if self.vectors {
+        if self.transpose != Transpose::Bytes {
             let mut outs: [&mut [u8]; 8] = Default::default();
             for ((b, bits), out) in payloads.chunks_exact_mut(pb).enumerate().zip(&mut outs) {
                 if set >> b & 1 == 1 {
@@ -189,8 +209,16 @@ impl BatchDecoder {
                         *c = &mut out[col * zc..col * zc + n];
                     }
                 }
-                // SAFETY: `vectors` is set only where the CPU has AVX-512 BW and VBMI.
-                unsafe { x86::hard_decisions8(&self.inner.app[base..base + 8 * n], &mut cols) };
+                let app = &self.inner.app[base..base + 8 * n];
+                match self.transpose {
+                    // SAFETY: chosen only where the CPU has AVX-512 BW and VBMI.
+                    #[cfg(target_arch = "x86_64")]
+                    Transpose::Avx512 => unsafe { x86::hard_decisions8(app, &mut cols) },
+                    // SAFETY: chosen only at the AVX2 and AVX-512 levels (SSSE3).
+                    #[cfg(target_arch = "x86_64")]
+                    Transpose::Sse => unsafe { x86::hard_decisions8_sse(app, &mut cols) },
+                    Transpose::Bytes => unreachable!("handled below"),
+                }
             }
             return;
         }
@@ -226,9 +254,12 @@ fn interleave(llrs: &[&[i8]], nb: usize, start: usize, dst: &mut [i8]) {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    //! Batches of 8 in vectors: 64 positions of 8 blocks (512 bytes) are a transpose
-    //! of 8 x 8 qwords (`vpermt2q`, three butterfly stages) and, inside each qword
-    //! row, of 8 x 8 bytes (one `vpermb`); the same two steps undo it.
+    //! Batches of 8 in vectors. AVX-512: 64 positions of 8 blocks (512 bytes) are a
+    //! transpose of 8 x 8 qwords (`vpermt2q`, three butterfly stages) and, inside
+    //! each qword row, of 8 x 8 bytes (one `vpermb`); the same two steps undo it.
+    //! SSE: 16 positions (128 bytes) interleave through three stages of unpacks
+    //! (bytes, words, dwords) and come apart through a byte shuffle and three more
+    //! (words, dwords, qwords). Positions past the last whole 8 go byte by byte.
 
     use std::arch::x86_64::*;
 
@@ -350,6 +381,161 @@ mod x86 {
                 unsafe {
                     _mm512_mask_storeu_epi8(out.as_mut_ptr().add(j0) as *mut i8, first(m), bits)
                 };
+            }
+        }
+    }
+
+    /// [`interleave8`] in SSE2 (every x86-64 CPU): `dst[8 j + b] = src[b][j]`.
+    pub(super) fn interleave8_sse(src: &[&[i8]; 8], dst: &mut [i8]) {
+        let len = src[0].len();
+        assert!(src.iter().all(|s| s.len() == len) && dst.len() == 8 * len);
+        // Positions `j0..j0 + 16` (`half`: only `j0..j0 + 8`, the upper lanes zero).
+        let chunk = |j0: usize, half: bool, dst: &mut [i8]| {
+            // SAFETY: SSE2 is part of x86-64; 16 (or 8) bytes from `j0` lie inside
+            // each source, 128 (or 64) from `8 j0` inside `dst`.
+            unsafe {
+                let l = |b: usize| {
+                    let p = src[b].as_ptr().add(j0);
+                    if half {
+                        _mm_loadl_epi64(p as *const __m128i)
+                    } else {
+                        _mm_loadu_si128(p as *const __m128i)
+                    }
+                };
+                let (x0, x1, x2, x3) = (l(0), l(1), l(2), l(3));
+                let (x4, x5, x6, x7) = (l(4), l(5), l(6), l(7));
+                // Pairs of blocks per position, then fours, then all eight.
+                let pairs_lo = [
+                    _mm_unpacklo_epi8(x0, x1),
+                    _mm_unpacklo_epi8(x2, x3),
+                    _mm_unpacklo_epi8(x4, x5),
+                    _mm_unpacklo_epi8(x6, x7),
+                ];
+                let pairs_hi = [
+                    _mm_unpackhi_epi8(x0, x1),
+                    _mm_unpackhi_epi8(x2, x3),
+                    _mm_unpackhi_epi8(x4, x5),
+                    _mm_unpackhi_epi8(x6, x7),
+                ];
+                let halves: &[[__m128i; 4]] = if half {
+                    &[pairs_lo]
+                } else {
+                    &[pairs_lo, pairs_hi]
+                };
+                let out = dst.as_mut_ptr() as *mut __m128i;
+                for (h, p) in halves.iter().enumerate() {
+                    // Positions `8 h + 4 q ..` of blocks 0-3 and of blocks 4-7.
+                    for q in 0..2 {
+                        let (a, b) = if q == 0 {
+                            (
+                                _mm_unpacklo_epi16(p[0], p[1]),
+                                _mm_unpacklo_epi16(p[2], p[3]),
+                            )
+                        } else {
+                            (
+                                _mm_unpackhi_epi16(p[0], p[1]),
+                                _mm_unpackhi_epi16(p[2], p[3]),
+                            )
+                        };
+                        let at = 4 * h + 2 * q;
+                        _mm_storeu_si128(out.add(at), _mm_unpacklo_epi32(a, b));
+                        _mm_storeu_si128(out.add(at + 1), _mm_unpackhi_epi32(a, b));
+                    }
+                }
+            }
+        };
+        let mut j0 = 0;
+        while j0 + 16 <= len {
+            chunk(j0, false, &mut dst[8 * j0..8 * j0 + 128]);
+            j0 += 16;
+        }
+        if j0 + 8 <= len {
+            chunk(j0, true, &mut dst[8 * j0..8 * j0 + 64]);
+            j0 += 8;
+        }
+        for j in j0..len {
+            for (b, s) in src.iter().enumerate() {
+                dst[8 * j + b] = s[j];
+            }
+        }
+    }
+
+    /// [`hard_decisions8`] with SSE2 and SSSE3: `outs[b][j] = (app[8 j + b] < 0)`.
+    ///
+    /// # Safety
+    /// The CPU must support SSSE3.
+    #[target_feature(enable = "ssse3")]
+    pub(super) unsafe fn hard_decisions8_sse(app: &[i8], outs: &mut [&mut [u8]; 8]) {
+        let n = app.len() / 8;
+        assert!(app.len() == 8 * n && outs.iter().all(|o| o.is_empty() || o.len() == n));
+        // Each position pair's 16 bytes to block-major pairs: block `b`'s two bytes
+        // at `2 b`.
+        let pairs = _mm_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+        let (zero, one) = (_mm_setzero_si128(), _mm_set1_epi8(1));
+        let bits = |v: __m128i| _mm_and_si128(_mm_cmplt_epi8(v, zero), one);
+        // Blocks `0..8` of positions `j0..j0 + 8` as the low qword of `[b]`.
+        let eight = |j0: usize| -> [__m128i; 8] {
+            // SAFETY: the caller checked that 64 bytes from `8 j0` lie inside `app`.
+            // (Plain calls, not `std::array::from_fn`, whose closures are compiled
+            // without this function's target features.)
+            let load = |i: usize| unsafe {
+                let p = app.as_ptr().add(8 * j0 + 16 * i) as *const __m128i;
+                _mm_shuffle_epi8(_mm_loadu_si128(p), pairs)
+            };
+            let s = [load(0), load(1), load(2), load(3)];
+            // Blocks 0-3 / 4-7, positions 0-3 and 4-7, four bytes each.
+            let (a0, a1) = (
+                _mm_unpacklo_epi16(s[0], s[1]),
+                _mm_unpackhi_epi16(s[0], s[1]),
+            );
+            let (b0, b1) = (
+                _mm_unpacklo_epi16(s[2], s[3]),
+                _mm_unpackhi_epi16(s[2], s[3]),
+            );
+            // Two blocks per vector, eight positions each.
+            let v = [
+                _mm_unpacklo_epi32(a0, b0),
+                _mm_unpackhi_epi32(a0, b0),
+                _mm_unpacklo_epi32(a1, b1),
+                _mm_unpackhi_epi32(a1, b1),
+            ];
+            let high = |x: __m128i| _mm_unpackhi_epi64(x, x);
+            [
+                v[0],
+                high(v[0]),
+                v[1],
+                high(v[1]),
+                v[2],
+                high(v[2]),
+                v[3],
+                high(v[3]),
+            ]
+        };
+        let mut j0 = 0;
+        while j0 + 16 <= n {
+            let (lo, hi) = (eight(j0), eight(j0 + 8));
+            for (b, out) in outs.iter_mut().enumerate() {
+                if !out.is_empty() {
+                    let v = bits(_mm_unpacklo_epi64(lo[b], hi[b]));
+                    _mm_storeu_si128(out.as_mut_ptr().add(j0) as *mut __m128i, v);
+                }
+            }
+            j0 += 16;
+        }
+        if j0 + 8 <= n {
+            let lo = eight(j0);
+            for (b, out) in outs.iter_mut().enumerate() {
+                if !out.is_empty() {
+                    _mm_storel_epi64(out.as_mut_ptr().add(j0) as *mut __m128i, bits(lo[b]));
+                }
+            }
+            j0 += 8;
+        }
+        for j in j0..n {
+            for (b, out) in outs.iter_mut().enumerate() {
+                if !out.is_empty() {
+                    out[j] = (app[8 * j + b] < 0) as u8;
+                }
             }
         }
     }

@@ -28,8 +28,8 @@ mod uplink;
 use std::ops::Range;
 
 use radiohost_iq::Cf32;
-use radiohost_ldpc::{Decoder, Encoder};
-use radiohost_phy::coding::{decoder_config, user_c_init};
+use radiohost_ldpc::Encoder;
+use radiohost_phy::coding::{user_c_init, BlockResult, RxChain};
 use radiohost_phy::config::SymbolKind;
 use radiohost_phy::csi::{pilot_sequence, CsiEstimator};
 use radiohost_phy::frontend::{FrontEnd, Synthesizer, SLICE};
@@ -326,9 +326,14 @@ pub struct Scratch {
     /// Per user, the scrambling bits of one slice's LLRs.
     flips: Vec<u128>,
     demod: Demodulator,
-    decoder: Decoder,
-    /// One user's LLRs of a symbol gathered from its parts.
+    /// The decoders (one block at a time, and batches).
+    rx: RxChain,
+    /// `[user][symbol bit]`: a user group's LLRs of a symbol gathered from its parts.
     llrs: Vec<i8>,
+    /// A user group's decoded payloads and verdicts of a symbol, `[user][block]`.
+    decoded: Vec<u8>,
+    results: Vec<BlockResult>,
+    /// One block with its CRC (downlink encoding's input).
     block: Vec<u8>,
     /// One user's scrambled coded bits of one downlink symbol.
     coded: Vec<u8>,
@@ -370,8 +375,13 @@ impl Scratch {
             inv_noise: vec![[0.0; SLICE]; k],
             flips: vec![0; k],
             demod: Demodulator::new(cfg.modulation),
-            decoder: Decoder::try_new(cfg.code, decoder_config(cfg.decoder_iter))?,
-            llrs: faulted_in(vec![0; cfg.symbol_bits()]),
+            rx: RxChain::new(cfg)?,
+            llrs: faulted_in(vec![0; k * cfg.symbol_bits()]),
+            decoded: faulted_in(vec![
+                0;
+                k * cfg.blocks_per_symbol * cfg.block_payload_bits()
+            ]),
+            results: vec![BlockResult::default(); k * cfg.blocks_per_symbol],
             block: faulted_in(vec![0; cfg.code.payload_bits]),
             coded: faulted_in(vec![0; cfg.symbol_bits()]),
             encoder: Encoder::new(cfg.code),
@@ -463,10 +473,9 @@ pub fn execute(
             _ => Err(bad()),
         },
         Opcode::Decode => match role {
-            Some(SymbolRole::Uplink { pos, .. }) if part < ctx.shape.user_groups => ctx
-                .shape
-                .user_range(part)
-                .try_for_each(|user| uplink::decode(ctx, slot, pos, user, scratch)),
+            Some(SymbolRole::Uplink { pos, .. }) if part < ctx.shape.user_groups => {
+                uplink::decode(ctx, slot, pos, ctx.shape.user_range(part), scratch)
+            }
             _ => Err(bad()),
         },
         Opcode::Store if is_uplink_store(ctx, instr) => {

@@ -6,7 +6,6 @@ use std::sync::RwLock;
 
 use radiohost_iq::Cf32;
 use radiohost_ldpc::LdpcError;
-use radiohost_phy::crc::{self, CrcKind};
 use radiohost_phy::frontend::{planar_index, SLICE};
 use radiohost_phy::group_product::lanewise::{self, LaneCoefficients};
 use radiohost_phy::group_product::{Coefficients, GroupProduct};
@@ -263,49 +262,52 @@ fn slice_groups(
         .map(move |g| (g, (g * zb).max(first) - s0..((g + 1) * zb).min(end) - s0))
 }
 
-/// Gather `user`'s LLRs of uplink symbol `u` from every part, LDPC-decode and
-/// CRC-check each block.
+/// Gather the LLRs of uplink symbol `u` of every user in `users` from every part,
+/// LDPC-decode and CRC-check each block (several users' blocks at once where the
+/// code batches them, see `RxChain::decode_users_quantized`).
 pub(super) fn decode(
     ctx: &KernelContext,
     slot: &FrameSlot,
     u: usize,
-    user: usize,
+    users: Range<usize>,
     s: &mut Scratch,
 ) -> Result<(), KernelError> {
     let cfg = &ctx.cfg;
     let qm = cfg.modulation.bits_per_symbol();
     let parts = ctx.shape.parts;
-    // One part: its user's bytes are read where EqDemod wrote them.
+    let sb = cfg.symbol_bits();
+    // One part: the users' bytes are read where EqDemod wrote them.
     let whole = (parts == 1).then(|| read(&slot.llr[u]));
-    let llrs: &[i8] = match &whole {
+    let (llrs, stride): (&[i8], usize) = match &whole {
         Some(part) => {
             let len = ctx.shape.part_range(0).len() * qm;
-            &part[user * len..(user + 1) * len]
+            (&part[users.start * len..users.end * len], len)
         }
         None => {
-            for k in 0..parts {
-                let r = ctx.shape.part_range(k);
-                let len = r.len() * qm;
-                let llr = read(&slot.llr[u * parts + k]);
-                s.llrs[r.start * qm..r.end * qm]
-                    .copy_from_slice(&llr[user * len..(user + 1) * len]);
+            for (i, user) in users.clone().enumerate() {
+                for k in 0..parts {
+                    let r = ctx.shape.part_range(k);
+                    let len = r.len() * qm;
+                    let llr = read(&slot.llr[u * parts + k]);
+                    s.llrs[i * sb + r.start * qm..i * sb + r.end * qm]
+                        .copy_from_slice(&llr[user * len..(user + 1) * len]);
+                }
             }
-            &s.llrs
+            (&s.llrs[..users.len() * sb], sb)
         }
     };
-    let tx_bits = cfg.code.tx_bits;
-    let pb = cfg.block_payload_bits();
-    let mut out = write(&slot.decoded[u * cfg.users + user]);
-    let out = &mut *out;
-    for b in 0..cfg.blocks_per_symbol {
-        let outcome = s
-            .decoder
-            .decode_quantized(&llrs[b * tx_bits..(b + 1) * tx_bits], &mut s.block)?;
-        out.payload[b * pb..(b + 1) * pb].copy_from_slice(&s.block[..pb]);
-        out.blocks[b] = radiohost_phy::coding::BlockResult {
-            crc_ok: crc::check(CrcKind::Crc24B, &s.block),
-            iterations: outcome.iterations as u32,
-        };
+    let (blocks, pb) = (cfg.blocks_per_symbol, cfg.block_payload_bits());
+    let (payload, results) = (&mut s.decoded, &mut s.results);
+    s.rx.decode_users_quantized(llrs, stride, users.len(), |k, b, bits, result| {
+        let at = k * blocks + b;
+        payload[at * pb..(at + 1) * pb].copy_from_slice(bits);
+        results[at] = result;
+    })?;
+    for (k, user) in users.enumerate() {
+        let mut out = write(&slot.decoded[u * cfg.users + user]);
+        out.payload[..blocks * pb]
+            .copy_from_slice(&payload[k * blocks * pb..(k + 1) * blocks * pb]);
+        out.blocks[..blocks].copy_from_slice(&results[k * blocks..(k + 1) * blocks]);
     }
     Ok(())
 }
