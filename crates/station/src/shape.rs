@@ -109,10 +109,9 @@ impl FrameShape {
     /// blocks per call ([`BatchDecoder::width`] above 1, e.g. 8 at Zc = 72), so that
     /// every group holds at least one batch of users (batches of 8 took the 64x16
     /// uplink's decode stage from about 3.8 to 2.2 us per block, docs/BENCHMARKS.md,
-    /// session 39). 8x2 and 16x4 get one group,
-    /// 32x8 one of eight users (two of four by the bits alone), 64x16 two of eight
-    /// (four of four). It does not follow the cores: a frame has several data
-    /// symbols, whose groups already run side by side.
+    /// session 39). 8x2 and 16x4 get one group, 32x8 one of eight users (two of four
+    /// by the bits alone), 64x16 two of eight (four of four). It does not follow the
+    /// cores: a frame has several data symbols, whose groups already run side by side.
     pub fn default_user_groups(cfg: &FrameConfig) -> usize {
         let bits_per_user = cfg.data_num * cfg.modulation.bits_per_symbol();
         let by_bits = cfg.users * bits_per_user / MIN_GROUP_BITS;

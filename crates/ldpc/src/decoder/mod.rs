@@ -1146,7 +1146,8 @@ mod tests {
                     };
                     let mut batch = BatchDecoder::try_new(p, cfg).unwrap();
                     let nb = batch.blocks();
-                    assert_eq!(nb, 64 >> zc.trailing_zeros().min(6));
+                    // The fewest blocks that fill whole 64-lane vectors.
+                    assert!(nb * zc % 64 == 0 && (nb == 1 || nb / 2 * zc % 64 != 0));
                     let mut alone = Decoder::try_new(p, cfg).unwrap();
                     for n in [nb, nb.div_ceil(3)] {
                         // Noise from light to heavy across the batch.
