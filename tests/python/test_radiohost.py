@@ -104,6 +104,24 @@ def test_ldpc_batches_decode_what_they_encode(rh, bg, zc, kwargs):
     assert np.array_equal(out, bits)
 
 
+@pytest.mark.parametrize("bg,zc,kwargs", [(1, 72, dict(rate=1 / 3)), (2, 52, dict(tx_bits=1100, rv=3))])
+def test_ldpc_batched_rows_decode_as_single_rows(rh, bg, zc, kwargs):
+    # Zc 72 and 52 decode 8 and 16 rows per batch (the rest one by one): every row
+    # must come out as it does alone, at noise that leaves rows at different
+    # iteration counts.
+    code = rh.LdpcCode(bg, zc, **kwargs)
+    rng = np.random.default_rng(zc + 1)
+    bits = rng.integers(0, 2, (19, code.payload_bits), dtype=np.uint8)
+    coded = code.encode(bits)
+    sigma = np.linspace(0.3, 1.0, 19)[:, None]  # light to heavy noise across the rows
+    llr = ((np.where(coded == 0, 1.0, -1.0) + sigma * rng.normal(0, 1, coded.shape)) * 2.0).astype(np.float32)
+    out, iters, ok = code.decode(llr, max_iterations=8)
+    for i in range(19):
+        one, one_iters, one_ok = code.decode(llr[i:i + 1], max_iterations=8)
+        assert np.array_equal(one[0], out[i]) and one_iters[0] == iters[i] and one_ok[0] == ok[i], i
+    assert len(set(iters.tolist())) >= 2, iters
+
+
 def test_ldpc_matches_the_rust_cli_bit_for_bit(rh, tmp_path, radiohost):
     code = rh.LdpcCode(1, 26, payload_bits=500, tx_bits=1400, rv=2)
     rng = np.random.default_rng(3)

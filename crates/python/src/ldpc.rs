@@ -6,7 +6,9 @@ use numpy::prelude::*;
 use numpy::{PyArray1, PyArray2, PyReadonlyArray2};
 use pyo3::prelude::*;
 use radiohost_ldpc::files::{CodeSpec, FileError};
-use radiohost_ldpc::{Decoder, DecoderConfig, Encoder, MinSum, RateMatch};
+use radiohost_ldpc::{
+    BatchDecoder, DecodeOutcome, Decoder, DecoderConfig, Encoder, LdpcError, MinSum, RateMatch,
+};
 
 use crate::convert::{c_slice, c_slice_mut};
 use crate::errors::{self, value};
@@ -137,8 +139,9 @@ impl LdpcCode {
     /// -> (bits, iterations, parity_ok)
     ///
     /// ``llr``: float32 of shape (codewords, tx_bits), ln P(0)/P(1) (positive means
-    /// bit 0). Layered normalized min-sum on the best SIMD kernel of this CPU.
-    /// Returns uint8 bits (codewords, payload_bits), int32 iterations (codewords,)
+    /// bit 0). Layered normalized min-sum on the best SIMD kernel of this CPU; where
+    /// Zc is not a multiple of 64, rows are decoded several at a time, lanes
+    /// interleaved (8 at Zc=72), each with the result it gets alone. Returns uint8 bits (codewords, payload_bits), int32 iterations (codewords,)
     /// and bool parity_ok (codewords,). ``out``: a C-contiguous uint8 array of shape
     /// (codewords, payload_bits) the bits are written into and returned as; reusing
     /// one across batches spares a fresh array's first-touch page faults (about 2
@@ -195,18 +198,63 @@ impl LdpcCode {
             let bits_out = c_slice_mut(&mut view, "out")?;
             py.detach(|| -> Result<_, radiohost_ldpc::LdpcError> {
                 let mut dec = Decoder::try_new(p, cfg)?;
-                let mut combined = vec![0f32; p.tx_bits];
+                // Lifting sizes that are not multiples of 64 decode whole batches of
+                // rows at once (the same results, row for row); the rest one by one.
+                let mut batch = BatchDecoder::try_new(p, cfg)?;
+                let nb = batch.blocks();
+                let batched = if nb > 1 { rows / nb * nb } else { 0 };
+                let tx = p.tx_bits;
+                let mut combined = vec![0f32; nb * tx];
                 let mut iters = Vec::with_capacity(rows);
                 let mut ok = Vec::with_capacity(rows);
                 // RV 0 without repetition selects codeword bits 0..E in order: the
                 // rows are the decoder's input as they are (no de-rate-matching copy).
-                let direct = rm.rv() == 0 && p.tx_bits == e;
-                for (l, o) in input.chunks_exact(e).zip(bits_out.chunks_exact_mut(kp)) {
+                let direct = rm.rv() == 0 && tx == e;
+                let mut outcomes = vec![
+                    DecodeOutcome {
+                        iterations: 0,
+                        parity_ok: false
+                    };
+                    nb
+                ];
+                let (whole_in, rest_in) = input.split_at(batched * e);
+                let (whole_out, rest_out) = bits_out.split_at_mut(batched * kp);
+                for (ls, os) in whole_in
+                    .chunks_exact(nb * e)
+                    .zip(whole_out.chunks_exact_mut(nb * kp))
+                {
+                    let mut views: [&[f32]; 64] = [&[]; 64];
+                    if direct {
+                        for (v, l) in views.iter_mut().zip(ls.chunks_exact(e)) {
+                            *v = l;
+                        }
+                    } else {
+                        for (c, l) in combined.chunks_exact_mut(tx).zip(ls.chunks_exact(e)) {
+                            rm.combine(l, c)?;
+                        }
+                        for (v, c) in views.iter_mut().zip(combined.chunks_exact(tx)) {
+                            *v = c;
+                        }
+                    }
+                    // A NaN's index within its row, as the one-by-one path reports it.
+                    batch
+                        .decode(&views[..nb], os, &mut outcomes)
+                        .map_err(|err| match err {
+                            LdpcError::NanLlr { index } => LdpcError::NanLlr { index: index % tx },
+                            other => other,
+                        })?;
+                    for r in &outcomes {
+                        iters.push(r.iterations as i32);
+                        ok.push(r.parity_ok);
+                    }
+                }
+                let combined = &mut combined[..tx];
+                for (l, o) in rest_in.chunks_exact(e).zip(rest_out.chunks_exact_mut(kp)) {
                     let r = if direct {
                         dec.decode(l, o)?
                     } else {
-                        rm.combine(l, &mut combined)?;
-                        dec.decode(&combined, o)?
+                        rm.combine(l, combined)?;
+                        dec.decode(combined, o)?
                     };
                     iters.push(r.iterations as i32);
                     ok.push(r.parity_ok);

@@ -25,6 +25,8 @@ pub struct BatchDecoder {
     blocks: usize,
     /// How lanes are interleaved and taken apart.
     transpose: Transpose,
+    /// The blocks of a float [`BatchDecoder::decode`] call, quantised (`tx_bits` each).
+    quantized: Vec<i8>,
 }
 
 /// The interleaving's implementation: batches of 8 in vectors at the SIMD levels
@@ -78,6 +80,7 @@ impl BatchDecoder {
             p,
             blocks,
             transpose,
+            quantized: vec![0; blocks * p.tx_bits],
         })
     }
 
@@ -89,6 +92,47 @@ impl BatchDecoder {
     /// One block's code parameters.
     pub fn params(&self) -> CodeParams {
         self.p
+    }
+
+    /// [`Self::decode_quantized`] of float LLRs, each block quantised as
+    /// [`Decoder::decode`] quantises it (same results as that call per block). A NaN
+    /// is rejected with [`LdpcError::NanLlr`], its index counted in the blocks laid
+    /// end to end.
+    pub fn decode(
+        &mut self,
+        llrs: &[&[f32]],
+        payloads: &mut [u8],
+        outcomes: &mut [DecodeOutcome],
+    ) -> Result<(), LdpcError> {
+        let (nb, tx) = (self.blocks, self.p.tx_bits);
+        if llrs.is_empty() || llrs.len() > nb {
+            return Err(LdpcError::LengthMismatch {
+                what: "blocks of a batch",
+                expected: nb,
+                got: llrs.len(),
+            });
+        }
+        for l in llrs {
+            check_len("LLR input", tx, l.len())?;
+        }
+        let (level, scale) = (self.inner.level, self.inner.llr_scale);
+        let mut q = std::mem::take(&mut self.quantized);
+        let nan = llrs
+            .iter()
+            .zip(q.chunks_exact_mut(tx))
+            .position(|(l, dst)| super::quantize_at(level, l, scale, dst));
+        if let Some(b) = nan {
+            self.quantized = q;
+            let at = llrs[b].iter().position(|x| x.is_nan()).unwrap_or(0);
+            return Err(LdpcError::NanLlr { index: b * tx + at });
+        }
+        let mut views: [&[i8]; 64] = [&[]; 64];
+        for (v, q) in views.iter_mut().zip(q.chunks_exact(tx)) {
+            *v = q;
+        }
+        let result = self.decode_quantized(&views[..llrs.len()], payloads, outcomes);
+        self.quantized = q;
+        result
     }
 
     /// Decodes `llrs.len()` (1 to [`Self::blocks`]) blocks of quantised LLRs

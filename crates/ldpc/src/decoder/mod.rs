@@ -1190,6 +1190,49 @@ mod tests {
         );
     }
 
+    /// A batch of float LLRs decodes each block as `Decoder::decode` does, and a NaN
+    /// is reported at its place in the blocks laid end to end.
+    #[test]
+    fn batch_of_floats_decodes_each_block_as_a_decoder_alone() {
+        let p = CodeParams::for_rate(crate::BaseGraph::Bg1, 72, 1.0 / 3.0).unwrap();
+        let mut next = xorshift(0x1234_5678_9abc_def1);
+        let cfg = DecoderConfig::default();
+        let mut batch = BatchDecoder::try_new(p, cfg).unwrap();
+        let mut alone = Decoder::try_new(p, cfg).unwrap();
+        // Quantised values over 4 (the default scale), past the clip and between steps.
+        let llrs: Vec<Vec<f32>> = (0..6u64)
+            .map(|b| {
+                let q = noisy_codeword(p, &mut next, 24, 45 + 8 * b);
+                q.iter().map(|&x| x as f32 / 3.7).collect()
+            })
+            .collect();
+        let views: Vec<&[f32]> = llrs.iter().map(|l| &l[..]).collect();
+        let pb = p.payload_bits;
+        let mut bits = vec![2u8; 6 * pb];
+        let none = DecodeOutcome {
+            iterations: 0,
+            parity_ok: false,
+        };
+        let mut outcomes = vec![none; 6];
+        batch.decode(&views, &mut bits, &mut outcomes).unwrap();
+        let mut expected = vec![0u8; pb];
+        for (b, llr) in llrs.iter().enumerate() {
+            let outcome = alone.decode(llr, &mut expected).unwrap();
+            assert_eq!(outcomes[b], outcome, "block {b}");
+            assert!(bits[b * pb..(b + 1) * pb] == expected[..], "block {b}");
+        }
+        let mut bad = llrs[2].clone();
+        bad[33] = f32::NAN;
+        let views = [views[0], views[1], &bad[..]];
+        let got = batch.decode(&views, &mut bits[..3 * pb], &mut outcomes[..3]);
+        assert_eq!(
+            got,
+            Err(LdpcError::NanLlr {
+                index: 2 * p.tx_bits + 33
+            })
+        );
+    }
+
     /// A batch call checks its lengths.
     #[test]
     fn batch_rejects_wrong_lengths() {
