@@ -1147,7 +1147,10 @@ mod tests {
                     let mut batch = BatchDecoder::try_new(p, cfg).unwrap();
                     let nb = batch.blocks();
                     // The fewest blocks that fill whole 64-lane vectors.
-                    assert!(nb * zc % 64 == 0 && (nb == 1 || nb / 2 * zc % 64 != 0));
+                    assert!(
+                        (nb * zc).is_multiple_of(64)
+                            && (nb == 1 || !(nb / 2 * zc).is_multiple_of(64))
+                    );
                     let mut alone = Decoder::try_new(p, cfg).unwrap();
                     for n in [nb, nb.div_ceil(3)] {
                         // Noise from light to heavy across the batch.
