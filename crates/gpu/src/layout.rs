@@ -161,13 +161,13 @@ mod tests {
     fn instructions_are_checked_against_the_layout() {
         let l = layout("64x16", 4);
         assert_eq!(l.log_fft, 11);
-        // 16 users in 4 groups of four.
-        assert_eq!(l.groups.len(), 4);
-        assert_eq!([l.groups[0].clone(), l.groups[3].clone()], [0..4, 12..16]);
+        // 16 users in 2 groups of eight (a batch of Zc = 72 blocks each).
+        assert_eq!(l.groups.len(), 2);
+        assert_eq!([l.groups[0].clone(), l.groups[1].clone()], [0..8, 8..16]);
         let up = l.uplink[2];
         assert_eq!(l.check(&Instr::new(0, up, Opcode::UpFft, 0)).unwrap(), 2);
-        assert_eq!(l.check(&Instr::new(0, up, Opcode::Decode, 3)).unwrap(), 2);
-        assert!(l.check(&Instr::new(0, up, Opcode::Decode, 4)).is_err());
+        assert_eq!(l.check(&Instr::new(0, up, Opcode::Decode, 1)).unwrap(), 2);
+        assert!(l.check(&Instr::new(0, up, Opcode::Decode, 2)).is_err());
         assert!(l.check(&Instr::new(0, up, Opcode::EqDemod, 4)).is_err());
         assert!(l
             .check(&Instr::new(0, l.pilots[0], Opcode::UpFft, 0))
