@@ -94,6 +94,19 @@ impl BatchDecoder {
         self.p
     }
 
+    /// 1 to [`Self::blocks`] inputs of `tx_bits` LLRs each.
+    fn check_inputs<T>(&self, llrs: &[&[T]]) -> Result<(), LdpcError> {
+        if llrs.is_empty() || llrs.len() > self.blocks {
+            return Err(LdpcError::LengthMismatch {
+                what: "blocks of a batch",
+                expected: self.blocks,
+                got: llrs.len(),
+            });
+        }
+        llrs.iter()
+            .try_for_each(|l| check_len("LLR input", self.p.tx_bits, l.len()))
+    }
+
     /// [`Self::decode_quantized`] of float LLRs, each block quantised as
     /// [`Decoder::decode`] quantises it (same results as that call per block). A NaN
     /// is rejected with [`LdpcError::NanLlr`], its index counted in the blocks laid
@@ -104,17 +117,8 @@ impl BatchDecoder {
         payloads: &mut [u8],
         outcomes: &mut [DecodeOutcome],
     ) -> Result<(), LdpcError> {
-        let (nb, tx) = (self.blocks, self.p.tx_bits);
-        if llrs.is_empty() || llrs.len() > nb {
-            return Err(LdpcError::LengthMismatch {
-                what: "blocks of a batch",
-                expected: nb,
-                got: llrs.len(),
-            });
-        }
-        for l in llrs {
-            check_len("LLR input", tx, l.len())?;
-        }
+        let tx = self.p.tx_bits;
+        self.check_inputs(llrs)?;
         let (level, scale) = (self.inner.level, self.inner.llr_scale);
         let mut q = std::mem::take(&mut self.quantized);
         let nan = llrs
@@ -148,16 +152,7 @@ impl BatchDecoder {
         outcomes: &mut [DecodeOutcome],
     ) -> Result<(), LdpcError> {
         let (n, nb, pb) = (llrs.len(), self.blocks, self.p.payload_bits);
-        if n == 0 || n > nb {
-            return Err(LdpcError::LengthMismatch {
-                what: "blocks of a batch",
-                expected: nb,
-                got: n,
-            });
-        }
-        for l in llrs {
-            check_len("LLR input", self.p.tx_bits, l.len())?;
-        }
+        self.check_inputs(llrs)?;
         check_len("payload output", n * pb, payloads.len())?;
         check_len("outcomes", n, outcomes.len())?;
         if let Some(e) = &self.inner.config_error {
