@@ -155,9 +155,6 @@ impl BatchDecoder {
         self.check_inputs(llrs)?;
         check_len("payload output", n * pb, payloads.len())?;
         check_len("outcomes", n, outcomes.len())?;
-        if let Some(e) = &self.inner.config_error {
-            return Err(e.clone());
-        }
         let transpose = self.transpose;
         self.inner.place_channel(|s, dst| {
             let start = s / nb;
