@@ -9,7 +9,8 @@
 //! transform of [`crate::fft`], the ci16 conversion in 16 x 16 transposes fused
 //! into the transform's first pass, and the subcarrier gather or scatter in 16 x 16
 //! transposes after it (the transmit side's in `frontend/synth.rs`). A whole
-//! frame's planar output goes around the caches ([`PlanarBuf`]).
+//! frame's planar output goes around the caches ([`PlanarBuf`]), and each
+//! transform fetches the next one's input into L2 while it reads its own.
 //!
 //! Below AVX-512 the receive calls run rustfft on groups of 8 antennas (`GROUP`) of
 //! one symbol: the planar slices come straight from the spectra (streamed around
@@ -497,17 +498,27 @@ fn front_batch<V: Lanes>(job: &mut FrontJob<'_>) -> (f64, usize) {
     let n = b.fft.size();
     let d = b.bins.len();
     let slices = d.div_ceil(SLICE);
+    let (samples, antennas, symbols) = (job.samples, job.antennas, job.symbols);
+    let (frame_len, symbol_len, cp_len) = (job.frame_len, job.symbol_len, job.cp_len);
+    // The input of the transform of antennas `m0..` and symbol `sym`. Lanes past
+    // the last antenna repeat it (their results are dropped), so every lane loads
+    // without a branch.
+    let sources = |m0: usize, sym: usize| -> [&[Ci16]; LANES] {
+        let last = antennas - 1;
+        let at = sym * symbol_len + cp_len;
+        std::array::from_fn(|a| &samples[(m0 + a).min(last) * frame_len + at..][..n])
+    };
     let (mut energy, mut count) = (0.0, 0);
-    for m0 in (0..job.antennas).step_by(LANES) {
-        let valid = LANES.min(job.antennas - m0);
-        for (j, &sym) in job.symbols.iter().enumerate() {
-            let at = sym * job.symbol_len + job.cp_len;
-            // Lanes past the last antenna repeat it (their results are dropped),
-            // so every lane loads without a branch.
-            let src: [&[Ci16]; LANES] = std::array::from_fn(|a| {
-                &job.samples[(m0 + a.min(valid - 1)) * job.frame_len + at..][..n]
-            });
-            b.fft.forward_ci16_lanes::<V>(&src, CI16_SCALE);
+    for m0 in (0..antennas).step_by(LANES) {
+        let valid = LANES.min(antennas - m0);
+        for (j, &sym) in symbols.iter().enumerate() {
+            let next = match symbols.get(j + 1) {
+                Some(&next) => Some(sources(m0, next)),
+                None if m0 + LANES < antennas => Some(sources(m0 + LANES, symbols[0])),
+                None => None,
+            };
+            b.fft
+                .forward_ci16_lanes::<V>(&sources(m0, sym), next.as_ref(), CI16_SCALE);
             let (fr, fi) = b.fft.buffers(crate::fft::Side::A);
             let lanes = null_energy::<V>(fr, fi, &b.null_rows);
             energy += lanes[..valid].iter().map(|&v| v as f64).sum::<f64>();

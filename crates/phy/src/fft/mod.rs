@@ -328,18 +328,33 @@ impl BatchFft {
     /// the conversion is fused into it: per 16 butterflies, 16 transposes of 16
     /// samples of the 16 lanes into a 16 KiB staging area that stays in L1, where
     /// writing the f32 input (2 x 128 KiB at 2048 points) and reading it back in
-    /// the first pass went through L2.
+    /// the first pass went through L2. `next`: the input of the caller's next
+    /// transform, fetched into L2 while this one reads its own (changes nothing
+    /// computed).
     ///
     /// # Panics
-    /// If `n < 16` or a lane holds fewer than `n` samples (caller bugs).
+    /// If `n < 16` or a lane of `src` or `next` holds fewer than `n` samples
+    /// (caller bugs).
     #[inline(always)]
-    pub(crate) fn forward_ci16_lanes<V: Lanes>(&mut self, src: &[&[Ci16]; LANES], scale: f32) {
+    pub(crate) fn forward_ci16_lanes<V: Lanes>(
+        &mut self,
+        src: &[&[Ci16]; LANES],
+        next: Option<&[&[Ci16]; LANES]>,
+        scale: f32,
+    ) {
         let n = self.n;
         assert!(n >= LANES, "forward_ci16_lanes: {n} points");
         let src: [&[Ci16]; LANES] = std::array::from_fn(|a| &src[a][..n]);
+        let next: Option<[&[Ci16]; LANES]> = next.map(|s| std::array::from_fn(|a| &s[a][..n]));
+        let fetch_next = |t: usize| {
+            if let Some(next) = &next {
+                prefetch_ci16_rows(next, t);
+            }
+        };
         let first = self.plan.passes[0];
         if first.radix != 16 || self.block < LANES {
             for t0 in (0..n).step_by(LANES) {
+                fetch_next(t0);
                 for (i, row) in load_ci16_rows::<V>(&src, t0).iter().enumerate() {
                     let k = self.input_row(t0 + i);
                     let (re, im) = row.ci16_to_f32(scale);
@@ -361,6 +376,7 @@ impl BatchFft {
         let one = V::Part::splat(std::hint::black_box(1.0));
         for j0 in (0..block).step_by(LANES) {
             for m in 0..16 {
+                fetch_next(j0 + m * block);
                 for (i, row) in load_ci16_rows::<V>(&src, j0 + m * block).iter().enumerate() {
                     // SAFETY: `stage` holds 256 rows.
                     unsafe { row.store(stage.add(16 * (16 * i + m))) };
@@ -446,6 +462,30 @@ fn load_ci16_rows<V: Lanes>(src: &[&[Ci16]; LANES], t: usize) -> [V; LANES] {
     }
     V::transpose(&mut rows);
     rows
+}
+
+/// Ask for the cache lines of samples `t..t + 16` of every lane of `src` (a row
+/// may straddle two lines) into L2, where the next transform's input waits: its
+/// first pass reads 256 places 128 samples apart per lane, which the hardware
+/// prefetchers do not follow, so without this its loads waited on memory (30% of
+/// the front end's time in a 64x16 uplink frame's profile, docs/BENCHMARKS.md,
+/// PHY, session 40).
+///
+/// # Panics
+/// If a lane holds fewer than `t + 16` samples.
+#[inline(always)]
+fn prefetch_ci16_rows(src: &[&[Ci16]; LANES], t: usize) {
+    for s in src {
+        let s = &s[t..t + LANES];
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: SSE is baseline on x86-64; a prefetch reads nothing.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
+            _mm_prefetch::<_MM_HINT_T1>(s.as_ptr().cast());
+            _mm_prefetch::<_MM_HINT_T1>(s[LANES - 1..].as_ptr().cast());
+        }
+        let _ = s;
+    }
 }
 
 /// A first-pass butterfly's 16 inputs staged as ci16 bits (rows of 16 lanes,
@@ -688,7 +728,7 @@ mod tests {
 
     #[inline(always)]
     fn forward_ci16<V: Lanes>(fft: &mut BatchFft, src: &[&[Ci16]; LANES]) {
-        fft.forward_ci16_lanes::<V>(src, 0.5);
+        fft.forward_ci16_lanes::<V>(src, Some(src), 0.5);
     }
 
     /// The ci16 entry (fused into the first pass from 256 points, rows then
