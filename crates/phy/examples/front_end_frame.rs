@@ -1,7 +1,8 @@
 //! Times the uplink front end of the 64x16 frame (`configs/64x16.json`) alone, as
 //! `UplinkPipeline::process_frame` calls it (its `fft` stage): the pilot symbol
-//! through `FrontEnd::frame_rows`, the uplink symbols through
-//! `FrontEnd::frame_planar`. Prints the batched path beside the per-antenna
+//! through `FrontEnd::frame_rows`, each uplink symbol through its own
+//! `FrontEnd::frame_planar` call (the pipeline equalises each symbol in between,
+//! which is not timed here). Prints the batched path beside the per-antenna
 //! (rustfft) path measured in the same run, and the floor: ci16 samples in once
 //! and the data subcarriers out once, at the measured copy bandwidth. For
 //! profiling (`perf record`) and A/B runs of the front end on a shared machine:
@@ -35,13 +36,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let uplink = cfg.symbols_of(SymbolKind::Uplink);
     let mut front = FrontEnd::new(&cfg);
     let mut rows = vec![Cf32::default(); pilots.len() * m * d];
-    let planar = uplink.len() * d.div_ceil(SLICE) * m;
+    let planar = d.div_ceil(SLICE) * m;
     let (mut re, mut im) = (PlanarBuf::zeroed(planar), PlanarBuf::zeroed(planar));
     let mut run = |frames: usize| -> (f64, Option<f64>) {
         let (t, c) = (Instant::now(), cpu_ns());
         for _ in 0..frames {
             black_box(front.frame_rows(black_box(&frame.samples), m, &pilots, &mut rows));
-            black_box(front.frame_planar(black_box(&frame.samples), m, &uplink, &mut re, &mut im));
+            for sym in uplink.chunks(1) {
+                black_box(front.frame_planar(black_box(&frame.samples), m, sym, &mut re, &mut im));
+            }
         }
         let wall = t.elapsed().as_secs_f64() * 1e6 / frames as f64;
         let cpu = c

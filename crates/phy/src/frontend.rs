@@ -515,7 +515,14 @@ fn front_batch<V: Lanes>(job: &mut FrontJob<'_>) -> (f64, usize) {
             let next = match symbols.get(j + 1) {
                 Some(&next) => Some(sources(m0, next)),
                 None if m0 + LANES < antennas => Some(sources(m0 + LANES, symbols[0])),
-                None => None,
+                // The last transform of the call: the first antennas of the symbol
+                // after, which the uplink's next call (one symbol each) reads first.
+                // A guess for other callers: the lines fetched in vain cost only
+                // memory bandwidth.
+                None => {
+                    let after = symbols.last().map_or(0, |s| s + 1);
+                    ((after + 1) * symbol_len <= frame_len).then(|| sources(0, after))
+                }
             };
             b.fft
                 .forward_ci16_lanes::<V>(&sources(m0, sym), next.as_ref(), CI16_SCALE);

@@ -229,12 +229,17 @@ unsafe fn slice_avx512<const QA: usize>(
                 let e = _mm512_sub_ps(y, a);
                 let d = _mm512_mul_ps(e, e);
                 for bit in 0..QA {
-                    // `min(d, best)` keeps `best` unless `d < best`, as the reference.
-                    if (label >> (QA - 1 - bit)) & 1 == 1 {
-                        b1[bit] = _mm512_min_ps(d, b1[bit]);
+                    let best = match (label >> (QA - 1 - bit)) & 1 {
+                        0 => &mut b0[bit],
+                        _ => &mut b1[bit],
+                    };
+                    *best = if first_of_its_side::<QA>(label, bit) {
+                        d
                     } else {
-                        b0[bit] = _mm512_min_ps(d, b0[bit]);
-                    }
+                        // `min(d, best)` keeps `best` unless `d < best`, as the
+                        // reference.
+                        _mm512_min_ps(d, *best)
+                    };
                 }
             }
             for bit in 0..QA {
@@ -314,12 +319,17 @@ unsafe fn slice_avx2<const QA: usize>(
                     let e = _mm256_sub_ps(y, a);
                     let d = _mm256_mul_ps(e, e);
                     for bit in 0..QA {
-                        // `min(d, best)` keeps `best` unless `d < best`, as the reference.
-                        if (label >> (QA - 1 - bit)) & 1 == 1 {
-                            b1[bit] = _mm256_min_ps(d, b1[bit]);
+                        let best = match (label >> (QA - 1 - bit)) & 1 {
+                            0 => &mut b0[bit],
+                            _ => &mut b1[bit],
+                        };
+                        *best = if first_of_its_side::<QA>(label, bit) {
+                            d
                         } else {
-                            b0[bit] = _mm256_min_ps(d, b0[bit]);
-                        }
+                            // `min(d, best)` keeps `best` unless `d < best`, as the
+                            // reference.
+                            _mm256_min_ps(d, *best)
+                        };
                     }
                 }
                 for bit in 0..QA {
@@ -340,6 +350,17 @@ unsafe fn slice_avx2<const QA: usize>(
         descramble_copy_avx2(&staged.0, s.flips[k], dst);
     }
     nan & valid == 0
+}
+
+/// Whether `label` is the first (lowest) label whose bit `bit` (of `QA`, most
+/// significant first) has its value: its distance starts that side's minimum, where
+/// the reference starts from infinity and takes `min(d, inf)`, which is `d` for
+/// every `d` but NaN. A NaN `d` comes only from a NaN `y`, whose LLR is NaN (and
+/// reported) either way; one vector minimum fewer per side and bit.
+#[inline(always)]
+const fn first_of_its_side<const QA: usize>(label: usize, bit: usize) -> bool {
+    let shift = QA - 1 - bit;
+    label == ((label >> shift) & 1) << shift
 }
 
 /// Bytes of the AVX2 build's staging block: 16 symbols of at most 8 bytes, plus the
