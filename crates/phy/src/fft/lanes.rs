@@ -74,6 +74,9 @@ pub(crate) trait Lanes: Vector {
     /// 16 interleaved complex values (`lo`: values 0-7 as re, im pairs, `hi`: 8-15)
     /// split into their re and im parts.
     fn deinterleave(lo: Self, hi: Self) -> (Self, Self);
+    /// The inverse of [`Self::deinterleave`]: 16 re and 16 im parts as 16
+    /// interleaved complex values (`lo`: values 0-7, `hi`: 8-15).
+    fn interleave(re: Self, im: Self) -> (Self, Self);
 
     #[inline(always)]
     fn to_array(self) -> [f32; LANES] {
@@ -220,6 +223,19 @@ impl<const FMA: bool> Lanes for Portable<FMA> {
             im[l] = pair[1];
         }
         (Self(re), Self(im))
+    }
+    #[inline(always)]
+    fn interleave(re: Self, im: Self) -> (Self, Self) {
+        let mut pairs = [0.0; 2 * LANES];
+        for (l, pair) in pairs.chunks_exact_mut(2).enumerate() {
+            pair[0] = re.0[l];
+            pair[1] = im.0[l];
+        }
+        let (lo, hi) = pairs.split_at(LANES);
+        (
+            Self(lo.try_into().expect("16 lanes")),
+            Self(hi.try_into().expect("16 lanes")),
+        )
     }
 }
 
@@ -374,6 +390,19 @@ mod avx512 {
                 )
             }
         }
+        #[inline(always)]
+        fn interleave(re: Self, im: Self) -> (Self, Self) {
+            // Float `2 l` of the result is re lane `l`, float `2 l + 1` im lane `l`
+            // (indices 16-31 pick from `im`), from lane 8 on for `hi`.
+            unsafe {
+                let lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+                let hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+                (
+                    Self(_mm512_permutex2var_ps(re.0, lo, im.0)),
+                    Self(_mm512_permutex2var_ps(re.0, hi, im.0)),
+                )
+            }
+        }
     }
 }
 
@@ -504,6 +533,21 @@ mod avx2 {
         }
     }
 
+    /// 8 re and 8 im parts as 8 interleaved complex values (values 0-3, 4-7):
+    /// the inverse of [`split_pairs`].
+    #[inline(always)]
+    fn join_pairs(re: __m256, im: __m256) -> (__m256, __m256) {
+        // SAFETY: AVX2, which every caller (an AVX2 build) has.
+        unsafe {
+            // Values 0, 1, 4, 5 and 2, 3, 6, 7 (unpacks work within 128-bit halves).
+            let (a, b) = (_mm256_unpacklo_ps(re, im), _mm256_unpackhi_ps(re, im));
+            (
+                _mm256_permute2f128_ps::<0x20>(a, b),
+                _mm256_permute2f128_ps::<0x31>(a, b),
+            )
+        }
+    }
+
     impl Avx2 {
         /// The two registers (lanes 0-7, 8-15).
         #[inline(always)]
@@ -623,6 +667,15 @@ mod avx2 {
                 Self([Avx2Half(i0), Avx2Half(i1)]),
             )
         }
+        #[inline(always)]
+        fn interleave(re: Self, im: Self) -> (Self, Self) {
+            let (a0, a1) = join_pairs(re.0[0].0, im.0[0].0);
+            let (b0, b1) = join_pairs(re.0[1].0, im.0[1].0);
+            (
+                Self([Avx2Half(a0), Avx2Half(a1)]),
+                Self([Avx2Half(b0), Avx2Half(b1)]),
+            )
+        }
     }
 }
 
@@ -662,6 +715,12 @@ mod tests {
         let (re, im) = V::deinterleave(lo, hi);
         let want = |odd: usize| -> [f32; LANES] { std::array::from_fn(|l| (2 * l + odd) as f32) };
         assert_eq!((re.to_array(), im.to_array()), (want(0), want(1)));
+        let (lo2, hi2) = V::interleave(re, im);
+        assert_eq!(
+            [lo2.to_array(), hi2.to_array()].concat(),
+            pairs,
+            "interleave undoes deinterleave"
+        );
         let a = V::splat(3.0);
         let b = V::splat(2.0);
         assert_eq!(a.mul_sub(b, V::splat(1.0)).to_array(), [5.0; LANES]);
