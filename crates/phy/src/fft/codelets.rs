@@ -183,6 +183,26 @@ impl<V: Vector> Input<V> for Strided {
     }
 }
 
+/// Inputs at rows `base + m stride`, except that input `m` is zero where bit `m`
+/// of `zero` is set (its row is not read).
+pub(super) struct Masked {
+    pub x: Buf,
+    pub base: usize,
+    pub stride: usize,
+    pub zero: u16,
+}
+
+impl<V: Vector> Input<V> for Masked {
+    #[inline(always)]
+    unsafe fn at(&self, m: usize) -> C<V> {
+        if self.zero & (1 << m) != 0 {
+            return (V::zero(), V::zero());
+        }
+        // SAFETY: the caller's.
+        unsafe { self.x.ld::<V>(self.base + m * self.stride) }
+    }
+}
+
 /// [`dft16`] with input `m` from `input.at(m)` instead of row `base + m stride`
 /// (the outputs still go to those rows): the front end's first pass, which
 /// converts its input from ci16 on the way in.

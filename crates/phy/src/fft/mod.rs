@@ -286,6 +286,79 @@ impl BatchFft {
         Side::A
     }
 
+    /// Input rows per block of the first pass where it can skip whole blocks of
+    /// zero input ([`Self::run_lanes_skipping`]): `n / 16` where that pass is
+    /// radix 16, else `None`.
+    pub(crate) fn skippable_block(&self) -> Option<usize> {
+        (self.plan.passes[0].radix == 16).then_some(self.block)
+    }
+
+    /// [`Self::run_lanes`] with the input blocks of `zero` taken as zero: bit `m`
+    /// stands for input rows `m b..(m + 1) b` (`b` = [`Self::skippable_block`]),
+    /// whose buffer rows the first pass does not read (they may hold anything).
+    /// The result is bit for bit that of zeroed rows. A transmitter's band leaves
+    /// whole blocks empty (the 64x16 downlink: 6 of 16), which it then neither
+    /// zeroes nor loads.
+    ///
+    /// # Panics
+    /// If `zero` is not 0 and the first pass cannot skip (a caller bug).
+    #[inline(always)]
+    pub(crate) fn run_lanes_skipping<V: Lanes>(&mut self, inverse: bool, zero: u16) -> Side {
+        if zero == 0 {
+            return self.run_lanes::<V>(inverse);
+        }
+        assert!(
+            self.skippable_block().is_some(),
+            "run_lanes_skipping: the first pass is not radix 16"
+        );
+        if inverse {
+            self.first_pass_skipping::<V, true>(zero);
+        } else {
+            self.first_pass_skipping::<V, false>(zero);
+        }
+        Side::A
+    }
+
+    /// The radix-16 first pass reading zeros for the blocks of `zero`, then the
+    /// others.
+    #[inline(always)]
+    fn first_pass_skipping<V: Lanes, const INV: bool>(&mut self, zero: u16) {
+        let x = self.buf();
+        let one = V::Part::splat(std::hint::black_box(1.0));
+        let tw = self.plan.twiddles.as_ptr();
+        let stride = self.block_stride;
+        for j in 0..self.block {
+            for lane in (0..LANES).step_by(V::Part::WIDTH) {
+                let x = x.lanes_from(lane);
+                let input = codelets::Masked {
+                    x,
+                    base: j,
+                    stride,
+                    zero,
+                };
+                // SAFETY: as in `passes`: butterfly `j < block` of the first pass
+                // (radix 16, twiddles from 0), 30 twiddles per butterfly.
+                unsafe {
+                    if j == 0 {
+                        codelets::dft16_from::<V::Part, INV, false, 0x3f>(
+                            &input, x, 0, stride, tw, one,
+                        );
+                    } else {
+                        codelets::dft16_from::<V::Part, INV, true, 0x05>(
+                            &input,
+                            x,
+                            j,
+                            stride,
+                            tw.add(30 * j),
+                            one,
+                        );
+                    }
+                }
+            }
+        }
+        self.later_passes::<V, INV>(one);
+    }
+
     /// The work buffers as codelet rows.
     #[inline(always)]
     fn buf(&mut self) -> Buf {
@@ -773,6 +846,56 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[inline(always)]
+    fn skipping<V: Lanes>(fft: &mut BatchFft, inverse: bool, zero: u16) -> Side {
+        fft.run_lanes_skipping::<V>(inverse, zero)
+    }
+
+    /// Skipped input blocks give bit for bit the result of zeroed ones, whatever
+    /// their rows held; other sizes cannot skip and refuse a mask.
+    #[test]
+    fn skipped_blocks_are_zero_blocks_bit_for_bit() {
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        for n in [256usize, 2048] {
+            let b = BatchFft::new(n)
+                .unwrap()
+                .skippable_block()
+                .expect("radix 16");
+            assert_eq!(b, n / 16);
+            // Blocks 0, 5 to 10 and 15: both ends and a run in the middle.
+            let zero: u16 = 0b1000_0111_1110_0001;
+            for isa in Isa::available() {
+                for inverse in [false, true] {
+                    let mut want = BatchFft::new(n).unwrap();
+                    let mut got = BatchFft::new(n).unwrap();
+                    for t in 0..n {
+                        let skipped = zero & 1 << (t / b) != 0;
+                        let value = Row(std::array::from_fn(|_| rng.gen_range(-1.0..1.0)));
+                        let row = want.input_row(t);
+                        let (wr, wi) = want.input_mut();
+                        (wr[row], wi[row]) = match skipped {
+                            true => (Row::default(), Row::default()),
+                            false => (value, Row([0.25; LANES])),
+                        };
+                        let (gr, gi) = got.input_mut();
+                        (gr[row], gi[row]) = match skipped {
+                            true => (Row([f32::NAN; LANES]), Row([1e30; LANES])),
+                            false => (value, Row([0.25; LANES])),
+                        };
+                    }
+                    let side = want.run(isa, inverse);
+                    let fft = &mut got;
+                    dispatch_lanes!(isa, fn f(fft: &mut BatchFft, inverse: bool, zero: u16) -> Side => skipping);
+                    let what = format!("n {n} {} inverse {inverse}", isa.name());
+                    assert_eq!(got.buffers(side).0, want.buffers(side).0, "{what}");
+                    assert_eq!(got.buffers(side).1, want.buffers(side).1, "{what}");
+                }
+            }
+        }
+        // 32 points: a radix-8 first pass.
+        assert_eq!(BatchFft::new(32).unwrap().skippable_block(), None);
     }
 
     #[test]

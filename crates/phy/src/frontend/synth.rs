@@ -10,7 +10,11 @@
 //! that per-sample quantise did not vectorise.) The input side transposes the
 //! precoder's interleaved `[antenna][subcarrier]` rows: 8 complex subcarriers of 16
 //! antennas are one 16 x 16 block of floats whose transpose is the re and im rows
-//! of those subcarriers, alternating.
+//! of those subcarriers, alternating. Where a sixteenth of the input (a block of
+//! the transform's first pass) holds no data subcarrier, the transform takes it as
+//! zero without reading it, so it is not zeroed either (6 of 16 blocks in the
+//! 64x16 downlink: 768 of its 848 null rows; the ifft stage 4-8% faster,
+//! docs/BENCHMARKS.md, PHY, session 40).
 
 use radiohost_iq::{Cf32, Ci16};
 
@@ -28,8 +32,11 @@ pub(super) struct BatchedSynth {
     fft: BatchFft,
     /// Input row ([`BatchFft::input_row`]) of every data subcarrier's bin.
     data_rows: Vec<usize>,
-    /// Input rows of the other bins (zero).
+    /// Input rows of the other bins (zero) outside the blocks of `zero_blocks`.
     null_rows: Vec<usize>,
+    /// The transform's input blocks that hold no data subcarrier, which it takes
+    /// as zero without reading ([`BatchFft::run_lanes_skipping`]).
+    zero_blocks: u16,
     /// Result row ([`BatchFft::row`]) of every time sample.
     time_rows: Vec<usize>,
     cp_len: usize,
@@ -46,17 +53,27 @@ impl BatchedSynth {
         }
         let fft = BatchFft::new(n).ok()?;
         let (start, num) = (cfg.data_start, cfg.data_num);
+        let data_bins: Vec<usize> = (0..num).map(|i| data_bin(n, start, i)).collect();
+        // Bit `m`: input block `m` (bins `m b..(m + 1) b`) holds no data.
+        let zero_blocks = fft.skippable_block().map_or(0, |b| {
+            let used = data_bins.iter().fold(0u16, |used, &k| used | 1 << (k / b));
+            !used
+        });
+        let in_zero_block = |k: usize| {
+            fft.skippable_block()
+                .is_some_and(|b| zero_blocks & 1 << (k / b) != 0)
+        };
         let null_rows = [(0, start), (start + num, n)]
             .into_iter()
             .flat_map(|(a, b)| bin_runs(n, a, b))
             .flatten()
+            .filter(|&k| !in_zero_block(k))
             .map(|k| fft.input_row(k))
             .collect();
         Some(Self {
-            data_rows: (0..num)
-                .map(|i| fft.input_row(data_bin(n, start, i)))
-                .collect(),
+            data_rows: data_bins.iter().map(|&k| fft.input_row(k)).collect(),
             null_rows,
+            zero_blocks,
             time_rows: (0..n).map(|t| fft.row(t)).collect(),
             cp_len: cfg.cp_len,
             fft,
@@ -144,7 +161,7 @@ fn synth_batch<V: Quantise>(job: &mut SynthJob<'_>) {
                 store(rows[2 * l + 1], &mut xi[k]);
             }
         }
-        let side = b.fft.run_lanes::<V>(true);
+        let side = b.fft.run_lanes_skipping::<V>(true, b.zero_blocks);
         let (fr, fi) = b.fft.buffers(side);
         for t0 in (0..n).step_by(LANES) {
             let mut words = [V::zero(); LANES];
