@@ -336,24 +336,8 @@ impl BatchFft {
                     stride,
                     zero,
                 };
-                // SAFETY: as in `passes`: butterfly `j < block` of the first pass
-                // (radix 16, twiddles from 0), 30 twiddles per butterfly.
-                unsafe {
-                    if j == 0 {
-                        codelets::dft16_from::<V::Part, INV, false, 0x3f>(
-                            &input, x, 0, stride, tw, one,
-                        );
-                    } else {
-                        codelets::dft16_from::<V::Part, INV, true, 0x05>(
-                            &input,
-                            x,
-                            j,
-                            stride,
-                            tw.add(30 * j),
-                            one,
-                        );
-                    }
-                }
+                // SAFETY: butterfly `j < block` of the radix-16 first pass.
+                unsafe { first_pass_butterfly::<V, INV>(&input, x, j, stride, tw, one) };
             }
         }
         self.later_passes::<V, INV>(one);
@@ -464,24 +448,8 @@ impl BatchFft {
                         rows: stage.wrapping_add(16 * 16 * i + lane),
                         scale,
                     };
-                    // SAFETY: as in `passes`: butterfly `j < block` of the first
-                    // pass (radix 16, `first.tw == 0`), 30 twiddles per butterfly.
-                    unsafe {
-                        if j == 0 {
-                            codelets::dft16_from::<V::Part, false, false, 0x3f>(
-                                &input, x, 0, stride, tw, one,
-                            );
-                        } else {
-                            codelets::dft16_from::<V::Part, false, true, 0x05>(
-                                &input,
-                                x,
-                                j,
-                                stride,
-                                tw.add(30 * j),
-                                one,
-                            );
-                        }
-                    }
+                    // SAFETY: butterfly `j < block` of the radix-16 first pass.
+                    unsafe { first_pass_butterfly::<V, false>(&input, x, j, stride, tw, one) };
                 }
             }
         }
@@ -516,6 +484,40 @@ impl BatchFft {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Butterfly `j` of a radix-16 first pass with its inputs from `input`: the
+/// first (`j = 0`) without twiddles, the others with theirs (30 values each from
+/// the plan's twiddles `tw`, the first pass's being at the start).
+///
+/// # Safety
+/// `j < block` of a plan whose first pass is radix 16, `x` its buffers, `stride`
+/// its block stride and `tw` its twiddles.
+#[inline(always)]
+unsafe fn first_pass_butterfly<V: Lanes, const INV: bool>(
+    input: &impl codelets::Input<V::Part>,
+    x: Buf,
+    j: usize,
+    stride: usize,
+    tw: *const f32,
+    one: V::Part,
+) {
+    // SAFETY: as in `passes`: the first pass touches rows `j + m stride`, and its
+    // twiddles hold 30 values per butterfly.
+    unsafe {
+        if j == 0 {
+            codelets::dft16_from::<V::Part, INV, false, 0x3f>(input, x, 0, stride, tw, one);
+        } else {
+            codelets::dft16_from::<V::Part, INV, true, 0x05>(
+                input,
+                x,
+                j,
+                stride,
+                tw.add(30 * j),
+                one,
+            );
         }
     }
 }

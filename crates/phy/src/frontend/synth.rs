@@ -55,14 +55,11 @@ impl BatchedSynth {
         let (start, num) = (cfg.data_start, cfg.data_num);
         let data_bins: Vec<usize> = (0..num).map(|i| data_bin(n, start, i)).collect();
         // Bit `m`: input block `m` (bins `m b..(m + 1) b`) holds no data.
-        let zero_blocks = fft.skippable_block().map_or(0, |b| {
-            let used = data_bins.iter().fold(0u16, |used, &k| used | 1 << (k / b));
-            !used
+        let block = fft.skippable_block();
+        let zero_blocks = block.map_or(0, |b| {
+            !data_bins.iter().fold(0u16, |used, &k| used | 1 << (k / b))
         });
-        let in_zero_block = |k: usize| {
-            fft.skippable_block()
-                .is_some_and(|b| zero_blocks & 1 << (k / b) != 0)
-        };
+        let in_zero_block = |k: usize| block.is_some_and(|b| zero_blocks & 1 << (k / b) != 0);
         let null_rows = [(0, start), (start + num, n)]
             .into_iter()
             .flat_map(|(a, b)| bin_runs(n, a, b))
