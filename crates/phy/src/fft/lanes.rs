@@ -11,6 +11,26 @@ use radiohost_iq::Ci16;
 /// Lanes per vector: antennas transformed together.
 pub const LANES: usize = 16;
 
+/// `[f(0), f(1), .., f(15)]` for a body `|i| f(i)`, with every call written out
+/// in place (a macro, not a function taking a closure: a closure does not take on
+/// the target features of the function it is written in, so its intrinsics
+/// would not inline). A loop over 16 rows whose body reads through a table is
+/// not always unrolled, and then its rows live on the stack: each stored,
+/// reloaded for the transpose, and the loop's constants reloaded every pass (the
+/// transmit synthesiser's output loop, docs/BENCHMARKS.md, PHY, session 41).
+macro_rules! each_lane {
+    (|$i:ident| $body:expr) => {
+        each_lane!(@ $i, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+    };
+    (@ $i:ident, $body:expr, $($n:literal)*) => {
+        [$({
+            let $i: usize = $n;
+            $body
+        }),*]
+    };
+}
+pub(crate) use each_lane;
+
 /// One row of the batched layout: the same sample of 16 antennas, aligned to a
 /// cache line.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

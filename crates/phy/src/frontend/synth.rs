@@ -1,7 +1,7 @@
 //! The transmit side's batched path: one inverse [`BatchFft`] per group of 16
 //! antennas, then a separate pass that scales, rounds and saturates each row of
 //! 16 antennas to ci16 words and transposes the words back to per-antenna time
-//! order, prefix included.
+//! order; each cyclic prefix is copied from its symbol's end afterwards.
 //!
 //! The quantisation runs on the FFT's rows (16 antennas of one sample), before the
 //! transpose: one 16 x 16 transpose of 32-bit ci16 words per 16 samples instead
@@ -19,7 +19,7 @@
 use radiohost_iq::{Cf32, Ci16};
 
 use crate::config::FrameConfig;
-use crate::fft::lanes::{Lanes, Vector};
+use crate::fft::lanes::{each_lane, Lanes, Vector};
 use crate::fft::{dispatch_lanes, BatchFft, Row, LANES};
 use crate::ofdm::{bin_runs, ci16_level, data_bin, FULL_SCALE};
 use crate::simd::Isa;
@@ -123,71 +123,85 @@ struct SynthJob<'a> {
 /// to each antenna's samples.
 #[inline(always)]
 fn synth_batch<V: Quantise>(job: &mut SynthJob<'_>) {
+    for m0 in (0..job.antennas).step_by(LANES) {
+        // A whole group as constants: with a run-time lane count the gather and
+        // output transposes went through the stack (their arrays zeroed and
+        // reloaded every 16 samples, and each lane tested against the count).
+        if job.antennas - m0 >= LANES {
+            synth_group::<V, LANES>(job, m0, LANES);
+        } else {
+            synth_group::<V, 0>(job, m0, job.antennas - m0);
+        }
+    }
+}
+
+/// [`synth_batch`] for the group of antennas `m0..m0 + valid`; `FULL` is
+/// [`LANES`] when the group is whole (then `valid` is ignored), else 0.
+#[inline(always)]
+fn synth_group<V: Quantise, const FULL: usize>(job: &mut SynthJob<'_>, m0: usize, valid: usize) {
+    let valid = if FULL == LANES { LANES } else { valid };
     let b = &mut *job.b;
     let n = b.fft.size();
     let d = b.data_rows.len();
     let cp = b.cp_len;
-    let body = n - cp;
     let scale = V::splat(job.scale);
-    for m0 in (0..job.antennas).step_by(LANES) {
-        let valid = LANES.min(job.antennas - m0);
-        let (xr, xi) = b.fft.input_mut();
-        for &k in &b.null_rows {
-            xr[k] = Row::default();
-            xi[k] = Row::default();
+    let (xr, xi) = b.fft.input_mut();
+    for &k in &b.null_rows {
+        xr[k] = Row::default();
+        xi[k] = Row::default();
+    }
+    // 8 subcarriers of 16 antennas (16 floats each) per transpose.
+    for i0 in (0..d).step_by(LANES / 2) {
+        let count = (LANES / 2).min(d - i0);
+        let mut rows = each_lane!(|a| if a >= valid {
+            V::zero()
+        } else if count == LANES / 2 {
+            let src = &job.data[(m0 + a) * d + i0..][..LANES / 2];
+            // SAFETY: `src` holds 8 complex = 16 f32.
+            unsafe { V::load(src.as_ptr().cast()) }
+        } else {
+            let mut pad = [Cf32::default(); LANES / 2];
+            pad[..count].copy_from_slice(&job.data[(m0 + a) * d + i0..][..count]);
+            // SAFETY: as above.
+            unsafe { V::load(pad.as_ptr().cast()) }
+        });
+        V::transpose(&mut rows);
+        for (l, &k) in b.data_rows[i0..i0 + count].iter().enumerate() {
+            store(rows[2 * l], &mut xr[k]);
+            store(rows[2 * l + 1], &mut xi[k]);
         }
-        // 8 subcarriers of 16 antennas (16 floats each) per transpose.
-        for i0 in (0..d).step_by(LANES / 2) {
-            let count = (LANES / 2).min(d - i0);
-            let mut rows = [V::zero(); LANES];
-            for (a, row) in rows.iter_mut().enumerate().take(valid) {
-                let src = &job.data[(m0 + a) * d + i0..][..count];
-                *row = if count == LANES / 2 {
-                    // SAFETY: `src` holds 8 complex = 16 f32.
-                    unsafe { V::load(src.as_ptr().cast()) }
-                } else {
-                    let mut pad = [Cf32::default(); LANES / 2];
-                    pad[..count].copy_from_slice(src);
-                    // SAFETY: as above.
-                    unsafe { V::load(pad.as_ptr().cast()) }
-                };
-            }
-            V::transpose(&mut rows);
-            for (l, &k) in b.data_rows[i0..i0 + count].iter().enumerate() {
-                store(rows[2 * l], &mut xr[k]);
-                store(rows[2 * l + 1], &mut xi[k]);
-            }
-        }
-        let side = b.fft.run_lanes_skipping::<V>(true, b.zero_blocks);
-        let (fr, fi) = b.fft.buffers(side);
-        for t0 in (0..n).step_by(LANES) {
-            let mut words = [V::zero(); LANES];
-            for (w, &k) in words.iter_mut().zip(&b.time_rows[t0..t0 + LANES]) {
-                *w = V::ci16_words(load::<V>(&fr[k]).mul(scale), load::<V>(&fi[k]).mul(scale));
-            }
-            V::transpose(&mut words);
-            for (a, w) in words.iter().enumerate().take(valid) {
-                let base = (m0 + a) * job.out_stride + job.offset;
-                let dst = &mut job.out[base + cp + t0..][..LANES];
-                // SAFETY: `dst` holds 16 ci16 = 16 x 32 bits.
-                unsafe { w.store(dst.as_mut_ptr().cast()) };
-                if t0 + LANES > body {
-                    // The prefix repeats the symbol's last `cp` samples.
-                    if t0 >= body {
-                        let dst = &mut job.out[base + t0 - body..][..LANES];
-                        // SAFETY: as above.
-                        unsafe { w.store(dst.as_mut_ptr().cast()) };
-                    } else {
-                        let words = w.to_array();
-                        let tail = &words[body - t0..];
-                        for (o, v) in job.out[base..base + tail.len()].iter_mut().zip(tail) {
-                            let w = v.to_bits();
-                            *o = Ci16::new(w as u16 as i16, (w >> 16) as u16 as i16);
-                        }
-                    }
-                }
-            }
-        }
+    }
+    let side = b.fft.run_lanes_skipping::<V>(true, b.zero_blocks);
+    let (fr, fi) = b.fft.buffers(side);
+    // Every antenna's symbol, prefix first, lies inside `out` when the last one's
+    // does (the caller checked the lengths): the stores below need no checks.
+    let first = |a: usize| (m0 + a) * job.out_stride + job.offset;
+    assert!(
+        first(valid - 1) + cp + n <= job.out.len(),
+        "synthesiser output"
+    );
+    let out = job.out.as_mut_ptr();
+    // Where each antenna's symbol body starts (lanes past `valid` are never used).
+    let bodies: [*mut Ci16; LANES] = each_lane!(|a| out.wrapping_add(first(a) + cp));
+    for t0 in (0..n).step_by(LANES) {
+        let rows: &[usize; LANES] = b.time_rows[t0..t0 + LANES]
+            .try_into()
+            .expect("whole rows of samples");
+        let mut words = each_lane!(|i| {
+            let k = rows[i];
+            V::ci16_words(load::<V>(&fr[k]).mul(scale), load::<V>(&fi[k]).mul(scale))
+        });
+        V::transpose(&mut words);
+        each_lane!(|a| if a < valid {
+            // SAFETY: samples `t0..t0 + 16` of antenna `a`'s body, inside `out`
+            // (asserted above); 16 ci16 = 16 x 32 bits.
+            unsafe { words[a].store(bodies[a].add(t0).cast()) };
+        });
+    }
+    // The prefix repeats the body's last `cp` samples.
+    for a in 0..valid {
+        let at = first(a);
+        job.out.copy_within(at + n..at + n + cp, at);
     }
 }
 
