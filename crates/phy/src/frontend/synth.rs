@@ -124,9 +124,10 @@ struct SynthJob<'a> {
 #[inline(always)]
 fn synth_batch<V: Quantise>(job: &mut SynthJob<'_>) {
     for m0 in (0..job.antennas).step_by(LANES) {
-        // A whole group as constants: with a run-time lane count the gather and
-        // output transposes went through the stack (their arrays zeroed and
-        // reloaded every 16 samples, and each lane tested against the count).
+        // A whole group with its lane count a constant: `synth_group`'s per-lane
+        // tests fold away and its 16-row arrays stay in registers (before, they
+        // went through the stack every 16 samples, each lane tested against the
+        // count).
         if job.antennas - m0 >= LANES {
             synth_group::<V, LANES>(job, m0, LANES);
         } else {
