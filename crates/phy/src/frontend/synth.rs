@@ -1,7 +1,7 @@
 //! The transmit side's batched path: one inverse [`BatchFft`] per group of 16
 //! antennas, then a separate pass that scales, rounds and saturates each row of
 //! 16 antennas to ci16 words and transposes the words back to per-antenna time
-//! order; each cyclic prefix is copied from its symbol's end afterwards.
+//! order, the cyclic prefix by second stores of the blocks it repeats.
 //!
 //! The quantisation runs on the FFT's rows (16 antennas of one sample), before the
 //! transpose: one 16 x 16 transpose of 32-bit ci16 words per 16 samples instead
@@ -184,6 +184,10 @@ fn synth_group<V: Quantise, const FULL: usize>(job: &mut SynthJob<'_>, m0: usize
     let out = job.out.as_mut_ptr();
     // Where each antenna's symbol body starts (lanes past `valid` are never used).
     let bodies: [*mut Ci16; LANES] = each_lane!(|a| out.wrapping_add(first(a) + cp));
+    // The prefix repeats body samples `tail..n`; the blocks of 16 from `whole` on
+    // lie wholly inside that run and are stored twice.
+    let tail = n - cp;
+    let whole = tail.next_multiple_of(LANES);
     for t0 in (0..n).step_by(LANES) {
         let rows: &[usize; LANES] = b.time_rows[t0..t0 + LANES]
             .try_into()
@@ -193,16 +197,25 @@ fn synth_group<V: Quantise, const FULL: usize>(job: &mut SynthJob<'_>, m0: usize
             V::ci16_words(load::<V>(&fr[k]).mul(scale), load::<V>(&fi[k]).mul(scale))
         });
         V::transpose(&mut words);
+        let in_prefix = t0 >= whole;
         each_lane!(|a| if a < valid {
             // SAFETY: samples `t0..t0 + 16` of antenna `a`'s body, inside `out`
             // (asserted above); 16 ci16 = 16 x 32 bits.
             unsafe { words[a].store(bodies[a].add(t0).cast()) };
+            if in_prefix {
+                // SAFETY: prefix samples `t0 - tail..t0 - tail + 16`, at most `cp`,
+                // which precede the body.
+                unsafe { words[a].store(bodies[a].sub(cp).add(t0 - tail).cast()) };
+            }
         });
     }
-    // The prefix repeats the body's last `cp` samples.
-    for a in 0..valid {
-        let at = first(a);
-        job.out.copy_within(at + n..at + n + cp, at);
+    // Prefix samples before the first whole block (`cp` not a multiple of 16).
+    if whole > tail {
+        for a in 0..valid {
+            let at = first(a);
+            job.out
+                .copy_within(at + cp + tail..at + cp + whole.min(n), at);
+        }
     }
 }
 
