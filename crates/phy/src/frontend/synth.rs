@@ -129,18 +129,18 @@ fn synth_batch<V: Quantise>(job: &mut SynthJob<'_>) {
         // went through the stack every 16 samples, each lane tested against the
         // count).
         if job.antennas - m0 >= LANES {
-            synth_group::<V, LANES>(job, m0, LANES);
+            synth_group::<V, true>(job, m0, LANES);
         } else {
-            synth_group::<V, 0>(job, m0, job.antennas - m0);
+            synth_group::<V, false>(job, m0, job.antennas - m0);
         }
     }
 }
 
-/// [`synth_batch`] for the group of antennas `m0..m0 + valid`; `FULL` is
-/// [`LANES`] when the group is whole (then `valid` is ignored), else 0.
+/// [`synth_batch`] for the group of antennas `m0..m0 + valid`; `WHOLE`: the
+/// group has all [`LANES`] antennas (`valid` is then that constant).
 #[inline(always)]
-fn synth_group<V: Quantise, const FULL: usize>(job: &mut SynthJob<'_>, m0: usize, valid: usize) {
-    let valid = if FULL == LANES { LANES } else { valid };
+fn synth_group<V: Quantise, const WHOLE: bool>(job: &mut SynthJob<'_>, m0: usize, valid: usize) {
+    let valid = if WHOLE { LANES } else { valid };
     let b = &mut *job.b;
     let n = b.fft.size();
     let d = b.data_rows.len();
@@ -213,8 +213,7 @@ fn synth_group<V: Quantise, const FULL: usize>(job: &mut SynthJob<'_>, m0: usize
     if whole > tail {
         for a in 0..valid {
             let at = first(a);
-            job.out
-                .copy_within(at + cp + tail..at + cp + whole.min(n), at);
+            job.out.copy_within(at + cp + tail..at + cp + whole, at);
         }
     }
 }
