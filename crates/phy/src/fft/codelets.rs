@@ -61,6 +61,18 @@ fn cmul<V: Vector, const INV: bool>(z: C<V>, wr: V, wi: V) -> C<V> {
     }
 }
 
+/// An empty block that the compiler may not move memory accesses across and that
+/// ends an instruction-scheduling region: it keeps a codelet's loads next to the
+/// arithmetic that uses them, so that fewer values are live at once (fewer spills).
+#[inline(always)]
+fn fence() {
+    // SAFETY: an empty instruction sequence; it only constrains ordering.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::asm!("", options(nostack, preserves_flags))
+    }
+}
+
 /// `(a + b, a - b)`; with `F` the difference runs on the FMA pipe.
 #[inline(always)]
 fn bf<V: Vector, const F: bool>(a: V, b: V, one: V) -> (V, V) {
@@ -82,6 +94,17 @@ fn dft4<V: Vector, const INV: bool, const F: bool>(x: [C<V>; 4], one: V) -> [C<V
         [(y0r, y0i), (q, u), (y2r, y2i), (p, v)]
     } else {
         [(y0r, y0i), (p, v), (y2r, y2i), (q, u)]
+    }
+}
+
+/// The `i`-th 4-point DFT of a 16-point codelet, its differences on the FMA pipe
+/// where bit `i` of `F` is set.
+#[inline(always)]
+fn d4<V: Vector, const INV: bool, const F: u8>(i: u8, u: [C<V>; 4], one: V) -> [C<V>; 4] {
+    if F & (1 << i) != 0 {
+        dft4::<V, INV, true>(u, one)
+    } else {
+        dft4::<V, INV, false>(u, one)
     }
 }
 
@@ -218,14 +241,6 @@ pub(super) unsafe fn dft16_from<V: Vector, const INV: bool, const TW: bool, cons
     tw: *const f32,
     one: V,
 ) {
-    #[inline(always)]
-    fn d4<V: Vector, const INV: bool, const F: u8>(i: u8, u: [C<V>; 4], one: V) -> [C<V>; 4] {
-        if F & (1 << i) != 0 {
-            dft4::<V, INV, true>(u, one)
-        } else {
-            dft4::<V, INV, false>(u, one)
-        }
-    }
     // SAFETY: every row below is `base + m stride` with `m < 16`.
     unsafe {
         // A function, not a closure, for the reason `Input` is a trait.
@@ -241,28 +256,91 @@ pub(super) unsafe fn dft16_from<V: Vector, const INV: bool, const TW: bool, cons
                 ]
             }
         }
-        let y = [
-            d4::<V, INV, F>(0, ld4(input, 0), one),
-            d4::<V, INV, F>(1, ld4(input, 1), one),
-            d4::<V, INV, F>(2, ld4(input, 2), one),
-            d4::<V, INV, F>(3, ld4(input, 3), one),
-        ];
-        // `k1` picks column `k1` of all four `y` and is the twiddles' exponent.
-        #[allow(clippy::needless_range_loop)]
-        for k1 in 0..4 {
-            let col = [
-                y[0][k1],
-                times_w16::<V, INV>(y[1][k1], k1),
-                times_w16::<V, INV>(y[2][k1], 2 * k1),
-                times_w16::<V, INV>(y[3][k1], 3 * k1),
-            ];
-            let z = d4::<V, INV, F>(4 + k1 as u8, col, one);
-            for (k2, &z) in z.iter().enumerate() {
-                let k = k1 + 4 * k2;
-                put::<V, INV, TW>(x, base + k * stride, k, tw, z);
+        // The first level's outputs `y[m1][k1]` for `m1` = 2 and 3 wait in the rows
+        // `m1 + 4 k1` that held their inputs: all 32 values do not fit the 32
+        // registers beside the second level's temporaries, and the compiler's own
+        // spills were more than twice these 16 stores, on the store port that
+        // bounds the codelet (docs/BENCHMARKS.md, PHY, session 42).
+        for m1 in [3, 2] {
+            let y = d4::<V, INV, F>(m1 as u8, ld4(input, m1), one);
+            for (k1, &v) in y.iter().enumerate() {
+                x.st::<V>(base + (m1 + 4 * k1) * stride, v);
             }
         }
+        fence();
+        let y0 = d4::<V, INV, F>(0, ld4(input, 0), one);
+        let y1 = d4::<V, INV, F>(1, ld4(input, 1), one);
+        let held = |m1: usize, k1: usize| base + (m1 + 4 * k1) * stride;
+        let col = column::<V, INV, TW, F>;
+        col(
+            x,
+            base,
+            stride,
+            tw,
+            one,
+            0,
+            [y0[0], y1[0], x.ld(held(2, 0)), x.ld(held(3, 0))],
+        );
+        col(
+            x,
+            base,
+            stride,
+            tw,
+            one,
+            1,
+            [y0[1], y1[1], x.ld(held(2, 1)), x.ld(held(3, 1))],
+        );
+        // Column 2 stores over `y[2]`'s rows: column 3's value is read first.
+        let y23 = x.ld(held(2, 3));
+        col(
+            x,
+            base,
+            stride,
+            tw,
+            one,
+            2,
+            [y0[2], y1[2], x.ld(held(2, 2)), x.ld(held(3, 2))],
+        );
+        col(
+            x,
+            base,
+            stride,
+            tw,
+            one,
+            3,
+            [y0[3], y1[3], y23, x.ld(held(3, 3))],
+        );
     }
+}
+
+/// Column `k1` of [`dft16_from`]'s second level: `y[m1][k1]` for `m1 < 4` times
+/// `w16^(m1 k1)`, their 4-point DFT, outputs `k1 + 4 k2` to their rows.
+///
+/// # Safety
+/// As [`dft16_from`].
+#[inline(always)]
+unsafe fn column<V: Vector, const INV: bool, const TW: bool, const F: u8>(
+    x: Buf,
+    base: usize,
+    stride: usize,
+    tw: *const f32,
+    one: V,
+    k1: usize,
+    y: [C<V>; 4],
+) {
+    let col = [
+        y[0],
+        times_w16::<V, INV>(y[1], k1),
+        times_w16::<V, INV>(y[2], 2 * k1),
+        times_w16::<V, INV>(y[3], 3 * k1),
+    ];
+    let z = d4::<V, INV, F>(4 + k1 as u8, col, one);
+    for (k2, &z) in z.iter().enumerate() {
+        let k = k1 + 4 * k2;
+        // SAFETY: the caller's; `k < 16`.
+        unsafe { put::<V, INV, TW>(x, base + k * stride, k, tw, z) };
+    }
+    fence();
 }
 
 /// In place at rows `base + m stride`, `m < 8`: the 8-point DFT (radix 2, then
