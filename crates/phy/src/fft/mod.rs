@@ -24,10 +24,11 @@
 //! registers a row) spills too.
 //!
 //! The transform is in place, decimation in frequency: radix-16 passes (a
-//! radix-8, -4 or 8 x 4 tail), each butterfly a codelet held in the 32 zmm
-//! registers with its twiddles (broadcast scalars) fused into its stores
-//! (`codelets.rs`): three passes through memory at 2048 points where a radix-2
-//! FFT makes eleven. The first pass sweeps the whole buffer; the rest run per
+//! radix-8, -4 or 8 x 4 tail), each butterfly a codelet in the 32 zmm registers
+//! (the radix-16 one parks half its first level in the rows it read, which costs
+//! fewer stores than the compiler's spills) with its twiddles (broadcast scalars)
+//! fused into its stores (`codelets.rs`): three passes through memory at 2048
+//! points where a radix-2 FFT makes eleven. The first pass sweeps the whole buffer; the rest run per
 //! first-level sub-transform, which fits L1 up to 2048 points. No pass reorders: results are in
 //! digit-reversed order, which [`BatchFft::row`] maps (the front end reads bins
 //! through a table anyway). Transforms are unnormalised, as rustfft's.
