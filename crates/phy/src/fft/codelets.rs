@@ -256,11 +256,12 @@ pub(super) unsafe fn dft16_from<V: Vector, const INV: bool, const TW: bool, cons
                 ]
             }
         }
-        // The first level's outputs `y[m1][k1]` for `m1` = 2 and 3 wait in the rows
-        // `m1 + 4 k1` that held their inputs: all 32 values do not fit the 32
-        // registers beside the second level's temporaries, and the compiler's own
-        // spills were more than twice these 16 stores, on the store port that
-        // bounds the codelet (docs/BENCHMARKS.md, PHY, session 42).
+        // The first level's outputs `y[m1][k1]` for `m1` = 2 and 3 wait in output
+        // rows `m1 + 4 k1` (in place, the rows of their own inputs, already read):
+        // all 32 values do not fit the 32 registers beside the second level's
+        // temporaries, and the compiler's own spills were more than twice these 16
+        // stores, on the store port that bounds the codelet (docs/BENCHMARKS.md,
+        // PHY, session 42).
         for m1 in [3, 2] {
             let y = d4::<V, INV, F>(m1 as u8, ld4(input, m1), one);
             for (k1, &v) in y.iter().enumerate() {
@@ -271,45 +272,18 @@ pub(super) unsafe fn dft16_from<V: Vector, const INV: bool, const TW: bool, cons
         let y0 = d4::<V, INV, F>(0, ld4(input, 0), one);
         let y1 = d4::<V, INV, F>(1, ld4(input, 1), one);
         let held = |m1: usize, k1: usize| base + (m1 + 4 * k1) * stride;
-        let col = column::<V, INV, TW, F>;
-        col(
-            x,
-            base,
-            stride,
-            tw,
-            one,
-            0,
-            [y0[0], y1[0], x.ld(held(2, 0)), x.ld(held(3, 0))],
-        );
-        col(
-            x,
-            base,
-            stride,
-            tw,
-            one,
-            1,
-            [y0[1], y1[1], x.ld(held(2, 1)), x.ld(held(3, 1))],
-        );
+        macro_rules! column {
+            ($k1:literal, $y2:expr, $y3:expr) => {
+                let y = [y0[$k1], y1[$k1], $y2, $y3];
+                column::<V, INV, TW, F>(x, base, stride, tw, one, $k1, y)
+            };
+        }
+        column!(0, x.ld(held(2, 0)), x.ld(held(3, 0)));
+        column!(1, x.ld(held(2, 1)), x.ld(held(3, 1)));
         // Column 2 stores over `y[2]`'s rows: column 3's value is read first.
         let y23 = x.ld(held(2, 3));
-        col(
-            x,
-            base,
-            stride,
-            tw,
-            one,
-            2,
-            [y0[2], y1[2], x.ld(held(2, 2)), x.ld(held(3, 2))],
-        );
-        col(
-            x,
-            base,
-            stride,
-            tw,
-            one,
-            3,
-            [y0[3], y1[3], y23, x.ld(held(3, 3))],
-        );
+        column!(2, x.ld(held(2, 2)), x.ld(held(3, 2)));
+        column!(3, y23, x.ld(held(3, 3)));
     }
 }
 

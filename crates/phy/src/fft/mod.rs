@@ -28,10 +28,11 @@
 //! (the radix-16 one parks half its first level in the rows it read, which costs
 //! fewer stores than the compiler's spills) with its twiddles (broadcast scalars)
 //! fused into its stores (`codelets.rs`): three passes through memory at 2048
-//! points where a radix-2 FFT makes eleven. The first pass sweeps the whole buffer; the rest run per
-//! first-level sub-transform, which fits L1 up to 2048 points. No pass reorders: results are in
-//! digit-reversed order, which [`BatchFft::row`] maps (the front end reads bins
-//! through a table anyway). Transforms are unnormalised, as rustfft's.
+//! points where a radix-2 FFT makes eleven. The first pass sweeps the whole
+//! buffer; the rest run per first-level sub-transform, which fits L1 up to 2048
+//! points. No pass reorders: results are in digit-reversed order, which
+//! [`BatchFft::row`] maps (the front end reads bins through a table anyway).
+//! Transforms are unnormalised, as rustfft's.
 //!
 //! Measured on an AVX-512 Zen 4 core against rustfft in cache (`phy bench`
 //! `fft16_2048_batch896`, 2026-12-02): 1.9-2.4 us per 2048-point transform against
