@@ -3,10 +3,14 @@
 //!
 //! All NR CRCs start from zero, are not reflected and have no final XOR, so the
 //! parity bits appended to `a_0..a_{A-1}` make the whole sequence divisible by the
-//! generator. Four 256-entry tables per polynomial (built at compile time) process 32
-//! bits per step ("slicing by 4": the register's dependency chain is one step per 32
-//! bits, not per 8), the bits packed eight at a time by one multiply; a bit-serial
-//! reference checks it in the tests.
+//! generator. The register runs reflected (its lowest bit is the next to leave) so
+//! that 64 bits packed first-bit-lowest, as one AVX-512 byte test or two AVX2 byte
+//! masks leave them, go in with one XOR; eight 256-entry tables per polynomial (built
+//! at compile time) then take the 64 bits in one step ("slicing by 8": the register's
+//! dependency chain is one step per 64 bits, not per 8). The result is reflected back
+//! at the end. A bit-serial reference checks it in the tests.
+
+use crate::simd::Isa;
 
 /// One of the NR CRC generator polynomials.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,8 +44,9 @@ impl CrcKind {
         }
     }
 
-    /// `[k][b]`: the register after byte `b` and then `k` zero bytes, from zero.
-    fn tables(self) -> &'static [[u32; 256]; 4] {
+    /// `[k][b]`: the reflected register after byte `b` (first bit lowest) and then
+    /// `k` zero bytes, from zero.
+    fn tables(self) -> &'static Tables {
         match self {
             CrcKind::Crc24A => &TABLES_24A,
             CrcKind::Crc24B => &TABLES_24B,
@@ -49,48 +54,42 @@ impl CrcKind {
             CrcKind::Crc16 => &TABLES_16,
         }
     }
-
-    fn table(self) -> &'static [u32; 256] {
-        &self.tables()[0]
-    }
 }
 
-const fn make_table(poly: u32, width: u32) -> [u32; 256] {
-    let mut table = [0u32; 256];
-    let top = 1u32 << (width - 1);
-    let mask = if width == 32 {
-        u32::MAX
-    } else {
-        (1u32 << width) - 1
-    };
-    let mut byte = 0;
-    while byte < 256 {
-        let mut reg = (byte as u32) << (width - 8);
+type Tables = [[u32; 256]; 8];
+
+/// `value`'s low `width` bits in reverse order.
+const fn reflect(value: u32, width: u32) -> u32 {
+    value.reverse_bits() >> (32 - width)
+}
+
+/// The reflected register advanced by one input bit.
+#[inline(always)]
+const fn step_bit(reg: u32, bit: u32, reflected_poly: u32) -> u32 {
+    let reg = reg ^ bit;
+    (reg >> 1) ^ (reflected_poly & (reg & 1).wrapping_neg())
+}
+
+const fn make_tables(poly: u32, width: u32) -> Tables {
+    let rpoly = reflect(poly, width);
+    let mut t = [[0u32; 256]; 8];
+    let mut b = 0;
+    while b < 256 {
+        let mut reg = b as u32;
         let mut bit = 0;
         while bit < 8 {
-            reg = if reg & top != 0 {
-                (reg << 1) ^ poly
-            } else {
-                reg << 1
-            };
+            reg = step_bit(reg, 0, rpoly);
             bit += 1;
         }
-        table[byte] = reg & mask;
-        byte += 1;
+        t[0][b] = reg;
+        b += 1;
     }
-    table
-}
-
-/// [`make_table`] and its continuations: `[k][b]` is `[0][b]` advanced by `k` zero bytes.
-const fn make_tables(poly: u32, width: u32) -> [[u32; 256]; 4] {
-    let mask = (1u32 << width) - 1;
-    let mut t = [make_table(poly, width); 4];
     let mut k = 1;
-    while k < 4 {
+    while k < 8 {
         let mut b = 0;
         while b < 256 {
             let reg = t[k - 1][b];
-            t[k][b] = ((reg << 8) ^ t[0][(reg >> (width - 8)) as usize]) & mask;
+            t[k][b] = (reg >> 8) ^ t[0][(reg & 0xff) as usize];
             b += 1;
         }
         k += 1;
@@ -98,71 +97,148 @@ const fn make_tables(poly: u32, width: u32) -> [[u32; 256]; 4] {
     t
 }
 
-static TABLES_24A: [[u32; 256]; 4] = make_tables(CrcKind::Crc24A.poly(), 24);
-static TABLES_24B: [[u32; 256]; 4] = make_tables(CrcKind::Crc24B.poly(), 24);
-static TABLES_24C: [[u32; 256]; 4] = make_tables(CrcKind::Crc24C.poly(), 24);
-static TABLES_16: [[u32; 256]; 4] = make_tables(CrcKind::Crc16.poly(), 16);
+static TABLES_24A: Tables = make_tables(CrcKind::Crc24A.poly(), 24);
+static TABLES_24B: Tables = make_tables(CrcKind::Crc24B.poly(), 24);
+static TABLES_24C: Tables = make_tables(CrcKind::Crc24C.poly(), 24);
+static TABLES_16: Tables = make_tables(CrcKind::Crc16.poly(), 16);
 
-/// Eight bits (one per byte, any non-zero byte counting as 1) as one byte, the first
-/// bit in the most significant place: each byte's "non-zero" flag (its low seven bits
-/// plus 0x7f carry into bit 7; the OR adds bit 7 itself), then one multiply that moves
-/// byte `i`'s flag to bit `63 - i` with no two partial products on the same bit.
+/// The reflected register after eight more bytes, `word`'s lowest byte first.
+///
+/// The register has at most 24 bits, so only the lookups of the first three bytes
+/// wait for it; the other five come from `word` alone and are summed first, off the
+/// chain that runs from one word to the next.
 #[inline(always)]
-fn pack8(bits: &[u8; 8]) -> u32 {
-    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    let x = u64::from_le_bytes(*bits);
-    let flags = ((((x & LOW7) + LOW7) | x) >> 7) & 0x0101_0101_0101_0101;
-    (flags.wrapping_mul(0x8040_2010_0804_0201) >> 56) as u32
+fn step_word(t: &Tables, reg: u32, word: u64) -> u32 {
+    let byte = |v: u64, i: u32| (v >> (8 * i) & 0xff) as usize;
+    let ahead = t[4][byte(word, 3)]
+        ^ t[3][byte(word, 4)]
+        ^ t[2][byte(word, 5)]
+        ^ t[1][byte(word, 6)]
+        ^ t[0][byte(word, 7)];
+    let v = word ^ reg as u64;
+    ahead ^ t[7][byte(v, 0)] ^ t[6][byte(v, 1)] ^ t[5][byte(v, 2)]
 }
+
+/// The reflected register after one more byte.
+#[inline(always)]
+fn step_byte(t: &Tables, reg: u32, byte: u8) -> u32 {
+    (reg >> 8) ^ t[0][((reg ^ byte as u32) & 0xff) as usize]
+}
+
+/// 64 bits (one per byte, any non-zero byte counting as 1) as one word, the first
+/// bit lowest: each byte's "non-zero" flag (its low seven bits plus 0x7f carry into
+/// bit 7; the OR adds bit 7 itself), then per eight bytes one multiply that moves
+/// byte `i`'s flag to bit `56 + i` with no two partial products on the same bit.
+#[inline(always)]
+fn pack64(bits: &[u8; 64]) -> u64 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let mut word = 0;
+    for (i, chunk) in bits.chunks_exact(8).enumerate() {
+        let x = u64::from_le_bytes(chunk.try_into().expect("8 bits"));
+        let flags = ((((x & LOW7) + LOW7) | x) >> 7) & 0x0101_0101_0101_0101;
+        word |= (flags.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * i);
+    }
+    word
+}
+
+/// Bits packed per call of the vector packer: 4096 of them, on the stack.
+const PACKED_WORDS: usize = 64;
 
 /// CRC register over a bit sequence (each element 0 or 1; any non-zero counts as 1).
 pub fn crc_bits(kind: CrcKind, bits: &[u8]) -> u32 {
-    let width = kind.bits() as u32;
-    let mask = (1u32 << width) - 1;
-    let [t0, t1, t2, t3] = kind.tables();
+    crc_bits_at(Isa::detect(), kind, bits)
+}
+
+/// [`crc_bits`] with the bits packed by the given instruction set (at most the CPU's).
+///
+/// The bits are packed a few thousand at a time into words that the table steps then
+/// read: the steps stay scalar code (compiled with AVX-512 they become slow gathers).
+pub fn crc_bits_at(isa: Isa, kind: CrcKind, bits: &[u8]) -> u32 {
+    let t = kind.tables();
     let mut reg = 0u32;
-    let mut words = bits.chunks_exact(32);
-    for word in &mut words {
-        let byte = |i: usize| pack8(word[8 * i..8 * i + 8].try_into().expect("8 bits"));
-        let w = byte(0) << 24 | byte(1) << 16 | byte(2) << 8 | byte(3);
-        // 32 bits on, the register is the CRC from zero of the word XOR `reg` (moved to
-        // its top bits): the sum over its bytes `i` of byte `i` then `3 - i` zero bytes.
-        let v = (reg << (32 - width)) ^ w;
-        reg = t3[(v >> 24) as usize]
-            ^ t2[(v >> 16 & 0xff) as usize]
-            ^ t1[(v >> 8 & 0xff) as usize]
-            ^ t0[(v & 0xff) as usize];
+    let mut words = [0u64; PACKED_WORDS];
+    let mut tail: &[u8] = &[];
+    for chunk in bits.chunks(64 * PACKED_WORDS) {
+        let whole = chunk.len() / 64;
+        pack_words(isa, &chunk[..64 * whole], &mut words[..whole]);
+        reg = words[..whole]
+            .iter()
+            .fold(reg, |reg, &w| step_word(t, reg, w));
+        // Only the last chunk can end in part of a word.
+        tail = &chunk[64 * whole..];
     }
-    let mut bytes = words.remainder().chunks_exact(8);
-    for chunk in &mut bytes {
-        let idx = ((reg >> (width - 8)) ^ pack8(chunk.try_into().expect("8 bits"))) & 0xFF;
-        reg = ((reg << 8) ^ t0[idx as usize]) & mask;
+    if !tail.is_empty() {
+        let mut padded = [0u8; 64];
+        padded[..tail.len()].copy_from_slice(tail);
+        let mut word = pack64(&padded);
+        for _ in 0..tail.len() / 8 {
+            reg = step_byte(t, reg, word as u8);
+            word >>= 8;
+        }
+        let rpoly = reflect(kind.poly(), kind.bits() as u32);
+        for _ in 0..tail.len() % 8 {
+            reg = step_bit(reg, (word & 1) as u32, rpoly);
+            word >>= 1;
+        }
     }
-    for &b in bytes.remainder() {
-        reg = step_bit(reg, b != 0, kind.poly(), width);
+    reflect(reg, kind.bits() as u32)
+}
+
+/// `words[i]`: `bits[64 i..64 i + 64]` packed by [`pack64`] (`bits` holds 64 per word).
+fn pack_words(isa: Isa, bits: &[u8], words: &mut [u64]) {
+    debug_assert_eq!(bits.len(), 64 * words.len());
+    match isa.min(Isa::cpu()) {
+        // SAFETY: `Isa::cpu` established the CPU has these features.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => unsafe { pack_words_avx512(bits, words) },
+        // SAFETY: as above.
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { pack_words_avx2(bits, words) },
+        _ => {
+            for (w, b) in words.iter_mut().zip(bits.chunks_exact(64)) {
+                *w = pack64(b.try_into().expect("64 bits"));
+            }
+        }
     }
-    reg
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn pack_words_avx512(bits: &[u8], words: &mut [u64]) {
+    use std::arch::x86_64::*;
+    for (w, b) in words.iter_mut().zip(bits.chunks_exact(64)) {
+        // SAFETY: 64 bytes read unaligned; the caller has AVX-512 BW.
+        *w = unsafe {
+            let v = _mm512_loadu_si512(b.as_ptr().cast());
+            _mm512_test_epi8_mask(v, v)
+        };
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn pack_words_avx2(bits: &[u8], words: &mut [u64]) {
+    use std::arch::x86_64::*;
+    for (w, b) in words.iter_mut().zip(bits.chunks_exact(64)) {
+        // SAFETY: two 32-byte halves of 64 bytes read unaligned; the caller has AVX2.
+        let zero_flags = unsafe {
+            let zero = _mm256_setzero_si256();
+            let p = b.as_ptr().cast::<__m256i>();
+            let low = _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256(p), zero));
+            let high = _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256(p.add(1)), zero));
+            (low as u32 as u64) | (high as u32 as u64) << 32
+        };
+        *w = !zero_flags;
+    }
 }
 
 /// CRC register over whole bytes (MSB first), e.g. for the standard check strings.
 pub fn crc_bytes(kind: CrcKind, bytes: &[u8]) -> u32 {
-    let width = kind.bits() as u32;
-    let mask = (1u32 << width) - 1;
-    let table = kind.table();
-    bytes.iter().fold(0u32, |reg, &byte| {
-        let idx = ((reg >> (width - 8)) ^ byte as u32) & 0xFF;
-        ((reg << 8) ^ table[idx as usize]) & mask
-    })
-}
-
-fn step_bit(reg: u32, bit: bool, poly: u32, width: u32) -> u32 {
-    let feedback = ((reg >> (width - 1)) & 1 != 0) ^ bit;
-    let shifted = (reg << 1) & ((1u32 << width) - 1);
-    if feedback {
-        shifted ^ poly
-    } else {
-        shifted
-    }
+    let t = kind.tables();
+    let reg = bytes
+        .iter()
+        .fold(0, |reg, &byte| step_byte(t, reg, byte.reverse_bits()));
+    reflect(reg, kind.bits() as u32)
 }
 
 /// Write the CRC of `bits[..bits.len() - L]` into the last `L` elements of `bits`
@@ -191,10 +267,21 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    const KINDS: [CrcKind; 4] = [
+        CrcKind::Crc24A,
+        CrcKind::Crc24B,
+        CrcKind::Crc24C,
+        CrcKind::Crc16,
+    ];
+
+    /// Bit-serial CRC as 38.212 defines it: unreflected, highest register bit out.
     fn naive(kind: CrcKind, bits: &[u8]) -> u32 {
-        let w = kind.bits() as u32;
-        bits.iter()
-            .fold(0, |reg, &b| step_bit(reg, b != 0, kind.poly(), w))
+        let width = kind.bits() as u32;
+        let mask = (1u32 << width) - 1;
+        bits.iter().fold(0, |reg, &b| {
+            let feedback = (reg >> (width - 1) & 1) ^ (b != 0) as u32;
+            (reg << 1 & mask) ^ (kind.poly() & feedback.wrapping_neg())
+        })
     }
 
     fn unpack(bytes: &[u8]) -> Vec<u8> {
@@ -227,11 +314,31 @@ mod tests {
         assert!(!check(CrcKind::Crc24A, &[1, 0, 1]));
     }
 
+    #[test]
+    fn lengths_around_the_packed_chunks() {
+        // The bits are packed 4096 at a time: check on both sides of its edges.
+        let bits: Vec<u8> = (0..12_400u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 31) as u8)
+            .collect();
+        for len in [4031, 4095, 4096, 4097, 4160, 8191, 8192, 8193, 8448, 12_400] {
+            for isa in Isa::available() {
+                assert_eq!(
+                    crc_bits_at(isa, CrcKind::Crc24B, &bits[..len]),
+                    naive(CrcKind::Crc24B, &bits[..len]),
+                    "{len} bits at {}",
+                    isa.name()
+                );
+            }
+        }
+    }
+
     proptest! {
         #[test]
         fn table_matches_bit_serial(bits in proptest::collection::vec(0u8..2, 0..700)) {
-            for kind in [CrcKind::Crc24A, CrcKind::Crc24B, CrcKind::Crc24C, CrcKind::Crc16] {
-                prop_assert_eq!(crc_bits(kind, &bits), naive(kind, &bits));
+            for kind in KINDS {
+                for isa in Isa::available() {
+                    prop_assert_eq!(crc_bits_at(isa, kind, &bits), naive(kind, &bits));
+                }
             }
         }
 
@@ -240,7 +347,9 @@ mod tests {
             bits in proptest::collection::vec(prop_oneof![Just(0u8), 0u8..=255], 0..300)
         ) {
             for kind in [CrcKind::Crc24A, CrcKind::Crc16] {
-                prop_assert_eq!(crc_bits(kind, &bits), naive(kind, &bits));
+                for isa in Isa::available() {
+                    prop_assert_eq!(crc_bits_at(isa, kind, &bits), naive(kind, &bits));
+                }
             }
         }
 
