@@ -49,6 +49,7 @@ pub use decoder::{
 };
 pub use encoder::Encoder;
 pub use graph::parity_check;
+pub use packed::pack_bits;
 pub use params::{lifting_set_index, CodeParams, LIFTING_SIZES};
 pub use ratematch::{k0, RateMatch, MAX_RATE_MATCHED_BITS};
 

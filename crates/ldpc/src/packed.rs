@@ -159,9 +159,16 @@ unsafe fn sum_terms_avx2<const V: usize>(step: &RotatedStep, doubled: &[u64], ou
     }
 }
 
-/// Packs bits stored one per byte (0/1) into `out`, bit `i` of the input at bit `i % 64`
-/// of word `i / 64`. The input is known to hold only 0 and 1.
-pub(crate) fn pack_bits(bits: &[u8], out: &mut [u64]) {
+/// Packs bits stored one per byte into `out`, bit `i` of the input at bit `i % 64` of
+/// word `i / 64`; any non-zero byte packs as 1. `out` should hold
+/// `bits.len().div_ceil(64)` words (the last one zero-filled past the input); with
+/// fewer, only what fits is packed.
+pub fn pack_bits(bits: &[u8], out: &mut [u64]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx512bw") {
+        // SAFETY: AVX-512BW (and so AVX-512F) was detected.
+        return unsafe { pack_bits_avx512(bits, out) };
+    }
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: AVX2 was detected.
@@ -170,37 +177,53 @@ pub(crate) fn pack_bits(bits: &[u8], out: &mut [u64]) {
     pack_bits_portable(bits, out)
 }
 
-/// `pack_bits` 64 bits at a time: shifting each 0/1 byte's bit to its sign bit lets one
-/// `vpmovmskb` gather 32 of them.
+/// `pack_bits` with one byte test per 64 bits.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw")]
+pub(crate) unsafe fn pack_bits_avx512(bits: &[u8], out: &mut [u64]) {
+    use std::arch::x86_64::*;
+    let whole = (bits.len() / 64).min(out.len());
+    for (w, b) in out[..whole].iter_mut().zip(bits.chunks_exact(64)) {
+        // SAFETY: a 64-byte chunk of `bits`, read unaligned.
+        let v = _mm512_loadu_si512(b.as_ptr().cast());
+        *w = _mm512_test_epi8_mask(v, v);
+    }
+    pack_bits_portable(&bits[whole * 64..], &mut out[whole..]);
+}
+
+/// `pack_bits` 64 bits at a time: one `vpmovmskb` gathers the "is zero" flags of 32
+/// bytes, and the word keeps their complement.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 pub(crate) unsafe fn pack_bits_avx2(bits: &[u8], out: &mut [u64]) {
     use std::arch::x86_64::*;
     let whole = (bits.len() / 64).min(out.len());
-    let src = bits.as_ptr();
-    for (i, w) in out[..whole].iter_mut().enumerate() {
-        // SAFETY: `i < bits.len() / 64`, so both 32-byte reads are inside `bits`.
-        let lo = _mm256_loadu_si256(src.add(64 * i) as *const __m256i);
-        let hi = _mm256_loadu_si256(src.add(64 * i + 32) as *const __m256i);
-        // Bytes hold 0 or 1: a 16-bit shift by 7 moves each byte's bit 0 to its bit 7
-        // without carrying anything into the neighbouring byte's bit 7.
-        let lo = _mm256_movemask_epi8(_mm256_slli_epi16(lo, 7)) as u32 as u64;
-        let hi = _mm256_movemask_epi8(_mm256_slli_epi16(hi, 7)) as u32 as u64;
-        *w = lo | hi << 32;
+    let zero = _mm256_setzero_si256();
+    for (w, b) in out[..whole].iter_mut().zip(bits.chunks_exact(64)) {
+        let p = b.as_ptr().cast::<__m256i>();
+        // SAFETY: the two halves of a 64-byte chunk of `bits`, read unaligned.
+        let (lo, hi) = (_mm256_loadu_si256(p), _mm256_loadu_si256(p.add(1)));
+        let lo = _mm256_movemask_epi8(_mm256_cmpeq_epi8(lo, zero)) as u32 as u64;
+        let hi = _mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, zero)) as u32 as u64;
+        *w = !(lo | hi << 32);
     }
     pack_bits_portable(&bits[whole * 64..], &mut out[whole..]);
 }
 
 /// `pack_bits` without SIMD: one multiply per 8 bits.
 pub(crate) fn pack_bits_portable(bits: &[u8], out: &mut [u64]) {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
     let mut chunks = bits.chunks_exact(64);
     for (w, c) in out.iter_mut().zip(&mut chunks) {
         let mut v = 0u64;
         for (m, b) in c.chunks_exact(8).enumerate() {
             let x = u64::from_le_bytes(b.try_into().expect("chunks of 8"));
-            // Gathers bit 0 of each of the 8 bytes into one byte (no carries: every
-            // partial product lands on its own bit).
-            v |= (x.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * m);
+            // Each byte's "non-zero" flag in its bit 0 (its low seven bits plus 0x7f
+            // carry into bit 7; the OR adds bit 7 itself) ...
+            let flags = ((((x & LOW7) + LOW7) | x) >> 7) & 0x0101_0101_0101_0101;
+            // ... then gathered into one byte (no carries: every partial product
+            // lands on its own bit).
+            v |= (flags.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * m);
         }
         *w = v;
     }
@@ -210,7 +233,7 @@ pub(crate) fn pack_bits_portable(bits: &[u8], out: &mut [u64]) {
             .remainder()
             .iter()
             .enumerate()
-            .fold(0, |v, (i, &b)| v | (b as u64) << i);
+            .fold(0, |v, (i, &b)| v | ((b != 0) as u64) << i);
     }
 }
 
@@ -506,16 +529,47 @@ mod tests {
             let mut again = vec![9u8; n];
             unpack_bits_portable(&packed, &mut again);
             assert_eq!(again, expected, "pack then unpack, {n} bits");
+        }
+    }
+
+    /// Every pack kernel this CPU has against the bit-by-bit definition, with bytes of
+    /// every value (any non-zero one is a 1), at lengths that end inside a word.
+    #[test]
+    fn pack_kernels_match_the_definition() {
+        let bytes: Vec<u8> = (0..520u32)
+            .map(|i| match i % 5 {
+                0 | 3 => 0,
+                1 => 1,
+                _ => (i.wrapping_mul(0x9e37_79b9) >> 24) as u8,
+            })
+            .collect();
+        for n in [0, 1, 7, 8, 63, 64, 65, 127, 128, 200, 384, 520] {
+            let bits = &bytes[..n];
+            let mut expected = vec![0u64; n.div_ceil(64)];
+            for (i, &b) in bits.iter().enumerate() {
+                expected[i / 64] |= ((b != 0) as u64) << (i % 64);
+            }
+            type Pack = fn(&[u8], &mut [u64]);
+            let mut kernels: Vec<(&str, Pack)> = vec![("portable", pack_bits_portable)];
             #[cfg(target_arch = "x86_64")]
-            if std::is_x86_feature_detected!("avx2") {
-                let mut fast = vec![!0u64; n.div_ceil(64) + 1];
-                // SAFETY: detected just above.
-                unsafe { pack_bits_avx2(&expected, &mut fast) };
-                assert_eq!(
-                    fast[..n.div_ceil(64)],
-                    packed[..n.div_ceil(64)],
-                    "avx2 pack, {n} bits"
-                );
+            {
+                if std::is_x86_feature_detected!("avx2") {
+                    // SAFETY: called only on this CPU, which has AVX2.
+                    kernels.push(("avx2", |b, o| unsafe { pack_bits_avx2(b, o) }));
+                } else {
+                    println!("SKIPPED: avx2 pack (CPU lacks AVX2)");
+                }
+                if std::is_x86_feature_detected!("avx512bw") {
+                    // SAFETY: called only on this CPU, which has AVX-512BW.
+                    kernels.push(("avx512", |b, o| unsafe { pack_bits_avx512(b, o) }));
+                } else {
+                    println!("SKIPPED: avx512 pack (CPU lacks AVX-512BW)");
+                }
+            }
+            for (name, pack) in kernels {
+                let mut out = vec![!0u64; n.div_ceil(64)];
+                pack(bits, &mut out);
+                assert_eq!(out, expected, "{name}, {n} bits");
             }
         }
     }

@@ -3,14 +3,14 @@
 //!
 //! All NR CRCs start from zero, are not reflected and have no final XOR, so the
 //! parity bits appended to `a_0..a_{A-1}` make the whole sequence divisible by the
-//! generator. The register runs reflected (its lowest bit is the next to leave) so
-//! that 64 bits packed first-bit-lowest, as one AVX-512 byte test or two AVX2 byte
-//! masks leave them, go in with one XOR; eight 256-entry tables per polynomial (built
-//! at compile time) then take the 64 bits in one step ("slicing by 8": the register's
-//! dependency chain is one step per 64 bits, not per 8). The result is reflected back
-//! at the end. A bit-serial reference checks it in the tests.
+//! generator. Here the register runs reflected (its lowest bit is the next to leave):
+//! 64 bits packed first bit lowest, as the LDPC codec's packer leaves them (one
+//! AVX-512 byte test, or two AVX2 byte masks), then go in with one XOR, and eight
+//! 256-entry tables per polynomial (built at compile time) take them in one step
+//! ("slicing by 8": the register's dependency chain is one step per 64 bits). The
+//! result is reflected back at the end. A bit-serial reference checks it in the tests.
 
-use crate::simd::Isa;
+use radiohost_ldpc::pack_bits;
 
 /// One of the NR CRC generator polynomials.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,111 +125,41 @@ fn step_byte(t: &Tables, reg: u32, byte: u8) -> u32 {
     (reg >> 8) ^ t[0][((reg ^ byte as u32) & 0xff) as usize]
 }
 
-/// 64 bits (one per byte, any non-zero byte counting as 1) as one word, the first
-/// bit lowest: each byte's "non-zero" flag (its low seven bits plus 0x7f carry into
-/// bit 7; the OR adds bit 7 itself), then per eight bytes one multiply that moves
-/// byte `i`'s flag to bit `56 + i` with no two partial products on the same bit.
-#[inline(always)]
-fn pack64(bits: &[u8; 64]) -> u64 {
-    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    let mut word = 0;
-    for (i, chunk) in bits.chunks_exact(8).enumerate() {
-        let x = u64::from_le_bytes(chunk.try_into().expect("8 bits"));
-        let flags = ((((x & LOW7) + LOW7) | x) >> 7) & 0x0101_0101_0101_0101;
-        word |= (flags.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * i);
-    }
-    word
-}
-
-/// Bits packed per call of the vector packer: 4096 of them, on the stack.
+/// Bits packed per call of the packer: 4096 of them, on the stack.
 const PACKED_WORDS: usize = 64;
 
 /// CRC register over a bit sequence (each element 0 or 1; any non-zero counts as 1).
-pub fn crc_bits(kind: CrcKind, bits: &[u8]) -> u32 {
-    crc_bits_at(Isa::detect(), kind, bits)
-}
-
-/// [`crc_bits`] with the bits packed by the given instruction set (at most the CPU's).
 ///
-/// The bits are packed a few thousand at a time into words that the table steps then
-/// read: the steps stay scalar code (compiled with AVX-512 they become slow gathers).
-pub fn crc_bits_at(isa: Isa, kind: CrcKind, bits: &[u8]) -> u32 {
+/// The bits are packed a few thousand at a time ([`pack_bits`], vector code where the
+/// CPU has it) into words that the table steps then read: the steps stay scalar code
+/// (compiled for AVX-512 they would become slow gathers).
+pub fn crc_bits(kind: CrcKind, bits: &[u8]) -> u32 {
     let t = kind.tables();
+    let width = kind.bits() as u32;
     let mut reg = 0u32;
     let mut words = [0u64; PACKED_WORDS];
-    let mut tail: &[u8] = &[];
     for chunk in bits.chunks(64 * PACKED_WORDS) {
+        let words = &mut words[..chunk.len().div_ceil(64)];
+        pack_bits(chunk, words);
         let whole = chunk.len() / 64;
-        pack_words(isa, &chunk[..64 * whole], &mut words[..whole]);
         reg = words[..whole]
             .iter()
             .fold(reg, |reg, &w| step_word(t, reg, w));
-        // Only the last chunk can end in part of a word.
-        tail = &chunk[64 * whole..];
-    }
-    if !tail.is_empty() {
-        let mut padded = [0u8; 64];
-        padded[..tail.len()].copy_from_slice(tail);
-        let mut word = pack64(&padded);
-        for _ in 0..tail.len() / 8 {
-            reg = step_byte(t, reg, word as u8);
-            word >>= 8;
-        }
-        let rpoly = reflect(kind.poly(), kind.bits() as u32);
-        for _ in 0..tail.len() % 8 {
-            reg = step_bit(reg, (word & 1) as u32, rpoly);
-            word >>= 1;
-        }
-    }
-    reflect(reg, kind.bits() as u32)
-}
-
-/// `words[i]`: `bits[64 i..64 i + 64]` packed by [`pack64`] (`bits` holds 64 per word).
-fn pack_words(isa: Isa, bits: &[u8], words: &mut [u64]) {
-    debug_assert_eq!(bits.len(), 64 * words.len());
-    match isa.min(Isa::cpu()) {
-        // SAFETY: `Isa::cpu` established the CPU has these features.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => unsafe { pack_words_avx512(bits, words) },
-        // SAFETY: as above.
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { pack_words_avx2(bits, words) },
-        _ => {
-            for (w, b) in words.iter_mut().zip(bits.chunks_exact(64)) {
-                *w = pack64(b.try_into().expect("64 bits"));
+        // Only the last chunk can end inside a word: its bytes, then its bits.
+        let tail = chunk.len() % 64;
+        if tail > 0 {
+            let mut word = words[whole];
+            for _ in 0..tail / 8 {
+                reg = step_byte(t, reg, word as u8);
+                word >>= 8;
+            }
+            for _ in 0..tail % 8 {
+                reg = step_bit(reg, (word & 1) as u32, reflect(kind.poly(), width));
+                word >>= 1;
             }
         }
     }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw")]
-unsafe fn pack_words_avx512(bits: &[u8], words: &mut [u64]) {
-    use std::arch::x86_64::*;
-    for (w, b) in words.iter_mut().zip(bits.chunks_exact(64)) {
-        // SAFETY: 64 bytes read unaligned; the caller has AVX-512 BW.
-        *w = unsafe {
-            let v = _mm512_loadu_si512(b.as_ptr().cast());
-            _mm512_test_epi8_mask(v, v)
-        };
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn pack_words_avx2(bits: &[u8], words: &mut [u64]) {
-    use std::arch::x86_64::*;
-    for (w, b) in words.iter_mut().zip(bits.chunks_exact(64)) {
-        // SAFETY: two 32-byte halves of 64 bytes read unaligned; the caller has AVX2.
-        let zero_flags = unsafe {
-            let zero = _mm256_setzero_si256();
-            let p = b.as_ptr().cast::<__m256i>();
-            let low = _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256(p), zero));
-            let high = _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256(p.add(1)), zero));
-            (low as u32 as u64) | (high as u32 as u64) << 32
-        };
-        *w = !zero_flags;
-    }
+    reflect(reg, width)
 }
 
 /// CRC register over whole bytes (MSB first), e.g. for the standard check strings.
@@ -321,14 +251,11 @@ mod tests {
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 31) as u8)
             .collect();
         for len in [4031, 4095, 4096, 4097, 4160, 8191, 8192, 8193, 8448, 12_400] {
-            for isa in Isa::available() {
-                assert_eq!(
-                    crc_bits_at(isa, CrcKind::Crc24B, &bits[..len]),
-                    naive(CrcKind::Crc24B, &bits[..len]),
-                    "{len} bits at {}",
-                    isa.name()
-                );
-            }
+            assert_eq!(
+                crc_bits(CrcKind::Crc24B, &bits[..len]),
+                naive(CrcKind::Crc24B, &bits[..len]),
+                "{len} bits"
+            );
         }
     }
 
@@ -336,9 +263,7 @@ mod tests {
         #[test]
         fn table_matches_bit_serial(bits in proptest::collection::vec(0u8..2, 0..700)) {
             for kind in KINDS {
-                for isa in Isa::available() {
-                    prop_assert_eq!(crc_bits_at(isa, kind, &bits), naive(kind, &bits));
-                }
+                prop_assert_eq!(crc_bits(kind, &bits), naive(kind, &bits));
             }
         }
 
@@ -347,9 +272,7 @@ mod tests {
             bits in proptest::collection::vec(prop_oneof![Just(0u8), 0u8..=255], 0..300)
         ) {
             for kind in [CrcKind::Crc24A, CrcKind::Crc16] {
-                for isa in Isa::available() {
-                    prop_assert_eq!(crc_bits_at(isa, kind, &bits), naive(kind, &bits));
-                }
+                prop_assert_eq!(crc_bits(kind, &bits), naive(kind, &bits));
             }
         }
 

@@ -35,8 +35,8 @@ impl Isa {
 
     /// Cap every phy kernel of this process, and the LDPC decoders the pipelines
     /// build afterwards, at `ceiling`: how `phy bench --isa avx2` measures the AVX2
-    /// builds on an AVX-512 machine. (rustfft and the LDPC encoder pick their own
-    /// instruction sets.)
+    /// builds on an AVX-512 machine. (rustfft, the LDPC encoder and the bit packer the
+    /// CRCs share with it pick their own instruction sets.)
     pub fn limit(ceiling: Isa) {
         let v = match ceiling {
             Isa::Portable => 0,
