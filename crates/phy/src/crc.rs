@@ -131,8 +131,8 @@ const PACKED_WORDS: usize = 64;
 /// CRC register over a bit sequence (each element 0 or 1; any non-zero counts as 1).
 ///
 /// The bits are packed a few thousand at a time ([`pack_bits`], vector code where the
-/// CPU has it) into words that the table steps then read: the steps stay scalar code
-/// (compiled for AVX-512 they would become slow gathers).
+/// CPU has it) into words that the table steps then read. The steps stay scalar code:
+/// inlined into an AVX-512 function with the packing, they became slow gathers.
 pub fn crc_bits(kind: CrcKind, bits: &[u8]) -> u32 {
     let t = kind.tables();
     let width = kind.bits() as u32;
@@ -246,7 +246,7 @@ mod tests {
 
     #[test]
     fn lengths_around_the_packed_chunks() {
-        // The bits are packed 4096 at a time: check on both sides of its edges.
+        // The bits are packed 4096 at a time: check both sides of each chunk edge.
         let bits: Vec<u8> = (0..12_400u32)
             .map(|i| (i.wrapping_mul(2_654_435_761) >> 31) as u8)
             .collect();
