@@ -10,7 +10,8 @@
 //! into the transform's first pass, and the subcarrier gather or scatter in 16 x 16
 //! transposes after it (the transmit side's in `frontend/synth.rs`). A whole
 //! frame's planar output goes around the caches ([`PlanarBuf`]), and each
-//! transform fetches the next one's input into L2 while it reads its own.
+//! transform fetches the next one's input into L2 while it reads its own (not on
+//! Intel cores, where that measured slower).
 //!
 //! Below AVX-512 the receive calls run rustfft on groups of 8 antennas (`GROUP`) of
 //! one symbol: the planar slices come straight from the spectra (streamed around

@@ -388,8 +388,8 @@ impl BatchFft {
     /// samples of the 16 lanes into a 16 KiB staging area that stays in L1, where
     /// writing the f32 input (2 x 128 KiB at 2048 points) and reading it back in
     /// the first pass went through L2. `next`: the input of the caller's next
-    /// transform, fetched into L2 while this one reads its own (changes nothing
-    /// computed).
+    /// transform, fetched into L2 while this one reads its own where that helps
+    /// ([`prefetch_helps`]; changes nothing computed).
     ///
     /// # Panics
     /// If `n < 16` or a lane of `src` or `next` holds fewer than `n` samples
@@ -404,7 +404,9 @@ impl BatchFft {
         let n = self.n;
         assert!(n >= LANES, "forward_ci16_lanes: {n} points");
         let src: [&[Ci16]; LANES] = std::array::from_fn(|a| &src[a][..n]);
-        let next: Option<[&[Ci16]; LANES]> = next.map(|s| std::array::from_fn(|a| &s[a][..n]));
+        let next: Option<[&[Ci16]; LANES]> = next
+            .filter(|_| prefetch_helps())
+            .map(|s| std::array::from_fn(|a| &s[a][..n]));
         let fetch_next = |t: usize| {
             if let Some(next) = &next {
                 prefetch_ci16_rows(next, t);
@@ -539,6 +541,30 @@ fn load_ci16_rows<V: Lanes>(src: &[&[Ci16]; LANES], t: usize) -> [V; LANES] {
     }
     V::transpose(&mut rows);
     rows
+}
+
+/// Whether fetching the next transform's input ahead ([`prefetch_ci16_rows`]) pays
+/// on this CPU: on the AMD Zen 4 VM it took 15% off the 64x16 uplink's fft stage
+/// (docs/BENCHMARKS.md, PHY, session 40); on the Intel AVX-512 VM of session 44 the
+/// stage ran 7-8% faster without it, the hardware prefetchers alone keeping up.
+/// Other vendors keep it, as before that measurement.
+fn prefetch_helps() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static NOT_INTEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *NOT_INTEL.get_or_init(|| {
+            let vendor = std::arch::x86_64::__cpuid(0);
+            let intel = [vendor.ebx, vendor.edx, vendor.ecx]
+                == [
+                    u32::from_le_bytes(*b"Genu"),
+                    u32::from_le_bytes(*b"ineI"),
+                    u32::from_le_bytes(*b"ntel"),
+                ];
+            !intel
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    true
 }
 
 /// Ask for the cache lines of samples `t..t + 16` of every lane of `src` (a row
