@@ -569,10 +569,10 @@ fn prefetch_helps() -> bool {
 
 /// Ask for the cache lines of samples `t..t + 16` of every lane of `src` (a row
 /// may straddle two lines) into L2, where the next transform's input waits: its
-/// first pass reads 256 places 128 samples apart per lane, which the hardware
-/// prefetchers do not follow, so without this its loads waited on memory (30% of
-/// the front end's time in a 64x16 uplink frame's profile, docs/BENCHMARKS.md,
-/// PHY, session 40).
+/// first pass reads 256 places 128 samples apart per lane, which Zen 4's hardware
+/// prefetchers do not follow, so without this its loads waited on memory there (30%
+/// of the front end's time in a 64x16 uplink frame's profile, docs/BENCHMARKS.md,
+/// PHY, session 40). Run only where [`prefetch_helps`].
 ///
 /// # Panics
 /// If a lane holds fewer than `t + 16` samples.
