@@ -11,7 +11,7 @@
 //! transposes after it (the transmit side's in `frontend/synth.rs`). A whole
 //! frame's planar output goes around the caches ([`PlanarBuf`]), and each
 //! transform fetches the next one's input into L2 while it reads its own (not on
-//! Intel cores, where that measured slower).
+//! Intel cores: slower on the one Intel VM measured).
 //!
 //! Below AVX-512 the receive calls run rustfft on groups of 8 antennas (`GROUP`) of
 //! one symbol: the planar slices come straight from the spectra (streamed around

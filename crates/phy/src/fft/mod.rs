@@ -545,9 +545,9 @@ fn load_ci16_rows<V: Lanes>(src: &[&[Ci16]; LANES], t: usize) -> [V; LANES] {
 
 /// Whether fetching the next transform's input ahead ([`prefetch_ci16_rows`]) pays
 /// on this CPU: on the AMD Zen 4 VM it took 15% off the 64x16 uplink's fft stage
-/// (docs/BENCHMARKS.md, PHY, session 40); on the Intel AVX-512 VM of session 44 the
-/// stage ran 7-8% faster without it, the hardware prefetchers alone keeping up.
-/// Other vendors keep it, as before that measurement.
+/// (docs/BENCHMARKS.md, PHY, session 40); on the Intel AVX-512 VM of session 44 (the
+/// one Intel core measured) the stage ran 5-8% faster without it, the hardware
+/// prefetchers alone keeping up. Other vendors keep it, as before that measurement.
 fn prefetch_helps() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
