@@ -6,12 +6,14 @@
 //! [`FrontEnd::antenna_planar`], [`Synthesizer::symbol`]) and, for power-of-two
 //! sizes on AVX-512 CPUs, every antenna at once ([`FrontEnd::frame_planar`],
 //! [`FrontEnd::frame_rows`], [`Synthesizer::antennas_ci16`]): 16 antennas per
-//! transform of [`crate::fft`], the ci16 conversion in 16 x 16 transposes fused
-//! into the transform's first pass, and the subcarrier gather or scatter in 16 x 16
-//! transposes after it (the transmit side's in `frontend/synth.rs`). A whole
-//! frame's planar output goes around the caches ([`PlanarBuf`]), and each
-//! transform fetches the next one's input into L2 while it reads its own (not on
-//! Intel cores: slower on the one Intel VM measured).
+//! transform of [`crate::fft`], the ci16 conversion in 16 x 16 transposes before
+//! it, and the subcarrier gather or scatter in 16 x 16 transposes after it (the
+//! transmit side's in `frontend/synth.rs`). A whole frame's planar output goes
+//! around the caches ([`PlanarBuf`]). The conversion is fused into the transform's
+//! first pass, each transform fetching the next one's input into L2 while it reads
+//! its own, except on Intel cores, where reading the input in time order without
+//! fetching ahead was faster on the one Intel VM measured
+//! ([`crate::fft::Ci16Order`]).
 //!
 //! Below AVX-512 the receive calls run rustfft on groups of 8 antennas (`GROUP`) of
 //! one symbol: the planar slices come straight from the spectra (streamed around
@@ -501,6 +503,7 @@ fn front_batch<V: Lanes>(job: &mut FrontJob<'_>) -> (f64, usize) {
     let slices = d.div_ceil(SLICE);
     let (samples, antennas, symbols) = (job.samples, job.antennas, job.symbols);
     let (frame_len, symbol_len, cp_len) = (job.frame_len, job.symbol_len, job.cp_len);
+    let order = crate::fft::Ci16Order::for_cpu();
     // The input of the transform of antennas `m0..` and symbol `sym`. Lanes past
     // the last antenna repeat it (their results are dropped), so every lane loads
     // without a branch.
@@ -526,7 +529,7 @@ fn front_batch<V: Lanes>(job: &mut FrontJob<'_>) -> (f64, usize) {
                 }
             };
             b.fft
-                .forward_ci16_lanes::<V>(&sources(m0, sym), next.as_ref(), CI16_SCALE);
+                .forward_ci16_lanes::<V>(&sources(m0, sym), next.as_ref(), CI16_SCALE, order);
             let (fr, fi) = b.fft.buffers(crate::fft::Side::A);
             let lanes = null_energy::<V>(fr, fi, &b.null_rows);
             energy += lanes[..valid].iter().map(|&v| v as f64).sum::<f64>();

@@ -382,14 +382,10 @@ impl BatchFft {
 
     /// Forward transform of 16 lanes of ci16 samples, lane `a` being `src[a][..n]`
     /// times `scale` (re and im): what writing them to [`Self::input_mut`] and
-    /// [`Self::run`] compute, bit for bit, the result where `run` leaves it.
-    /// Where the first pass is radix 16 on blocks of at least 16 rows (`n >= 256`)
-    /// the conversion is fused into it: per 16 butterflies, 16 transposes of 16
-    /// samples of the 16 lanes into a 16 KiB staging area that stays in L1, where
-    /// writing the f32 input (2 x 128 KiB at 2048 points) and reading it back in
-    /// the first pass went through L2. `next`: the input of the caller's next
-    /// transform, fetched into L2 while this one reads its own where that helps
-    /// ([`prefetch_helps`]; changes nothing computed).
+    /// [`Self::run`] compute, bit for bit, the result where `run` leaves it,
+    /// whichever `order` ([`Ci16Order`]) reads them. `next`: the input of the
+    /// caller's next transform, fetched into L2 while this one reads its own with
+    /// [`Ci16Order::Fused`] (changes nothing computed).
     ///
     /// # Panics
     /// If `n < 16` or a lane of `src` or `next` holds fewer than `n` samples
@@ -400,12 +396,13 @@ impl BatchFft {
         src: &[&[Ci16]; LANES],
         next: Option<&[&[Ci16]; LANES]>,
         scale: f32,
+        order: Ci16Order,
     ) {
         let n = self.n;
         assert!(n >= LANES, "forward_ci16_lanes: {n} points");
         let src: [&[Ci16]; LANES] = std::array::from_fn(|a| &src[a][..n]);
         let next: Option<[&[Ci16]; LANES]> = next
-            .filter(|_| prefetch_helps())
+            .filter(|_| order == Ci16Order::Fused)
             .map(|s| std::array::from_fn(|a| &s[a][..n]));
         let fetch_next = |t: usize| {
             if let Some(next) = &next {
@@ -413,7 +410,7 @@ impl BatchFft {
             }
         };
         let first = self.plan.passes[0];
-        if first.radix != 16 || self.block < LANES {
+        if order == Ci16Order::TimeOrder || first.radix != 16 || self.block < LANES {
             for t0 in (0..n).step_by(LANES) {
                 fetch_next(t0);
                 for (i, row) in load_ci16_rows::<V>(&src, t0).iter().enumerate() {
@@ -543,28 +540,54 @@ fn load_ci16_rows<V: Lanes>(src: &[&[Ci16]; LANES], t: usize) -> [V; LANES] {
     rows
 }
 
-/// Whether fetching the next transform's input ahead ([`prefetch_ci16_rows`]) pays
-/// on this CPU: on the AMD Zen 4 VM it took 15% off the 64x16 uplink's fft stage
-/// (docs/BENCHMARKS.md, PHY, session 40); on the Intel AVX-512 VM of session 44 (the
-/// one Intel core measured) the stage ran 5-8% faster without it, the hardware
-/// prefetchers alone keeping up. Other vendors keep it, as before that measurement.
-fn prefetch_helps() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static NOT_INTEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *NOT_INTEL.get_or_init(|| {
-            let vendor = std::arch::x86_64::__cpuid(0);
-            let intel = [vendor.ebx, vendor.edx, vendor.ecx]
-                == [
-                    u32::from_le_bytes(*b"Genu"),
-                    u32::from_le_bytes(*b"ineI"),
-                    u32::from_le_bytes(*b"ntel"),
-                ];
-            !intel
-        })
+/// How [`BatchFft::forward_ci16_lanes`] reads its ci16 input; both give the same
+/// bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ci16Order {
+    /// Where the first pass is radix 16 on blocks of at least 16 rows (`n >= 256`),
+    /// the conversion is fused into it: per 16 butterflies, 16 transposes of 16
+    /// samples of the 16 lanes into a 16 KiB staging area that stays in L1, where
+    /// writing the f32 input (2 x 128 KiB at 2048 points) and reading it back in
+    /// the first pass go through L2. It reads each lane at 256 places 128 samples
+    /// apart, which hardware prefetchers do not follow, so the next transform's
+    /// input is fetched ahead ([`prefetch_ci16_rows`]). Smaller transforms are
+    /// read in time order, still fetching ahead.
+    Fused,
+    /// Sixteen samples of every lane at a time in time order into the input rows
+    /// (16 sequential streams, which hardware prefetchers follow), then the
+    /// transform; nothing fetched ahead.
+    TimeOrder,
+}
+
+impl Ci16Order {
+    /// The faster order on this CPU, as measured on the 64x16 uplink's fft stage
+    /// (docs/BENCHMARKS.md, PHY): on the AMD Zen 4 VM fetching ahead took 15% off
+    /// (session 40); on the Intel AVX-512 VM the stage ran 5-8% faster without it
+    /// (session 44, 3% in session 46) and, in time order, about 4% faster again
+    /// (session 46, 9 of 11 alternated pairs). Other vendors keep the fused order,
+    /// as before those measurements.
+    pub(crate) fn for_cpu() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            static ORDER: std::sync::OnceLock<Ci16Order> = std::sync::OnceLock::new();
+            *ORDER.get_or_init(|| {
+                let vendor = std::arch::x86_64::__cpuid(0);
+                let intel = [vendor.ebx, vendor.edx, vendor.ecx]
+                    == [
+                        u32::from_le_bytes(*b"Genu"),
+                        u32::from_le_bytes(*b"ineI"),
+                        u32::from_le_bytes(*b"ntel"),
+                    ];
+                if intel {
+                    Self::TimeOrder
+                } else {
+                    Self::Fused
+                }
+            })
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Self::Fused
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    true
 }
 
 /// Ask for the cache lines of samples `t..t + 16` of every lane of `src` (a row
@@ -572,7 +595,7 @@ fn prefetch_helps() -> bool {
 /// first pass reads 256 places 128 samples apart per lane, which Zen 4's hardware
 /// prefetchers do not follow, so without this its loads waited on memory there (30%
 /// of the front end's time in a 64x16 uplink frame's profile, docs/BENCHMARKS.md,
-/// PHY, session 40). Run only where [`prefetch_helps`].
+/// PHY, session 40). Run only in [`Ci16Order::Fused`].
 ///
 /// # Panics
 /// If a lane holds fewer than `t + 16` samples.
@@ -830,16 +853,20 @@ mod tests {
     }
 
     #[inline(always)]
-    fn forward_ci16<V: Lanes>(fft: &mut BatchFft, src: &[&[Ci16]; LANES]) {
-        fft.forward_ci16_lanes::<V>(src, Some(src), 0.5);
+    fn forward_ci16<V: Lanes>(fft: &mut BatchFft, src: &[&[Ci16]; LANES], order: Ci16Order) {
+        fft.forward_ci16_lanes::<V>(src, Some(src), 0.5, order);
     }
 
-    /// The ci16 entry (fused into the first pass from 256 points, rows then
-    /// `run` below) is writing the converted samples and `run`, bit for bit.
+    /// The ci16 entry in either order (fused into the first pass from 256 points,
+    /// or rows in time order then `run`) is writing the converted samples and
+    /// `run`, bit for bit.
     #[test]
     fn ci16_input_is_converted_rows_bit_for_bit() {
         let mut rng = ChaCha8Rng::seed_from_u64(5);
-        for n in [16usize, 64, 256, 2048] {
+        for (n, order) in [16usize, 64, 256, 2048]
+            .into_iter()
+            .flat_map(|n| [(n, Ci16Order::Fused), (n, Ci16Order::TimeOrder)])
+        {
             let lanes: Vec<Vec<Ci16>> = (0..LANES)
                 .map(|_| (0..n).map(|_| Ci16::new(rng.gen(), rng.gen())).collect())
                 .collect();
@@ -858,7 +885,7 @@ mod tests {
                 let mut got = BatchFft::new(n).unwrap();
                 let fft = &mut got;
                 let src = &src;
-                dispatch_lanes!(isa, fn f(fft: &mut BatchFft, src: &[&[Ci16]; LANES]) => forward_ci16);
+                dispatch_lanes!(isa, fn f(fft: &mut BatchFft, src: &[&[Ci16]; LANES], order: Ci16Order) => forward_ci16);
                 for k in 0..n {
                     let (r, i) = (got.row(k), want.row(k));
                     assert_eq!(
