@@ -563,8 +563,8 @@ impl Ci16Order {
     /// The faster order on this CPU, as measured on the 64x16 uplink's fft stage
     /// (docs/BENCHMARKS.md, PHY): on the AMD Zen 4 VM fetching ahead took 15% off
     /// (session 40); on the Intel AVX-512 VM the stage ran 5-8% faster without it
-    /// (session 44, 3% in session 46) and, in time order, about 4% faster again
-    /// (session 46, 9 of 11 alternated pairs). Other vendors keep the fused order,
+    /// (session 44, 3% in session 46) and, in time order, about 3-4% faster again
+    /// (session 46, 14 of 17 alternated pairs). Other vendors keep the fused order,
     /// as before those measurements.
     pub(crate) fn for_cpu() -> Self {
         #[cfg(target_arch = "x86_64")]
