@@ -342,7 +342,7 @@ impl BatchFft {
                 unsafe { first_pass_butterfly::<V, INV>(&input, x, j, stride, tw, one) };
             }
         }
-        self.later_passes::<V, INV>(one);
+        self.later_passes::<V, INV>(one, |_| {});
     }
 
     /// The work buffers as codelet rows.
@@ -377,7 +377,7 @@ impl BatchFft {
                 one,
             );
         }
-        self.later_passes::<V, INV>(one);
+        self.later_passes::<V, INV>(one, |_| {});
     }
 
     /// Forward transform of 16 lanes of ci16 samples, lane `a` being `src[a][..n]`
@@ -434,7 +434,6 @@ impl BatchFft {
         let one = V::Part::splat(std::hint::black_box(1.0));
         for j0 in (0..block).step_by(LANES) {
             for m in 0..16 {
-                fetch_next(j0 + m * block);
                 for (i, row) in load_ci16_rows::<V>(&src, j0 + m * block).iter().enumerate() {
                     // SAFETY: `stage` holds 256 rows.
                     unsafe { row.store(stage.add(16 * (16 * i + m))) };
@@ -454,12 +453,22 @@ impl BatchFft {
                 }
             }
         }
-        self.later_passes::<V, false>(one);
+        // The next transform's input is fetched while the later passes run (they
+        // read only this transform's buffers), one block's share of its rows
+        // before each block. Fetched among this first pass's own loads, as before
+        // session 47, the fft stage was 5-9% slower on Zen 5 (docs/BENCHMARKS.md,
+        // PHY, session 47).
+        self.later_passes::<V, false>(one, |m| {
+            for t in (m * block..(m + 1) * block).step_by(LANES) {
+                fetch_next(t);
+            }
+        });
     }
 
-    /// Every pass after the first, block by block.
+    /// Every pass after the first, block by block, calling `fetch(m)` before
+    /// block `m`.
     #[inline(always)]
-    fn later_passes<V: Lanes, const INV: bool>(&mut self, one: V::Part) {
+    fn later_passes<V: Lanes, const INV: bool>(&mut self, one: V::Part, fetch: impl Fn(usize)) {
         let x = self.buf();
         let (passes, tw) = (&self.plan.passes, self.plan.twiddles.as_ptr());
         let first = passes[0];
@@ -469,6 +478,7 @@ impl BatchFft {
         // values per butterfly.
         unsafe {
             for m in 0..first.radix {
+                fetch(m);
                 let block = m * self.block_stride;
                 for p in &passes[1..] {
                     let count = p.len / p.radix;
@@ -564,8 +574,9 @@ impl Ci16Order {
     /// (docs/BENCHMARKS.md, PHY): on the AMD Zen 4 VM fetching ahead took 15% off
     /// (session 40); on the Intel AVX-512 VM the stage ran 5-8% faster without it
     /// (session 44, 3% in session 46) and, in time order, about 3-4% faster again
-    /// (session 46, 14 of 17 alternated pairs). Other vendors keep the fused order,
-    /// as before those measurements.
+    /// (session 46, 14 of 17 alternated pairs). On the Zen 5 VM the fused order
+    /// took 17-27% less time than time order (session 47, 6 of 6 pairs). Other vendors
+    /// keep the fused order, as before those measurements.
     pub(crate) fn for_cpu() -> Self {
         #[cfg(target_arch = "x86_64")]
         {
