@@ -544,15 +544,19 @@ fn batch_cholesky<const FMA: bool, const KERNEL: u8>(
     } = b;
     for j in 0..k {
         let (hjr, hji) = (&hr[j * m..(j + 1) * m], &hi[j * m..(j + 1) * m]);
-        // G[i][j] = h_i^H h_j for i >= j, GRAM_ROWS users at a time.
+        // G[i][j] = h_i^H h_j for i >= j, GRAM_ROWS users at a time and the rest
+        // in one call: a call's accumulator chains are latency bound below four
+        // rows, so one row at a time cost as much as four.
         let mut i0 = j;
         while i0 < k {
-            let rows = if k - i0 >= GRAM_ROWS { GRAM_ROWS } else { 1 };
+            let rows = GRAM_ROWS.min(k - i0);
             let (gr, gi) = (&mut g_re[i0 - j..], &mut g_im[i0 - j..]);
-            if rows == GRAM_ROWS {
-                gram::<GRAM_ROWS, FMA, KERNEL>(hjr, hji, &hr[i0 * m..], &hi[i0 * m..], m, gr, gi);
-            } else {
-                gram::<1, FMA, KERNEL>(hjr, hji, &hr[i0 * m..], &hi[i0 * m..], m, gr, gi);
+            let (xr, xi) = (&hr[i0 * m..], &hi[i0 * m..]);
+            match rows {
+                GRAM_ROWS => gram::<GRAM_ROWS, FMA, KERNEL>(hjr, hji, xr, xi, m, gr, gi),
+                3 => gram::<3, FMA, KERNEL>(hjr, hji, xr, xi, m, gr, gi),
+                2 => gram::<2, FMA, KERNEL>(hjr, hji, xr, xi, m, gr, gi),
+                _ => gram::<1, FMA, KERNEL>(hjr, hji, xr, xi, m, gr, gi),
             }
             i0 += rows;
         }
