@@ -49,7 +49,7 @@ struct Batched {
     fft: BatchFft,
     /// Result row ([`BatchFft::row`]) of every data subcarrier's bin.
     bins: Vec<usize>,
-    /// Result rows of the null subcarriers' bins.
+    /// Result rows of the null subcarriers' bins, ascending.
     null_rows: Vec<usize>,
     /// Highest instruction set used (tests force each build).
     isa: Isa,
@@ -72,11 +72,17 @@ impl Batched {
         let data_bins: Vec<usize> = (0..num).map(|i| data_bin(n, start, i)).collect();
         Some(Self {
             bins: data_bins.iter().map(|&k| fft.row(k)).collect(),
-            null_rows: null_runs
-                .iter()
-                .flat_map(|r| r.clone())
-                .map(|k| fft.row(k))
-                .collect(),
+            // In buffer order, which the caches' prefetchers follow (in bin order
+            // consecutive rows are a block apart).
+            null_rows: {
+                let mut rows: Vec<usize> = null_runs
+                    .iter()
+                    .flat_map(|r| r.clone())
+                    .map(|k| fft.row(k))
+                    .collect();
+                rows.sort_unstable();
+                rows
+            },
             fft,
             isa: Isa::Avx512,
         })
@@ -729,23 +735,31 @@ struct PrefetchCursor {
 }
 
 /// Per lane, the energy of the rows `null_rows` of (`fr`, `fi`).
+///
+/// Eight accumulators: with one FMA chain per two rows the loop waited on FMA
+/// latency, not on its loads (2% of a 64x16 uplink frame's profile on Zen 5,
+/// docs/BENCHMARKS.md, PHY, session 49).
 #[inline(always)]
 fn null_energy<V: Lanes>(fr: &[Row], fi: &[Row], null_rows: &[usize]) -> [f32; LANES] {
-    // Two accumulators: half the terms each, half the rounding.
-    let (mut a0, mut a1) = (V::zero(), V::zero());
-    let pairs = null_rows.chunks_exact(2);
-    let rest = pairs.remainder();
-    for p in pairs {
-        let (r, i) = (load::<V>(&fr[p[0]]), load::<V>(&fi[p[0]]));
-        a0 = i.mul_add(i, r.mul_add(r, a0));
-        let (r, i) = (load::<V>(&fr[p[1]]), load::<V>(&fi[p[1]]));
-        a1 = i.mul_add(i, r.mul_add(r, a1));
+    const CHAINS: usize = 8;
+    let mut acc = [V::zero(); CHAINS];
+    let groups = null_rows.chunks_exact(CHAINS);
+    let rest = groups.remainder();
+    for g in groups {
+        for (a, &k) in acc.iter_mut().zip(g) {
+            let (r, i) = (load::<V>(&fr[k]), load::<V>(&fi[k]));
+            *a = i.mul_add(i, r.mul_add(r, *a));
+        }
     }
-    for &k in rest {
+    for (a, &k) in acc.iter_mut().zip(rest) {
         let (r, i) = (load::<V>(&fr[k]), load::<V>(&fi[k]));
-        a0 = i.mul_add(i, r.mul_add(r, a0));
+        *a = i.mul_add(i, r.mul_add(r, *a));
     }
-    a0.add(a1).to_array()
+    let [a0, a1, a2, a3, a4, a5, a6, a7] = acc;
+    a0.add(a1)
+        .add(a2.add(a3))
+        .add(a4.add(a5).add(a6.add(a7)))
+        .to_array()
 }
 
 /// Rows `bins` (at most 16) of `x`, transposed: lane `l` of row `a` is bin
