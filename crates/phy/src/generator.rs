@@ -8,7 +8,7 @@
 //! delivers it. Everything is drawn from a ChaCha8 stream keyed by `(seed, frame)`,
 //! so any frame can be regenerated on its own.
 
-use radiohost_iq::{Cf32, Ci16};
+use radiohost_iq::{Cf32, Ci16, Ci16Buf};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -27,8 +27,9 @@ pub const TARGET_RMS: f32 = 0.177_827_94;
 #[derive(Clone, Debug)]
 pub struct GeneratedFrame {
     /// Received samples, antenna-major: antenna `m` is
-    /// `samples[m * frame_len..(m + 1) * frame_len]`.
-    pub samples: Vec<Ci16>,
+    /// `samples[m * frame_len..(m + 1) * frame_len]`; from a cache-line boundary,
+    /// as a radio's DMA buffer.
+    pub samples: Ci16Buf,
     /// Uplink payload per user (`uplink_blocks * block_payload_bits` bits).
     pub uplink_payload: Vec<Vec<u8>>,
     /// Downlink payload per user (`downlink_blocks * block_payload_bits` bits) for the
@@ -171,7 +172,7 @@ impl Generator {
 
         let sym_len = cfg.symbol_len();
         let frame_len = cfg.frame_len();
-        let mut samples = vec![Ci16::default(); m_n * frame_len];
+        let mut samples = Ci16Buf::zeroed(m_n * frame_len);
         let mut user_syms = vec![Cf32::default(); k_n * d];
         let mut ant_freq = vec![Cf32::default(); d];
         let mut time = vec![Cf32::default(); sym_len];

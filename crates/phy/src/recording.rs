@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use radiohost_iq::sigmf::{self, Annotation, DataType, Meta, Samples};
-use radiohost_iq::Ci16;
+use radiohost_iq::Ci16Buf;
 use serde::{Deserialize, Serialize};
 
 use crate::config::FrameConfig;
@@ -144,12 +144,12 @@ pub fn save(
 }
 
 /// Read the frames of a recording written by [`save`] back into antenna-major
-/// buffers.
+/// buffers (as the generator's, from a cache-line boundary).
 ///
 /// # Errors
 /// Unreadable files, a wrong data type or channel count, or a length that is not a
 /// whole number of frames.
-pub fn load_frames(dir: &Path, cfg: &FrameConfig) -> Result<Vec<Vec<Ci16>>, PhyError> {
+pub fn load_frames(dir: &Path, cfg: &FrameConfig) -> Result<Vec<Ci16Buf>, PhyError> {
     let rec = sigmf::read(&dir.join("rx")).map_err(io_err)?;
     let m_n = cfg.antennas;
     if rec.meta.channels() != m_n {
@@ -172,7 +172,7 @@ pub fn load_frames(dir: &Path, cfg: &FrameConfig) -> Result<Vec<Vec<Ci16>>, PhyE
     Ok(samples
         .chunks_exact(per_frame)
         .map(|chunk| {
-            let mut out = vec![Ci16::default(); per_frame];
+            let mut out = Ci16Buf::zeroed(per_frame);
             for (t, s) in chunk.chunks_exact(m_n).enumerate() {
                 for (m, v) in s.iter().enumerate() {
                     out[m * frame_len + t] = *v;

@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use radiohost_iq::{Cf32, Ci16};
+use radiohost_iq::{Cf32, Ci16, Ci16Buf};
 use radiohost_phy::coding::BlockResult;
 use radiohost_phy::frontend::SLICE;
 use radiohost_phy::generator::GeneratedFrame;
@@ -122,8 +122,9 @@ pub struct FrameSlot {
 /// that hands the FFT its packet buffers).
 #[derive(Debug)]
 pub struct StagedSymbol {
-    /// `[antenna][sample]`, when copied.
-    copied: Vec<Ci16>,
+    /// `[antenna][sample]`, when copied; from a cache-line boundary, as the
+    /// generated frames ([`Ci16Buf`]).
+    copied: Ci16Buf,
     /// The frame that holds every antenna's samples, and the symbol's index in it.
     in_place: Option<(Arc<GeneratedFrame>, usize)>,
 }
@@ -131,7 +132,7 @@ pub struct StagedSymbol {
 impl StagedSymbol {
     fn new(antennas: usize, symbol_len: usize) -> Self {
         Self {
-            copied: vec![Ci16::default(); antennas * symbol_len],
+            copied: Ci16Buf::zeroed(antennas * symbol_len),
             in_place: None,
         }
     }

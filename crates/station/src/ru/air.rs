@@ -12,7 +12,7 @@
 //! blocks and frame `f + 1` can still be transmitted after frame `f` was read.
 
 use radiohost_dsp::MimoTaps;
-use radiohost_iq::{Block, Cf32, Ci16};
+use radiohost_iq::{Block, Cf32, Ci16, Ci16Buf};
 use radiohost_phy::channel::{complex_gaussian, ChannelRealization};
 use radiohost_phy::config::ChannelModel;
 use radiohost_phy::generator::{frame_rng, GeneratedFrame, Generator, UserUplink, TARGET_RMS};
@@ -138,11 +138,11 @@ impl UplinkAir {
         let noise_var = cfg.noise_var();
         let expected_power = (cfg.users * cfg.data_num) as f64 / cfg.fft_size as f64 + noise_var;
         let rx_gain = TARGET_RMS / expected_power.sqrt() as f32;
-        let samples = block
-            .as_slice()
-            .iter()
-            .map(|s| Ci16::from_cf32(s * rx_gain))
-            .collect();
+        let received = block.as_slice();
+        let mut samples = Ci16Buf::zeroed(received.len());
+        for (out, s) in samples.iter_mut().zip(received) {
+            *out = Ci16::from_cf32(s * rx_gain);
+        }
         Ok(GeneratedFrame {
             samples,
             uplink_payload: users.uplink_payload,
