@@ -1,11 +1,12 @@
 //! [`Ci16Buf`]: ci16 samples that start on a cache line.
 //!
-//! Why: a `Vec<Ci16>` is aligned to 4 bytes, and a large one from the system
-//! allocator starts 16 bytes into a cache line, so every 16-sample (64-byte)
-//! vector load of it spans two lines. The batched OFDM front end reads each
-//! antenna's symbol as such loads; with the frame on a line boundary its fft stage
-//! took 3-7% less time on a Zen 5 core (docs/BENCHMARKS.md, PHY, sessions 49-50). A
-//! NIC's or radio's DMA buffers start on a line boundary too.
+//! Why: a `Vec<Ci16>` is aligned to 4 bytes and the system allocator promises no
+//! more than 16 (glibc put the generator's frame 16 bytes into a line), so every
+//! 16-sample (64-byte) vector load of it could span two lines. The batched OFDM
+//! front end reads each antenna's symbol as such loads; with the frame on a line
+//! boundary its fft stage took about 6% less time on a Zen 5 core
+//! (docs/BENCHMARKS.md, PHY, sessions 49-50). A NIC's or radio's DMA buffers start
+//! on a line boundary too.
 
 use std::ops::{Deref, DerefMut};
 
