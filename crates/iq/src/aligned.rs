@@ -67,32 +67,14 @@ impl std::fmt::Debug for Ci16Buf {
     }
 }
 
-impl From<&[Ci16]> for Ci16Buf {
-    fn from(samples: &[Ci16]) -> Self {
-        Self::from_slice(samples)
-    }
-}
-
 impl FromIterator<Ci16> for Ci16Buf {
     fn from_iter<I: IntoIterator<Item = Ci16>>(samples: I) -> Self {
         Self::from_slice(&samples.into_iter().collect::<Vec<_>>())
     }
 }
 
-impl PartialEq<[Ci16]> for Ci16Buf {
-    fn eq(&self, other: &[Ci16]) -> bool {
-        **self == *other
-    }
-}
-
 impl PartialEq<Vec<Ci16>> for Ci16Buf {
     fn eq(&self, other: &Vec<Ci16>) -> bool {
-        **self == **other
-    }
-}
-
-impl PartialEq<Ci16Buf> for Vec<Ci16> {
-    fn eq(&self, other: &Ci16Buf) -> bool {
         **self == **other
     }
 }
