@@ -38,7 +38,7 @@ use crate::csi::null_bin_energy;
 use crate::fft::lanes::{Lanes, Portable};
 use crate::fft::{dispatch_lanes, BatchFft, Row, LANES};
 use crate::ofdm::{bin_runs, data_bin, gather_data, remove_cp_ci16, OfdmFft};
-use crate::simd::Isa;
+use crate::simd::{CpuModel, Isa};
 
 /// Full-scale ci16 to f32 (as [`remove_cp_ci16`]).
 const CI16_SCALE: f32 = 1.0 / i16::MAX as f32;
@@ -442,13 +442,16 @@ impl FrontEnd {
         (self.energies.iter().fold(0.0, |sum, e| sum + e), count)
     }
 
-    /// The batched path runs with AVX-512 only. Its AVX2 build transforms no faster
-    /// than rustfft in cache (`fft16_2048_batch896`, 0.9-1.1x), and inside the 64x16
-    /// frames, with the conversion's and the gather's transposes around it, both
-    /// the uplink's fft and the downlink's ifft stage measured slower with it
-    /// (sessions 19, 28 and 36, alternated runs; docs/BENCHMARKS.md).
+    /// The batched path runs with AVX-512, and with AVX2 on AMD Zen 1 only. Elsewhere
+    /// its AVX2 build transforms no faster than rustfft in cache
+    /// (`fft16_2048_batch896`, 0.9-1.1x on Zen 3), and inside the 64x16 frames, with
+    /// the conversion's and the gather's transposes around it, both the uplink's fft
+    /// and the downlink's ifft stage measured slower with it (sessions 19, 28 and 36,
+    /// alternated runs). On Zen 1, whose 256-bit operations split in two halves, it
+    /// transforms 1.3x faster than rustfft in cache and the uplink's fft stage took
+    /// about 6% less time (session 52, 8 of 8 alternated pairs; docs/BENCHMARKS.md).
     fn use_batched(&self) -> bool {
-        self.batched.is_some() && Isa::detect() >= Isa::Avx512
+        self.batched.is_some() && batched_receive_pays(Isa::detect())
     }
 
     /// Samples per antenna of a frame buffer holding `antennas` frames.
@@ -487,6 +490,12 @@ impl FrontEnd {
         let isa = Isa::detect().min(job.batched.isa);
         dispatch_lanes!(isa, fn run(job: &mut FrontJob<'_>) -> (f64, usize) => front_batch)
     }
+}
+
+/// Whether the batched receive path beats the per-antenna one at `isa` on this CPU
+/// (see [`FrontEnd::use_batched`]).
+fn batched_receive_pays(isa: Isa) -> bool {
+    isa >= Isa::Avx512 || (isa == Isa::Avx2 && CpuModel::get().is_zen1())
 }
 
 /// The batched front end: per group of 16 antennas and listed symbol, CP removal
@@ -1036,7 +1045,13 @@ mod tests {
                 re.iter_mut()
                     .chain(im.iter_mut())
                     .for_each(|v| *v = [f32::NAN; SLICE]);
-                let (e, c) = front.frame_planar(&x, antennas, &syms, &mut re, &mut im);
+                // The batched path itself, whether or not it pays on this CPU.
+                let frame_len = x.len() / antennas;
+                let dest = Dest::Planar {
+                    re: &mut re[..],
+                    im: &mut im[..],
+                };
+                let (e, c) = front.batched_job(&x, antennas, frame_len, &syms, dest);
                 let what = format!("{antennas}x{fft} {}", isa.name());
                 assert_eq!(c, want_e.1, "{what}");
                 assert!(
@@ -1051,7 +1066,8 @@ mod tests {
                 );
                 assert!(err <= 1e-4, "{what}: planar error {err}");
                 let mut rows = vec![Cf32::new(f32::NAN, 0.0); want_rows.len()];
-                let (e2, _) = front.frame_rows(&x, antennas, &syms, &mut rows);
+                let dest = Dest::Rows(&mut rows);
+                let (e2, _) = front.batched_job(&x, antennas, frame_len, &syms, dest);
                 assert_eq!(e2, e, "{what}");
                 let err = rel_err(
                     rows.iter().flat_map(|v| [v.re, v.im]),

@@ -106,6 +106,67 @@ impl Isa {
     }
 }
 
+/// The CPU's vendor and family/model as `cpuid` reports them, for the few choices
+/// measured to differ between microarchitectures of one [`Isa`] level (each use
+/// cites its figures).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct CpuModel {
+    pub intel: bool,
+    pub amd: bool,
+    /// Family with the extended family added (AMD Zen 1-2: 0x17).
+    pub family: u32,
+    /// Model with the extended model bits added.
+    pub model: u32,
+}
+
+impl CpuModel {
+    /// This CPU's, read once (all zero off x86-64).
+    pub(crate) fn get() -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            static MODEL: std::sync::OnceLock<CpuModel> = std::sync::OnceLock::new();
+            *MODEL.get_or_init(|| {
+                use std::arch::x86_64::__cpuid;
+                let vendor = __cpuid(0);
+                let signature = __cpuid(1).eax;
+                Self::from_cpuid([vendor.ebx, vendor.edx, vendor.ecx], signature)
+            })
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Self::default()
+    }
+
+    /// From leaf 0's vendor words (`ebx, edx, ecx`) and leaf 1's `eax`.
+    fn from_cpuid(vendor: [u32; 3], signature: u32) -> Self {
+        let word = |s: &[u8; 4]| u32::from_le_bytes(*s);
+        let base_family = (signature >> 8) & 0xF;
+        let base_model = (signature >> 4) & 0xF;
+        let extended = base_family == 0xF || base_family == 0x6;
+        Self {
+            intel: vendor == [word(b"Genu"), word(b"ineI"), word(b"ntel")],
+            amd: vendor == [word(b"Auth"), word(b"enti"), word(b"cAMD")],
+            family: base_family
+                + if base_family == 0xF {
+                    (signature >> 20) & 0xFF
+                } else {
+                    0
+                },
+            model: base_model
+                | if extended {
+                    ((signature >> 16) & 0xF) << 4
+                } else {
+                    0
+                },
+        }
+    }
+
+    /// AMD Zen or Zen+ (family 17h, models below 30h; Zen 2 starts at 31h): each
+    /// 256-bit operation runs as two 128-bit halves.
+    pub(crate) fn is_zen1(self) -> bool {
+        self.amd && self.family == 0x17 && self.model < 0x30
+    }
+}
+
 /// `a * b + c`, fused when the body is compiled with FMA (`FMA = true`), plain
 /// otherwise (`mul_add` without the FMA feature is a slow library call).
 #[inline(always)]
@@ -145,3 +206,52 @@ macro_rules! dispatch {
     }};
 }
 pub(crate) use dispatch;
+
+#[cfg(test)]
+mod tests {
+    use super::CpuModel;
+
+    fn vendor(s: &[u8; 12]) -> [u32; 3] {
+        let word = |i: usize| u32::from_le_bytes(s[4 * i..4 * i + 4].try_into().unwrap());
+        [word(0), word(1), word(2)]
+    }
+
+    #[test]
+    fn family_and_model_decode_as_published() {
+        // (vendor, leaf 1 eax, family, model, Zen 1): EPYC 7601, Ryzen 2700X (Zen+),
+        // EPYC 7002 (Zen 2), EPYC 7003 (Zen 3), Xeon Skylake-SP.
+        let amd = vendor(b"AuthenticAMD");
+        let intel = vendor(b"GenuineIntel");
+        for (v, eax, family, model, zen1) in [
+            (amd, 0x0080_0F12, 0x17, 0x01, true),
+            (amd, 0x0080_0F82, 0x17, 0x08, true),
+            (amd, 0x0083_0F10, 0x17, 0x31, false),
+            (amd, 0x00A0_0F11, 0x19, 0x01, false),
+            (intel, 0x0005_0654, 0x06, 0x55, false),
+        ] {
+            let cpu = CpuModel::from_cpuid(v, eax);
+            assert_eq!((cpu.family, cpu.model), (family, model), "{eax:#x}");
+            assert_eq!(cpu.is_zen1(), zen1, "{eax:#x}");
+            assert_eq!((cpu.amd, cpu.intel), (v == amd, v == intel));
+        }
+    }
+
+    #[test]
+    fn this_cpu_matches_proc_cpuinfo() {
+        let Ok(info) = std::fs::read_to_string("/proc/cpuinfo") else {
+            println!("SKIPPED: no /proc/cpuinfo to compare cpuid with");
+            return;
+        };
+        let field = |name: &str| {
+            info.lines()
+                .find(|l| l.split(':').next().map(str::trim) == Some(name))
+                .and_then(|l| l.split(':').nth(1)?.trim().parse::<u32>().ok())
+        };
+        let (Some(family), Some(model)) = (field("cpu family"), field("model")) else {
+            println!("SKIPPED: /proc/cpuinfo names no x86 family and model");
+            return;
+        };
+        let cpu = CpuModel::get();
+        assert_eq!((cpu.family, cpu.model), (family, model));
+    }
+}

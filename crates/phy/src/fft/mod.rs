@@ -578,26 +578,11 @@ impl Ci16Order {
     /// took 17-27% less time than time order (session 47, 6 of 6 pairs). Other vendors
     /// keep the fused order, as before those measurements.
     pub(crate) fn for_cpu() -> Self {
-        #[cfg(target_arch = "x86_64")]
-        {
-            static ORDER: std::sync::OnceLock<Ci16Order> = std::sync::OnceLock::new();
-            *ORDER.get_or_init(|| {
-                let vendor = std::arch::x86_64::__cpuid(0);
-                let intel = [vendor.ebx, vendor.edx, vendor.ecx]
-                    == [
-                        u32::from_le_bytes(*b"Genu"),
-                        u32::from_le_bytes(*b"ineI"),
-                        u32::from_le_bytes(*b"ntel"),
-                    ];
-                if intel {
-                    Self::TimeOrder
-                } else {
-                    Self::Fused
-                }
-            })
+        if crate::simd::CpuModel::get().intel {
+            Self::TimeOrder
+        } else {
+            Self::Fused
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        Self::Fused
     }
 }
 
