@@ -254,9 +254,11 @@ mod tests {
         }
         let wide = measure(best);
         assert!(sane(&wide), "{}", wide.what);
-        // A wider vector is never slower per operation than SSE.
+        // A wider vector is never much slower per operation than SSE. Not strictly
+        // faster: AMD Zen 1 runs each 256-bit operation as two 128-bit halves, so
+        // its AVX2 and SSE rates are equal and either can win a noisy run.
         assert!(
-            wide.flops > portable.flops && wide.i8_ops > portable.i8_ops,
+            wide.flops > 0.9 * portable.flops && wide.i8_ops > 0.9 * portable.i8_ops,
             "{} vs {}",
             wide.what,
             portable.what
