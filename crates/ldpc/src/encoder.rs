@@ -172,8 +172,10 @@ impl Encoder {
     pub fn encode(&mut self, payload: &[u8], out: &mut [u8]) -> Result<(), LdpcError> {
         check_len("payload", self.p.payload_bits, payload.len())?;
         check_len("encoder output", self.p.tx_bits, out.len())?;
-        check_bits("payload", payload)?;
-        self.packed.encode(payload);
+        if !self.packed.encode(payload) {
+            // Not a bit somewhere: find where for the error.
+            check_bits("payload", payload)?;
+        }
         let [seg1, seg2] = tx_segments(&self.p);
         // Transmitted systematic bits are the payload's own; the rest is parity, which
         // starts at K (>= 2*Zc) on a column boundary.

@@ -382,6 +382,24 @@ fn bad_inputs_give_typed_errors() {
             value: 2
         })
     );
+    // A large block (the payload is checked while it is packed, in vector code) and a
+    // bad byte in its body, then in its last position: typed errors, output untouched.
+    let big = CodeParams::for_rate(BaseGraph::Bg1, 384, 1.0 / 3.0).unwrap();
+    let mut enc = Encoder::new(big);
+    let mut out = vec![7u8; big.tx_bits];
+    for (index, value) in [(4000, 0x80), (big.payload_bits - 1, 3)] {
+        let mut bad = vec![1u8; big.payload_bits];
+        bad[index] = value;
+        assert_eq!(
+            enc.encode(&bad, &mut out),
+            Err(LdpcError::NotABit {
+                what: "payload",
+                index,
+                value
+            })
+        );
+        assert!(out.iter().all(|&b| b == 7), "output written on an error");
+    }
     let mut dec = Decoder::new(p, DecoderConfig::default());
     let mut llr = vec![1.0f32; p.tx_bits];
     llr[7] = f32::NAN;
