@@ -425,8 +425,8 @@ impl Packed {
     fn double(a: &[u64], zc: usize, d: &mut [u64]) {
         if zc.is_multiple_of(64) {
             // Whole words (every lifting size from 64 up to 384 that is a multiple of
-            // 64): two copies and a zero word, no shifts (a third of this function's
-            // time at Zc=384 was the general path's per-word branches).
+            // 64): two copies and a zero word, no shifts (at Zc=384 on Zen 1 this
+            // function went from 10% to 3% of an encode's `perf` samples).
             let nw = a.len();
             let (first, rest) = d.split_at_mut(nw);
             let (second, spare) = rest.split_at_mut(nw);
