@@ -1046,7 +1046,7 @@ mod tests {
                     .chain(im.iter_mut())
                     .for_each(|v| *v = [f32::NAN; SLICE]);
                 // The batched path itself, whether or not it pays on this CPU.
-                let frame_len = x.len() / antennas;
+                let frame_len = front.frame_len(antennas, x.len());
                 let dest = Dest::Planar {
                     re: &mut re[..],
                     im: &mut im[..],
