@@ -318,7 +318,7 @@ impl FrontEnd {
             re.len() >= need && im.len() >= need,
             "frame_planar: output too short"
         );
-        if !self.use_batched() {
+        if !self.use_batched(OutputOrder::Planar) {
             let isa = Isa::detect();
             return self.grouped_planar(isa, samples, antennas, frame_len, symbols, re, im);
         }
@@ -350,7 +350,7 @@ impl FrontEnd {
             out.len() >= symbols.len() * antennas * d,
             "frame_rows: output too short"
         );
-        if !self.use_batched() {
+        if !self.use_batched(OutputOrder::Rows) {
             let (mut e, mut c) = (0.0, 0);
             for m in 0..antennas {
                 let frame = &samples[m * frame_len..(m + 1) * frame_len];
@@ -442,16 +442,10 @@ impl FrontEnd {
         (self.energies.iter().fold(0.0, |sum, e| sum + e), count)
     }
 
-    /// The batched path runs with AVX-512, and with AVX2 on AMD Zen 1 only. Elsewhere
-    /// its AVX2 build transforms no faster than rustfft in cache
-    /// (`fft16_2048_batch896`, 0.9-1.1x on Zen 3), and inside the 64x16 frames, with
-    /// the conversion's and the gather's transposes around it, both the uplink's fft
-    /// and the downlink's ifft stage measured slower with it (sessions 19, 28 and 36,
-    /// alternated runs). On Zen 1, whose 256-bit operations split in two halves, it
-    /// transforms 1.3x faster than rustfft in cache and the uplink's fft stage took
-    /// about 6% less time (session 52, 8 of 8 alternated pairs; docs/BENCHMARKS.md).
-    fn use_batched(&self) -> bool {
-        self.batched.is_some() && batched_receive_pays(Isa::detect())
+    /// Whether a call writing `out` takes the batched path: see
+    /// [`batched_receive_pays`].
+    fn use_batched(&self, out: OutputOrder) -> bool {
+        self.batched.is_some() && batched_receive_pays(Isa::detect(), CpuModel::get(), out)
     }
 
     /// Samples per antenna of a frame buffer holding `antennas` frames.
@@ -492,10 +486,34 @@ impl FrontEnd {
     }
 }
 
-/// Whether the batched receive path beats the per-antenna one at `isa` on this CPU
-/// (see [`FrontEnd::use_batched`]).
-fn batched_receive_pays(isa: Isa) -> bool {
-    isa >= Isa::Avx512 || (isa == Isa::Avx2 && CpuModel::get().is_zen1())
+/// The layout a front-end call writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OutputOrder {
+    /// [`FrontEnd::frame_planar`]'s slices of 16 subcarriers.
+    Planar,
+    /// [`FrontEnd::frame_rows`]'s `[symbol][antenna][subcarrier]` rows.
+    Rows,
+}
+
+/// Whether the batched receive path beats the per-antenna one at `isa` on `cpu`
+/// for output `out` (docs/BENCHMARKS.md, PHY, each session's alternated pairs):
+/// - AVX-512: always.
+/// - AVX2 on Zen 1, whose 256-bit operations split in two halves: it transforms
+///   1.3x faster than rustfft in cache, and the 64x16 uplink's fft stage took
+///   about 6% less time (session 52, 8 of 8 pairs).
+/// - AVX2 on Zen 3, planar output: the 64x16 uplink's fft stage about 7% less
+///   (session 55, 7 of 8 pairs), the station 16x4's `up_fft` about 10% less
+///   (session 56, 16 of 16). Rows, the pilots' output, go back to antennas
+///   through the lanes' transposes: the station's pilot transform was slower with
+///   them in 8 of 8 pairs (session 56), so rows stay per antenna.
+/// - Other AVX2 cores (Intel, Zen 2, Zen 4 and 5 under `--isa avx2`): not
+///   measured to pay.
+fn batched_receive_pays(isa: Isa, cpu: CpuModel, out: OutputOrder) -> bool {
+    match isa {
+        Isa::Avx512 => true,
+        Isa::Avx2 => cpu.is_zen1() || (cpu.is_zen3() && out == OutputOrder::Planar),
+        _ => false,
+    }
 }
 
 /// The batched front end: per group of 16 antennas and listed symbol, CP removal
@@ -969,6 +987,38 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn batched_receive_runs_where_measured_to_pay() {
+        let amd = |family, model| CpuModel {
+            amd: true,
+            family,
+            model,
+            ..CpuModel::default()
+        };
+        let (zen1, zen3, zen4) = (amd(0x17, 0x01), amd(0x19, 0x01), amd(0x19, 0x11));
+        let intel = CpuModel {
+            intel: true,
+            family: 6,
+            model: 0x55,
+            ..CpuModel::default()
+        };
+        use OutputOrder::{Planar, Rows};
+        for cpu in [zen1, zen3, zen4, intel] {
+            for out in [Planar, Rows] {
+                assert!(batched_receive_pays(Isa::Avx512, cpu, out));
+                assert!(!batched_receive_pays(Isa::Portable, cpu, out));
+            }
+        }
+        assert!(batched_receive_pays(Isa::Avx2, zen1, Planar));
+        assert!(batched_receive_pays(Isa::Avx2, zen1, Rows));
+        assert!(batched_receive_pays(Isa::Avx2, zen3, Planar));
+        assert!(!batched_receive_pays(Isa::Avx2, zen3, Rows));
+        for cpu in [zen4, intel] {
+            assert!(!batched_receive_pays(Isa::Avx2, cpu, Planar));
+            assert!(!batched_receive_pays(Isa::Avx2, cpu, Rows));
+        }
+    }
 
     fn config(antennas: usize, fft: usize, data: usize, cp: usize) -> FrameConfig {
         FrameConfig::from_json(&format!(

@@ -165,6 +165,14 @@ impl CpuModel {
     pub(crate) fn is_zen1(self) -> bool {
         self.amd && self.family == 0x17 && self.model < 0x30
     }
+
+    /// AMD Zen 3 or Zen 3+ (family 19h, models 00-0Fh, 20-2Fh, 40-5Fh; Zen 4, in
+    /// the same family, has models 10-1Fh, 60-7Fh and A0-AFh).
+    pub(crate) fn is_zen3(self) -> bool {
+        self.amd
+            && self.family == 0x19
+            && matches!(self.model, 0x00..=0x0F | 0x20..=0x2F | 0x40..=0x5F)
+    }
 }
 
 /// `a * b + c`, fused when the body is compiled with FMA (`FMA = true`), plain
@@ -218,20 +226,28 @@ mod tests {
 
     #[test]
     fn family_and_model_decode_as_published() {
-        // (vendor, leaf 1 eax, family, model, Zen 1): EPYC 7601, Ryzen 2700X (Zen+),
-        // EPYC 7002 (Zen 2), EPYC 7003 (Zen 3), Xeon Skylake-SP.
+        // (vendor, leaf 1 eax, family, model, Zen 1, Zen 3): EPYC 7601, Ryzen 2700X
+        // (Zen+), EPYC 7002 (Zen 2), EPYC 7003 (Zen 3), Ryzen 5000 desktop (Zen 3),
+        // Ryzen 6000 mobile (Zen 3+), EPYC 9004 and Ryzen 7000 (Zen 4), EPYC 9005
+        // (Zen 5, family 1Ah), Xeon Skylake-SP.
         let amd = vendor(b"AuthenticAMD");
         let intel = vendor(b"GenuineIntel");
-        for (v, eax, family, model, zen1) in [
-            (amd, 0x0080_0F12, 0x17, 0x01, true),
-            (amd, 0x0080_0F82, 0x17, 0x08, true),
-            (amd, 0x0083_0F10, 0x17, 0x31, false),
-            (amd, 0x00A0_0F11, 0x19, 0x01, false),
-            (intel, 0x0005_0654, 0x06, 0x55, false),
+        for (v, eax, family, model, zen1, zen3) in [
+            (amd, 0x0080_0F12, 0x17, 0x01, true, false),
+            (amd, 0x0080_0F82, 0x17, 0x08, true, false),
+            (amd, 0x0083_0F10, 0x17, 0x31, false, false),
+            (amd, 0x00A0_0F11, 0x19, 0x01, false, true),
+            (amd, 0x00A2_0F10, 0x19, 0x21, false, true),
+            (amd, 0x00A4_0F41, 0x19, 0x44, false, true),
+            (amd, 0x00A1_0F11, 0x19, 0x11, false, false),
+            (amd, 0x00A6_0F12, 0x19, 0x61, false, false),
+            (amd, 0x00B0_0F21, 0x1A, 0x02, false, false),
+            (intel, 0x0005_0654, 0x06, 0x55, false, false),
         ] {
             let cpu = CpuModel::from_cpuid(v, eax);
             assert_eq!((cpu.family, cpu.model), (family, model), "{eax:#x}");
             assert_eq!(cpu.is_zen1(), zen1, "{eax:#x}");
+            assert_eq!(cpu.is_zen3(), zen3, "{eax:#x}");
             assert_eq!((cpu.amd, cpu.intel), (v == amd, v == intel));
         }
     }
