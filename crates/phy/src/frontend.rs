@@ -298,9 +298,10 @@ impl FrontEnd {
 impl FrontEnd {
     /// [`Self::antenna_planar`] for every antenna of a frame at once: `samples` is
     /// antenna-major (`frame_len` per antenna), `antennas` of them. The batched FFT
-    /// runs where the size is a power of two and the CPU has AVX-512, the
-    /// per-antenna path otherwise; both write the same layout. Returns the null-bin energy and bin count summed over
-    /// every antenna and listed symbol.
+    /// runs where the size is a power of two and it was measured to pay on this CPU
+    /// (AVX-512; AVX2 on AMD Zen 1 and Zen 3: see `batched_receive_pays`), the
+    /// per-antenna path otherwise; both write the same layout. Returns the null-bin
+    /// energy and bin count summed over every antenna and listed symbol.
     ///
     /// # Panics
     /// If `samples` or the outputs are too short (caller bugs).
